@@ -1,0 +1,202 @@
+"""The composition root: the one place that wires database, plugins, children and doors.
+
+Above: the CLI (`mcp-host serve`) and the tests, which run `create_app(settings)` under
+uvicorn. Below: everything else. Nothing here decides policy; it only builds parts and hands
+them to each other, in the order their lifetimes nest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .bindings import Bindings
+from .catalogue import Catalogue
+from .children import Child, ChildLimits, ChildPool
+from .database import open_database
+from .launch import launch_for
+from .meta import MetaCaps
+from .owners import OwnerStore, ensure_owner_token
+from .plugins import LoadReport, Plugin, load_plugins
+from .sandbox import SandboxLedger, require_bwrap
+from .sessions import PostgresSessionStore
+from .settings import Settings
+from .visitor_door import VisitorDoor
+from .visitor_http import SessionsEndpoint, VisitorMCPEndpoint, build_visitor_server, security_settings
+
+__all__ = ["Host", "create_app", "running_host"]
+
+logger = logging.getLogger("mcp_host")
+
+
+@dataclass
+class Host:
+    """The running host's parts, for the HTTP routes and for tests."""
+
+    settings: Settings
+    report: LoadReport
+    pool: ChildPool
+    catalogue: Catalogue
+    owner_token_file: Path
+    owners: OwnerStore
+    sessions_endpoint: SessionsEndpoint
+    visitor_endpoint: VisitorMCPEndpoint
+    spawned: list[int] = field(default_factory=list)
+
+
+def _child_limits(s: Settings) -> ChildLimits:
+    return ChildLimits(
+        start_timeout_s=s.child_start_timeout_s,
+        idle_timeout_s=s.child_idle_timeout_s,
+        max_line_bytes=s.child_max_line_bytes,
+        stderr_lines_per_s=s.child_stderr_lines_per_s,
+        stderr_line_bytes=s.child_stderr_line_bytes,
+        backoff_max_s=s.child_restart_backoff_max_s,
+        crash_loop_threshold=s.child_crash_loop_threshold,
+        timeouts_before_recycle=s.child_timeouts_before_recycle,
+    )
+
+
+def _load(settings: Settings) -> LoadReport:
+    report = load_plugins(settings.builtin_dir, settings.plugins)
+    for error in report.errors:
+        logger.error("plugin skipped: %s", error)
+    if settings.sandbox == "on":
+        require_bwrap()
+    else:
+        logger.warning("MCP_HOST_SANDBOX=off: children run UNSANDBOXED. For development only.")
+    return report
+
+
+@asynccontextmanager
+async def running_host(settings: Settings) -> AsyncIterator[Host]:
+    """Start every part of the host; stop them all, children first, on exit."""
+    report = _load(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ledger = SandboxLedger(settings.data_dir / "run" / "sandboxes")
+    swept = ledger.sweep()
+    if swept:
+        logger.warning("killed %d sandbox(es) left over from a host that did not stop cleanly", len(swept))
+    async with open_database(settings) as database:
+        owners = OwnerStore(database.pool)
+        owner = await owners.ensure_single_owner()
+        token_file = await ensure_owner_token(owners, owner, settings.data_dir)
+        sessions = PostgresSessionStore(database.pool)
+        spawned: list[int] = []
+
+        def on_spawn(pid: int, plugin_id: str) -> None:
+            spawned.append(pid)
+            ledger.record(pid, plugin_id)
+
+        pool = ChildPool(
+            _child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
+        )
+
+        def child_of(plugin: Plugin) -> Child:
+            return pool.child(plugin.manifest.id, lambda: launch_for(plugin, settings))
+
+        bindings = Bindings(child_of, list_timeout_s=settings.list_timeout_s)
+        door = VisitorDoor(
+            report.plugins,
+            bindings,
+            child_of,
+            meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
+            call_timeout_s=settings.call_timeout_s,
+        )
+        manager = StreamableHTTPSessionManager(
+            build_visitor_server(door),
+            security_settings=security_settings(settings.host, settings.port, settings.allowed_hosts),
+            max_request_body_size=settings.max_body_bytes,
+        )
+        async with pool, manager.run():
+            yield Host(
+                settings=settings,
+                report=report,
+                pool=pool,
+                catalogue=Catalogue(report, pool, bindings),
+                owner_token_file=token_file,
+                owners=owners,
+                sessions_endpoint=SessionsEndpoint(
+                    sessions, owner.id, settings.base_url, settings.max_rest_body_bytes
+                ),
+                visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
+                spawned=spawned,
+            )
+            logger.info("stopping children")
+
+
+class _Deferred:
+    """An ASGI endpoint that forwards to a part of the running host (built in the lifespan)."""
+
+    def __init__(self, app: Starlette, part: str) -> None:
+        self._app = app
+        self._part = part
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        host: Host | None = getattr(self._app.state, "host", None)
+        if host is None:
+            await JSONResponse({"error": "starting"}, status_code=503)(scope, receive, send)
+            return
+        await getattr(host, self._part)(scope, receive, send)
+
+
+def create_app(settings: Settings) -> Starlette:
+    """The host's ASGI app; its lifespan runs `running_host`."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with running_host(settings) as host:
+            app.state.host = host
+            _announce(host)
+            try:
+                yield
+            finally:
+                app.state.host = None
+
+    async def healthz(request: Request) -> Response:
+        ready = getattr(request.app.state, "host", None) is not None
+        return JSONResponse({"ok": ready}, status_code=200 if ready else 503)
+
+    async def catalogue(request: Request) -> Response:
+        host: Host | None = getattr(request.app.state, "host", None)
+        if host is None:
+            return JSONResponse({"error": "starting"}, status_code=503)
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token or await host.owners.verify_token(token.strip()) is None:
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        entries = [e.model_dump() for e in host.catalogue.entries()]
+        return JSONResponse({"capabilities": entries}, headers={"Cache-Control": "no-store"})
+
+    app = Starlette(lifespan=lifespan)
+    app.state.host = None
+    app.router.routes.extend(
+        [
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/v1/catalogue", catalogue, methods=["GET"]),
+            Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"]),
+            Route("/v1/sessions/{session_id}/mcp", _Deferred(app, "visitor_endpoint"), methods=["GET", "POST", "DELETE"]),
+        ]
+    )
+    return app
+
+
+def _announce(host: Host) -> None:
+    s = host.settings
+    plugins = ", ".join(p.manifest.id for p in host.report.plugins) or "none"
+    logger.info("mcp-host ready on %s (plugins: %s)", s.base_url, plugins)
+    logger.info(
+        "owner endpoint: %s/v1/owner/mcp (the owner token is in %s; `mcp-host owner token` prints it)",
+        s.base_url,
+        host.owner_token_file,
+    )
+    logger.info("open a visitor session: curl -s -X POST %s/v1/sessions -H 'content-type: application/json' -d '{}'", s.base_url)

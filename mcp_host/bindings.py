@@ -1,0 +1,163 @@
+"""Bindings: the tools one session sees, assembled from the children's real `tools/list`.
+
+Above: the visitor endpoint (tools/list answers from `assemble(fresh=True)`; tools/call
+routes through `assemble(fresh=False)`, which reuses the lists of the last assembly).
+Below: `children` (the real lists) and `plugins` (the manifests).
+
+Reconciliation rules (issue 2):
+- the child's real list wins over the manifest's `visitor_tools`; a mismatch is logged once
+  per distinct difference;
+- a child that cannot be started or answered is left out, and its cause is logged and kept
+  for the catalogue (never a silent empty list);
+- a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
+- a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import mcp.types as types
+
+from .children import Child
+from .errors import HostError
+from .manifest import TOOL_NAME_RE, check_text
+from .plugins import Plugin
+
+__all__ = ["Binding", "Bindings", "Toolset"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One exposed tool and the capability that answers it."""
+
+    capability: str
+    tool: types.Tool
+
+
+@dataclass(frozen=True)
+class Toolset:
+    tools: dict[str, Binding]
+    collisions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def listed(self) -> list[types.Tool]:
+        return [b.tool for b in self.tools.values()]
+
+
+class Bindings:
+    """Assembles toolsets; remembers per-capability causes for the catalogue."""
+
+    def __init__(self, child_of: Callable[[Plugin], Child], *, list_timeout_s: float) -> None:
+        self._child_of = child_of
+        self._list_timeout_s = list_timeout_s
+        self._reported: dict[str, frozenset[str]] = {}
+        self.causes: dict[str, str] = {}
+        """Capability id → why some or all of its tools are not exposed right now."""
+
+    async def assemble(self, capabilities: Sequence[Plugin], *, fresh: bool) -> Toolset:
+        lists: dict[str, tuple[types.Tool, ...]] = {}
+        unavailable: dict[str, str] = {}
+
+        async def collect(plugin: Plugin) -> None:
+            pid = plugin.manifest.id
+            try:
+                child = self._child_of(plugin)
+                cached = child.tools
+                real = cached if (cached is not None and not fresh) else await child.list_tools(
+                    timeout=self._list_timeout_s
+                )
+            except HostError as exc:
+                health = self._child_of(plugin).health()
+                unavailable[pid] = health.cause or exc.message
+                return
+            lists[pid] = self._safe(plugin, real)
+
+        async with anyio.create_task_group() as tg:
+            for plugin in capabilities:
+                tg.start_soon(collect, plugin)
+        return self._merge(capabilities, lists, unavailable)
+
+    def _safe(self, plugin: Plugin, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
+        pid = plugin.manifest.id
+        safe: list[types.Tool] = []
+        for tool in tools:
+            problem = _tool_problem(tool)
+            if problem:
+                logger.warning("%s: tool %r dropped: %s", pid, tool.name[:80], problem)
+                continue
+            safe.append(tool)
+        real = frozenset(t.name for t in safe)
+        if self._reported.get(pid) != real:
+            self._reported[pid] = real
+            declared = frozenset(plugin.manifest.visitor_tools or ())
+            if declared and declared != real:
+                logger.warning(
+                    "%s: real tools differ from manifest visitor_tools (the real list wins): "
+                    "missing %s, undeclared %s",
+                    pid,
+                    sorted(declared - real),
+                    sorted(real - declared),
+                )
+        return tuple(safe)
+
+    def _merge(
+        self,
+        capabilities: Sequence[Plugin],
+        lists: dict[str, tuple[types.Tool, ...]],
+        unavailable: dict[str, str],
+    ) -> Toolset:
+        owners: dict[str, list[str]] = {}
+        for plugin in capabilities:  # manifest order is id order: deterministic
+            for tool in lists.get(plugin.manifest.id, ()):
+                owners.setdefault(tool.name, []).append(plugin.manifest.id)
+        collisions = {name: tuple(ids) for name, ids in owners.items() if len(ids) > 1}
+        exposed: dict[str, Binding] = {}
+        for plugin in capabilities:
+            pid = plugin.manifest.id
+            for tool in lists.get(pid, ()):
+                if tool.name not in collisions:
+                    exposed[tool.name] = Binding(pid, tool)
+        self._record_causes(capabilities, collisions, unavailable)
+        return Toolset(exposed, collisions, unavailable)
+
+    def _record_causes(
+        self,
+        capabilities: Sequence[Plugin],
+        collisions: dict[str, tuple[str, ...]],
+        unavailable: dict[str, str],
+    ) -> None:
+        for plugin in capabilities:
+            pid = plugin.manifest.id
+            clashes = [
+                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; neither copy is exposed"
+                for name, ids in sorted(collisions.items())
+                if pid in ids
+            ]
+            if pid in unavailable:
+                clashes.insert(0, f"left out of tool lists: {unavailable[pid]}")
+            if clashes:
+                if self.causes.get(pid) != "; ".join(clashes):
+                    for clash in clashes:
+                        logger.warning("%s: %s", pid, clash)
+                self.causes[pid] = "; ".join(clashes)
+            else:
+                self.causes.pop(pid, None)
+
+
+def _tool_problem(tool: types.Tool) -> str | None:
+    if not TOOL_NAME_RE.fullmatch(tool.name):
+        return "its name is not ^[a-zA-Z0-9_-]{1,64}$"
+    for label, text, multiline in (("title", tool.title, False), ("description", tool.description, True)):
+        if text is None:
+            continue
+        try:
+            check_text(text, label, multiline=multiline)
+        except ValueError as exc:
+            return str(exc)
+    return None

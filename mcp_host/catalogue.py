@@ -1,0 +1,81 @@
+"""The catalogue: every loaded plugin with what its manifest declares and how it is doing.
+
+Above: `mcp-host caps list` (and, with issue 5, the owner's `capabilities_list`). Below: the
+load report (manifests), the child pool (health) and the bindings (why tools are withheld).
+Listing never starts a child.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .bindings import Bindings
+from .children import ChildPool, ChildState
+from .plugins import LoadReport, Plugin
+
+__all__ = ["Catalogue", "CatalogueEntry", "entry_for"]
+
+Status = Literal["healthy", "not_started", "failing", "invalid"]
+
+
+class CatalogueEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    kind: str
+    title: str | None
+    acl: str
+    requires: list[str]
+    visitor_tools: list[str]
+    status: Status
+    cause: str | None = None
+
+
+def entry_for(plugin: Plugin, status: Status = "not_started", cause: str | None = None) -> CatalogueEntry:
+    m = plugin.manifest
+    return CatalogueEntry(
+        id=m.id,
+        kind=m.kind,
+        title=m.title,
+        acl=m.acl,
+        requires=list(m.requires or ()),
+        visitor_tools=list(m.visitor_tools or ()),
+        status=status,
+        cause=cause,
+    )
+
+
+class Catalogue:
+    def __init__(self, report: LoadReport, pool: ChildPool, bindings: Bindings) -> None:
+        self._report = report
+        self._pool = pool
+        self._bindings = bindings
+
+    def entries(self) -> list[CatalogueEntry]:
+        out: list[CatalogueEntry] = []
+        for plugin in self._report.plugins:
+            child = self._pool.get(plugin.manifest.id)
+            health = child.health() if child is not None else None
+            withheld = self._bindings.causes.get(plugin.manifest.id)
+            if health is None:
+                status: Status = "not_started"
+            elif health.state == ChildState.FAILING:
+                status = "failing"
+            elif health.state == ChildState.RUNNING and not withheld:
+                status = "healthy"
+            elif health.cause:
+                status = "failing"
+            else:
+                status = "not_started" if health.state == ChildState.STOPPED else "healthy"
+            cause = withheld or (health.cause if health is not None and status == "failing" else None)
+            out.append(entry_for(plugin, status, cause))
+        for error in self._report.errors:
+            out.append(
+                CatalogueEntry(
+                    id=error.path, kind="?", title=None, acl="?", requires=[], visitor_tools=[],
+                    status="invalid", cause=error.message,
+                )
+            )
+        return out

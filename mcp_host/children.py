@@ -1,0 +1,477 @@
+"""Children: running plugin processes, spoken to over stdio with MCP.
+
+Above: the bindings (which list and call tools) and the catalogue (which reads health).
+Below: `launch` (what argv starts a plugin, sandboxed or not), `framing` (bounded stdio
+lines) and the MCP SDK's `ClientSession`.
+
+A child is started on first use, kept and reused, stopped after an idle time, and started
+again on the next use after it dies — with a backoff that grows with consecutive failures
+(the first restart is immediate). Enough consecutive failures mark it `failing`, with the
+cause, until a start succeeds again. Every child runs in a task of the pool's task group,
+which is owned by the host's lifespan; that task owns the process and the MCP session, so
+cancel scopes open and close in one task.
+
+Processes are spawned from the event-loop thread (anyio's asyncio backend calls `Popen`
+there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.md B5).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import mcp.types as types
+from anyio.abc import Process, TaskGroup
+from mcp import MCPError
+from mcp.client.session import ClientSession
+from pydantic import ValidationError
+
+from .child_stderr import StderrDrain
+from .errors import CallTimeout, TransportFailure, Unavailable
+from .framing import framed_transport
+from .launch import Launch
+
+__all__ = ["Child", "ChildHealth", "ChildLimits", "ChildPool", "ChildState"]
+
+logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R", bound=types.Result)
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+_CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
+_MAX_LIST_PAGES = 20
+_STOP_GRACE_S = 1.0
+# A child that stayed up this long is considered healthy again: its failure count resets.
+_STABLE_AFTER_S = 30.0
+
+
+class ChildState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    FAILING = "failing"
+
+
+@dataclass(frozen=True)
+class ChildHealth:
+    state: ChildState
+    cause: str | None
+    pid: int | None
+    starts: int
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    start_timeout_s: float
+    idle_timeout_s: float
+    max_line_bytes: int
+    stderr_lines_per_s: int
+    stderr_line_bytes: int
+    backoff_max_s: float
+    crash_loop_threshold: int
+    timeouts_before_recycle: int
+
+
+@dataclass
+class _Start:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str | None = None
+
+
+class Child:
+    """One plugin's process and MCP session; safe to share between many concurrent callers."""
+
+    def __init__(
+        self,
+        plugin_id: str,
+        launch: Callable[[], Launch],
+        limits: ChildLimits,
+        task_group: TaskGroup,
+        *,
+        on_spawn: Callable[[int], None] = lambda pid: None,
+        on_exit: Callable[[int], None] = lambda pid: None,
+        on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+    ) -> None:
+        self.plugin_id = plugin_id
+        self._launch = launch
+        self._limits = limits
+        self._tg = task_group
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._on_tools_changed = on_tools_changed
+        self._session: ClientSession | None = None
+        self._process: Process | None = None
+        self._start_lock = anyio.Lock()
+        self._stop = anyio.Event()
+        self._state = ChildState.STOPPED
+        self._cause: str | None = None
+        self._failures = 0
+        self._next_start_at = 0.0
+        self._starts = 0
+        self._timeouts = 0
+        self._in_flight = 0
+        self._last_used = time.monotonic()
+        self.tools: tuple[types.Tool, ...] | None = None
+        """The child's last real tool list, or None when it must be listed again."""
+
+    # -- health -----------------------------------------------------------------------
+
+    def health(self) -> ChildHealth:
+        pid = self._process.pid if self._process is not None else None
+        return ChildHealth(self._state, self._cause, pid, self._starts)
+
+    @property
+    def running(self) -> bool:
+        return self._session is not None
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def list_tools(self, *, timeout: float) -> tuple[types.Tool, ...]:
+        """The child's real `tools/list` (all pages); also remembered in `self.tools`."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        async with self._use() as session:
+            for _ in range(_MAX_LIST_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                request = types.ListToolsRequest(params=params)
+                page = await self._send(session, request, types.ListToolsResult, timeout, None)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        self.tools = tuple(tools)
+        return self.tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any],
+        *,
+        timeout: float,
+        progress: ProgressFn | None = None,
+    ) -> types.CallToolResult:
+        """Forward one `tools/call`; the result is returned as the child gave it.
+
+        Raises Unavailable (child would not start or died), CallTimeout, TransportFailure
+        (the child answered with a protocol error or a malformed result).
+        """
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
+        )
+        async with self._use() as session:
+            return await self._send(session, request, types.CallToolResult, timeout, progress)
+
+    async def _send(
+        self,
+        session: ClientSession,
+        request: types.ClientRequest,
+        result_type: type[_R],
+        timeout: float,
+        progress: ProgressFn | None,
+    ) -> _R:
+        try:
+            result = await session.send_request(
+                request, result_type, request_read_timeout_seconds=timeout, progress_callback=progress
+            )
+        except MCPError as exc:
+            raise self._map_error(exc, request.method, timeout) from exc
+        except ValidationError as exc:
+            logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
+            raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
+        self._timeouts = 0
+        self._failures = 0
+        self._cause = None
+        return result
+
+    def _map_error(self, exc: MCPError, method: str, timeout: float) -> Exception:
+        code = exc.error.code
+        if code == types.REQUEST_TIMEOUT:
+            self._timeouts += 1
+            logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout)
+            if self._timeouts >= self._limits.timeouts_before_recycle:
+                logger.warning("%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts)
+                self._timeouts = 0
+                self.stop()
+            return CallTimeout(f"the call did not finish within {timeout:g} s")
+        if code == types.CONNECTION_CLOSED:
+            return Unavailable("the capability stopped while answering; try again")
+        logger.info("%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message)
+        return TransportFailure(f"the capability refused the request (error {code})")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the running process (if any) to stop; returns at once."""
+        self._stop.set()
+
+    def _use(self) -> _InUse:
+        return _InUse(self)
+
+    async def _session_for_call(self) -> ClientSession:
+        self._last_used = time.monotonic()
+        session = self._session
+        if session is not None:
+            return session
+        async with self._start_lock:
+            if self._session is not None:
+                return self._session
+            wait = self._next_start_at - time.monotonic()
+            if wait > 0:
+                raise Unavailable(f"the capability is restarting after a failure; retry in {wait:.1f} s")
+            start = _Start()
+            self._stop = anyio.Event()
+            self._state = ChildState.STARTING
+            self._tg.start_soon(self._run, start)
+            await start.done.wait()
+            if start.error is not None or self._session is None:
+                raise Unavailable("the capability could not be started")
+            return self._session
+
+    async def _run(self, start: _Start) -> None:
+        started_at = time.monotonic()
+        launch = self._launch()
+        drain = StderrDrain(
+            self.plugin_id,
+            lines_per_s=self._limits.stderr_lines_per_s,
+            line_bytes=self._limits.stderr_line_bytes,
+        )
+        reason: str | None = None
+        try:
+            process = await anyio.open_process(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=launch.cwd,
+                env=launch.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._finish(start, f"could not be spawned: {exc.strerror or exc}", started_at, crashed=True)
+            return
+        self._process = process
+        self._starts += 1
+        self._on_spawn(process.pid)
+        try:
+            reason = await self._serve(process, start, drain)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _terminate(process)
+            self._on_exit(process.pid)
+            self._process = None
+            self._session = None
+            self.tools = None
+            if reason is None:  # cancelled: the host is shutting down
+                reason = "stopped"
+            if reason not in ("stopped", "idle"):
+                reason = _explain(reason, process.returncode, drain)
+            self._finish(start, reason, started_at, crashed=reason not in ("stopped", "idle"))
+
+    async def _serve(self, process: Process, start: _Start, drain: StderrDrain) -> str | None:
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        outcome: list[str] = []
+
+        def overflow() -> None:
+            outcome.append("wrote an over-long line")
+            _kill(process)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain.run, process.stderr)
+            async with framed_transport(
+                process.stdout,
+                process.stdin,
+                max_line_bytes=self._limits.max_line_bytes,
+                on_overflow=overflow,
+                name=self.plugin_id,
+            ) as (read, write):
+                async with ClientSession(
+                    read, write, message_handler=self._on_message, client_info=_CLIENT_INFO
+                ) as session:
+                    try:
+                        with anyio.fail_after(self._limits.start_timeout_s):
+                            await session.initialize()
+                    except TimeoutError:
+                        return f"did not answer initialize within {self._limits.start_timeout_s:g} s"
+                    except MCPError:
+                        return "exited during start"
+                    self._session = session
+                    self._state = ChildState.RUNNING
+                    start.done.set()
+                    logger.info("%s: started (pid %d)", self.plugin_id, process.pid)
+                    ended = await self._supervise(process)
+                    outcome.append(ended)
+            tg.cancel_scope.cancel()
+        return outcome[0] if outcome else "exited"
+
+    async def _supervise(self, process: Process) -> str:
+        """Wait until the process exits, a stop is asked, or it has been idle too long."""
+        result = "stopped"
+        async with anyio.create_task_group() as tg:
+
+            async def exited() -> None:
+                nonlocal result
+                await process.wait()
+                result = "exited"
+                tg.cancel_scope.cancel()
+
+            async def stop_asked() -> None:
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+
+            async def idle() -> None:
+                nonlocal result
+                limit = self._limits.idle_timeout_s
+                while True:
+                    await anyio.sleep(min(limit, 5.0))
+                    if self._in_flight == 0 and time.monotonic() - self._last_used >= limit:
+                        result = "idle"
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(exited)
+            tg.start_soon(stop_asked)
+            tg.start_soon(idle)
+        return result
+
+    def _finish(self, start: _Start, reason: str, started_at: float, *, crashed: bool) -> None:
+        if crashed:
+            if time.monotonic() - started_at >= _STABLE_AFTER_S:
+                self._failures = 0
+            self._failures += 1
+            delay = 0.0 if self._failures == 1 else 0.25 * 2 ** (self._failures - 2)
+            self._next_start_at = time.monotonic() + min(delay, self._limits.backoff_max_s)
+            self._cause = reason
+            failing = self._failures >= self._limits.crash_loop_threshold
+            self._state = ChildState.FAILING if failing else ChildState.STOPPED
+            logger.error("%s: %s (failure %d in a row)", self.plugin_id, reason, self._failures)
+        else:
+            self._state = ChildState.STOPPED
+            logger.info("%s: %s", self.plugin_id, reason)
+        if not start.done.is_set():
+            start.error = reason
+            start.done.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.tools = None
+            self._on_tools_changed(self.plugin_id)
+        elif isinstance(message, Exception):
+            logger.warning("%s: wrote a line that is not JSON-RPC", self.plugin_id)
+
+
+class _InUse:
+    """`async with child._use() as session`: counts the call in flight for the idle timer."""
+
+    def __init__(self, child: Child) -> None:
+        self._child = child
+
+    async def __aenter__(self) -> ClientSession:
+        session = await self._child._session_for_call()
+        self._child._in_flight += 1
+        return session
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._child._in_flight -= 1
+        self._child._last_used = time.monotonic()
+
+
+def _explain(reason: str, returncode: int | None, drain: StderrDrain) -> str:
+    parts = [reason]
+    if returncode is not None:
+        parts.append(f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}")
+    if drain.tail:
+        parts.append(f"last stderr: {drain.tail[-1][:300]}")
+    return "; ".join(parts)
+
+
+def _kill(process: Process) -> None:
+    """SIGKILL the child's process group (bwrap's --die-with-parent takes the sandbox down)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+async def _terminate(process: Process) -> None:
+    """Close stdin, give the child a moment to exit, then kill it; always reaps it."""
+    if process.returncode is None and process.stdin is not None:
+        try:
+            await process.stdin.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        with anyio.move_on_after(_STOP_GRACE_S):
+            await process.wait()
+    if process.returncode is None:
+        _kill(process)
+    with anyio.move_on_after(5.0):
+        await process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            await stream.aclose()
+
+
+class ChildPool:
+    """All children of one host; an async context manager owning their task group."""
+
+    def __init__(
+        self,
+        limits: ChildLimits,
+        *,
+        max_children: int,
+        on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
+        on_exit: Callable[[int], None] = lambda pid: None,
+        on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+    ) -> None:
+        self._limits = limits
+        self._max = max_children
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._on_tools_changed = on_tools_changed
+        self._children: dict[str, Child] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> ChildPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._tg is not None
+        for child in self._children.values():
+            child.stop()
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+
+    def child(self, plugin_id: str, launch: Callable[[], Launch]) -> Child:
+        """The child of `plugin_id`, created (not started) on first ask."""
+        child = self._children.get(plugin_id)
+        if child is None:
+            if self._tg is None:
+                raise RuntimeError("ChildPool must be entered before use")
+            if len(self._children) >= self._max:
+                raise Unavailable("the host runs as many capabilities as it may")
+            child = Child(
+                plugin_id,
+                launch,
+                self._limits,
+                self._tg,
+                on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
+                on_exit=self._on_exit,
+                on_tools_changed=self._on_tools_changed,
+            )
+            self._children[plugin_id] = child
+        return child
+
+    def get(self, plugin_id: str) -> Child | None:
+        return self._children.get(plugin_id)
+
+    def running_count(self) -> int:
+        return sum(1 for c in self._children.values() if c.running)

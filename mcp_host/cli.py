@@ -1,0 +1,210 @@
+"""`mcp-host`: the command line (DESIGN.md "Interfaces").
+
+Above: the user's shell. Below: `app` (serve), `plugins` (check, caps list) and the HTTP API
+of a running host (session new, caps list's live status).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .catalogue import CatalogueEntry, entry_for
+from .errors import HostError
+from .plugins import check_paths, load_plugins
+from .settings import Settings
+
+__all__ = ["main"]
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in ("host", "port", "data_dir"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "plugins", None):
+        overrides["plugins"] = args.plugins
+    return Settings(**overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    try:
+        uvicorn.Server(config).run()
+    except HostError as exc:
+        print(f"mcp-host: {exc.message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    errors = check_paths([Path(p) for p in args.dirs])
+    for error in errors:
+        print(f"error: {error.message}")
+    if not errors:
+        print(f"ok: {', '.join(args.dirs)}")
+    return 1 if errors else 0
+
+
+def _http(method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def _session_new(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    url = (args.url or settings.base_url).rstrip("/")
+    visitor = {k: v for k, v in (("name", args.name), ("email", args.email)) if v}
+    try:
+        answer = _http("POST", f"{url}/v1/sessions", {"visitor": visitor} if visitor else {})
+    except urllib.error.HTTPError as exc:
+        print(f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"mcp-host: no host at {url} ({exc}); start it with `mcp-host serve`", file=sys.stderr)
+        return 1
+    print(json.dumps(answer, indent=2))
+    return 0
+
+
+def _caps_list(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    entries = _live_entries(settings, args.url)
+    if entries is None:
+        report = load_plugins(settings.builtin_dir, settings.plugins)
+        entries = [entry_for(p) for p in report.plugins]
+        entries += [
+            CatalogueEntry(id=e.path, kind="?", title=None, acl="?", requires=[], visitor_tools=[],
+                           status="invalid", cause=e.message)
+            for e in report.errors
+        ]
+    _print_table(entries)
+    return 0
+
+
+def _live_entries(settings: Settings, url: str | None) -> list[CatalogueEntry] | None:
+    token_file = settings.data_dir / "owner-token"
+    if not token_file.exists():
+        return None
+    base = (url or settings.base_url).rstrip("/")
+    try:
+        raw = _http("GET", f"{base}/v1/catalogue", token=token_file.read_text().strip())
+    except OSError:
+        return None
+    return [CatalogueEntry.model_validate(e) for e in raw["capabilities"]]
+
+
+def _print_table(entries: Sequence[CatalogueEntry]) -> None:
+    rows = [("ID", "KIND", "ACL", "REQUIRES", "VISITOR TOOLS", "STATUS")]
+    for e in entries:
+        status = e.status if not e.cause else f"{e.status}: {e.cause}"
+        rows.append((e.id, e.kind, e.acl, ",".join(e.requires) or "-", ",".join(e.visitor_tools) or "-", status))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+def _owner_token(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    token_file = settings.data_dir / "owner-token"
+    if args.rotate:
+        path = anyio.run(_rotate_owner_token, settings)
+        print(f"new owner token written to {path}")
+        return 0
+    if not token_file.exists():
+        print(f"mcp-host: no owner token yet at {token_file}; start the host once", file=sys.stderr)
+        return 1
+    print(token_file.read_text().strip())
+    return 0
+
+
+async def _rotate_owner_token(settings: Settings) -> Path:
+    from .database import open_database
+    from .owners import OwnerStore, write_owner_token_file
+
+    async with open_database(settings) as database:
+        owners = OwnerStore(database.pool)
+        owner = await owners.ensure_single_owner()
+        token = await owners.issue_token(owner.id)
+        return write_owner_token_file(settings.data_dir, token)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", dest="data_dir", type=Path)
+        p.add_argument("--plugins", nargs="+", type=Path, action="extend", metavar="DIR")
+
+    serve = sub.add_parser("serve", help="run the host")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    common(serve)
+    serve.set_defaults(run=_serve)
+
+    check = sub.add_parser("check", help="lint plugin folders")
+    check.add_argument("dirs", nargs="+", metavar="DIR")
+    check.set_defaults(run=_check)
+
+    caps = sub.add_parser("caps", help="capabilities").add_subparsers(dest="caps_command", required=True)
+    caps_list = caps.add_parser("list", help="print the catalogue")
+    caps_list.add_argument("--url", help="a running host (default: from settings)")
+    common(caps_list)
+    caps_list.set_defaults(run=_caps_list)
+
+    session = sub.add_parser("session", help="visitor sessions").add_subparsers(dest="session_command", required=True)
+    new = session.add_parser("new", help="open a public visitor session on a running host")
+    new.add_argument("--url", help="the host's base URL (default: from settings)")
+    new.add_argument("--name")
+    new.add_argument("--email")
+    new.set_defaults(run=_session_new)
+
+    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(dest="owner_command", required=True)
+    token = owner.add_parser("token", help="print (or --rotate) the owner token")
+    token.add_argument("--rotate", action="store_true")
+    token.add_argument("--data-dir", dest="data_dir", type=Path)
+    token.set_defaults(run=_owner_token)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except HostError as exc:
+        print(f"mcp-host: {exc.message}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The host's exception tree; each class maps to one error code of DESIGN.md.
+
+    HostError                       (base; never raised itself)
+    ├── Denied                      denied
+    ├── UnknownTool                 unknown
+    ├── InvalidArguments            invalid_arguments
+    ├── CallTimeout                 timeout
+    ├── Unavailable                 unavailable
+    ├── TransportFailure            transport
+    └── ManifestError               (load time only; never reaches a caller)
+
+Doors (the visitor endpoint, later the owner endpoint and the back-channel) turn a
+`HostError` into a wire error with `code` and `message`. The message of a `HostError` is
+written for the caller; anything else is logged and answered with an opaque message.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CallTimeout",
+    "Denied",
+    "HostError",
+    "InvalidArguments",
+    "ManifestError",
+    "TransportFailure",
+    "Unavailable",
+    "UnknownTool",
+]
+
+
+class HostError(Exception):
+    """A failure the host can explain to its caller; `code` is DESIGN.md's error vocabulary."""
+
+    code: ClassVar[str] = "unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Denied(HostError):
+    code = "denied"
+
+
+class UnknownTool(HostError):
+    code = "unknown"
+
+
+class InvalidArguments(HostError):
+    code = "invalid_arguments"
+
+
+class CallTimeout(HostError):
+    code = "timeout"
+
+
+class Unavailable(HostError):
+    code = "unavailable"
+
+
+class TransportFailure(HostError):
+    code = "transport"
+
+
+class ManifestError(HostError):
+    """A plugin folder that cannot be loaded; `path` and `field` say where."""
+
+    code = "invalid_manifest"
+
+    def __init__(self, path: str, field: str, problem: str) -> None:
+        super().__init__(f"{path}: {field}: {problem}" if field else f"{path}: {problem}")
+        self.path = path
+        self.field = field
+        self.problem = problem

@@ -1,0 +1,100 @@
+"""Bounded newline-delimited JSON-RPC framing over a byte-stream pair.
+
+Below: a child's stdout/stdin pipes (or any anyio byte streams). Above: the MCP SDK's
+`ClientSession`, which takes a `(read_stream, write_stream)` pair of `SessionMessage`s.
+
+We do not use the SDK's stdio client: it reads lines without a cap, so a child that writes
+no newline pins a host core and grows memory without end (SECURITY.md A2, measured in §2.6).
+Here a line longer than `max_line_bytes` ends the transport and calls `on_overflow`, which
+kills the child; complete messages before it are still delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import mcp.types as types
+from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+__all__ = ["LineTooLong", "framed_transport"]
+
+logger = logging.getLogger(__name__)
+
+_END_OF_INPUT = (
+    anyio.EndOfStream,
+    anyio.IncompleteRead,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+)
+
+
+class LineTooLong(Exception):
+    """The peer wrote a line over the cap; the transport was closed."""
+
+
+ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
+WriteStream = MemoryObjectSendStream[SessionMessage]
+
+
+@asynccontextmanager
+async def framed_transport(
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    max_line_bytes: int,
+    on_overflow: Callable[[], None],
+    name: str = "peer",
+) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    """Yield SDK streams reading lines from `receive` and writing lines to `send`.
+
+    A line over `max_line_bytes` calls `on_overflow()` and closes the read side, so pending
+    requests fail as "connection closed". A line that is not JSON-RPC is handed to the
+    session as an exception (the SDK logs it) and reading goes on.
+    """
+    in_send, in_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    out_send, out_recv = anyio.create_memory_object_stream[SessionMessage](16)
+    buffered = BufferedByteReceiveStream(receive)
+
+    async def read_lines() -> None:
+        async with in_send:
+            try:
+                while True:
+                    line = await buffered.receive_until(b"\n", max_line_bytes)
+                    if not line.strip():
+                        continue
+                    try:
+                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except ValueError as exc:
+                        await in_send.send(exc)
+                        continue
+                    await in_send.send(SessionMessage(message))
+            except anyio.DelimiterNotFound:
+                logger.error("%s wrote a line over %d bytes; closing it", name, max_line_bytes)
+                on_overflow()
+            except _END_OF_INPUT:
+                pass
+
+    async def write_lines() -> None:
+        async with out_recv:
+            try:
+                async for item in out_recv:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await send.send(data.encode() + b"\n")
+            except _END_OF_INPUT:
+                pass
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_lines)
+        tg.start_soon(write_lines)
+        try:
+            yield in_recv, out_send
+        finally:
+            tg.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await send.aclose()

@@ -1,0 +1,234 @@
+"""Owners (the tenants the host works for) and the bearer tokens of the owner endpoint.
+
+Below: asyncpg (tables `mcp_host.owners`, `mcp_host.owner_tokens`) and the data directory,
+where the owner's token file lives. Above: the composition root, which makes sure at start
+that the single owner and its token exist, the owner endpoint, which verifies the token on
+every request, and the CLI's `mcp-host owner token [--rotate]`.
+
+An owner has at most one live token; issuing one revokes the others (rotation). Only the
+token's sha256 digest is stored. The token file `<data_dir>/owner-token` is created with mode
+0600 and replaced atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from mcp_host.database import PgConnection, PgPool
+
+__all__ = [
+    "OWNER_TOKEN_FILE",
+    "Owner",
+    "OwnerError",
+    "OwnerStore",
+    "ensure_owner_token",
+    "write_owner_token_file",
+]
+
+_logger = logging.getLogger("mcp_host.owners")
+
+OWNER_TOKEN_FILE = "owner-token"
+_TOKEN_MAX_CHARS = 256
+_OWNER_COLUMNS = "id, name, email, timezone, created_at"
+
+
+class OwnerError(Exception):
+    """The owners table is not what this call expects (an unknown owner, several owners)."""
+
+
+class Owner(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str | None
+    email: str | None
+    timezone: str | None
+    created_at: datetime
+
+
+class OwnerStore:
+    """Owners and owner tokens in Postgres."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+
+    async def ensure_single_owner(self) -> Owner:
+        """The install's one owner, created on first call; safe when replicas start at once.
+
+        Raises `OwnerError` if the database holds several owners.
+        """
+        select = f"SELECT {_OWNER_COLUMNS} FROM mcp_host.owners ORDER BY created_at, id LIMIT 2"
+        async with self._pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(select)
+            if not rows:
+                # Creators queue on this lock; the next in line sees the first one's owner.
+                await conn.execute("LOCK TABLE mcp_host.owners IN SHARE ROW EXCLUSIVE MODE")
+                rows = await conn.fetch(select)
+            if not rows:
+                row = await conn.fetchrow(
+                    f"INSERT INTO mcp_host.owners (id) VALUES ($1) RETURNING {_OWNER_COLUMNS}",
+                    secrets.token_hex(8),
+                )
+                assert row is not None  # INSERT … RETURNING of one row
+                _logger.info("created the owner %s", row["id"])
+                return _owner_from_row(row)
+        if len(rows) > 1:
+            raise OwnerError("the database holds several owners; this is not a single-owner install")
+        return _owner_from_row(rows[0])
+
+    async def issue_token(self, owner_id: str) -> str:
+        """A new token for `owner_id`; every earlier token of the owner is revoked.
+
+        Raises `OwnerError` for an unknown owner.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_owner(conn, owner_id)
+            await conn.execute(
+                "UPDATE mcp_host.owner_tokens SET revoked_at = now() "
+                "WHERE owner_id = $1 AND revoked_at IS NULL",
+                owner_id,
+            )
+            return await _insert_token(conn, owner_id)
+
+    async def issue_first_token(
+        self, owner_id: str, *, persist: Callable[[str], Awaitable[None]]
+    ) -> str | None:
+        """Issue a token only if `owner_id` has no live one; None if it has.
+
+        `persist` receives the new token before the transaction commits, so two replicas that
+        start at once cannot both issue one; if `persist` raises, no token is issued.
+        Raises `OwnerError` for an unknown owner.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_owner(conn, owner_id)
+            live = await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM mcp_host.owner_tokens "
+                "WHERE owner_id = $1 AND revoked_at IS NULL)",
+                owner_id,
+            )
+            if live:
+                return None
+            token = await _insert_token(conn, owner_id)
+            await persist(token)
+            return token
+
+    async def verify_token(self, token: str) -> Owner | None:
+        """The owner whose live token this is; None otherwise.
+
+        The lookup is by sha256 digest, so timing reveals nothing about a stored token.
+        """
+        if not token or len(token) > _TOKEN_MAX_CHARS or not token.isascii():
+            return None
+        row = await self._pool.fetchrow(
+            "SELECT o.id, o.name, o.email, o.timezone, o.created_at "
+            "FROM mcp_host.owner_tokens t JOIN mcp_host.owners o ON o.id = t.owner_id "
+            "WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+            _digest(token),
+        )
+        return None if row is None else _owner_from_row(row)
+
+
+def write_owner_token_file(data_dir: Path, token: str) -> Path:
+    """Write `token` to `<data_dir>/owner-token`, created with mode 0600; return the path.
+
+    The file is written under a temporary name and renamed over the old one, so a reader
+    sees the old token or the new one, never a torn file or a wider mode.
+    """
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = data_dir / OWNER_TOKEN_FILE
+    tmp = data_dir / f".{OWNER_TOKEN_FILE}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(token + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return path
+
+
+async def ensure_owner_token(store: OwnerStore, owner: Owner, data_dir: Path) -> Path | None:
+    """Make sure the owner can find a working token in `<data_dir>/owner-token`.
+
+    A file holding a live token of `owner` is left alone. When the owner has no live token,
+    one is issued and written. When the owner has a live token but the file is missing or
+    stale (another replica or `mcp-host owner token --rotate` issued it), nothing is rotated
+    behind the owner's back: a warning is logged and None returned.
+    """
+    path = data_dir / OWNER_TOKEN_FILE
+    existing = await anyio.to_thread.run_sync(_read_token_file, path)
+    if existing is not None:
+        holder = await store.verify_token(existing)
+        if holder is not None and holder.id == owner.id:
+            return path
+
+    async def persist(token: str) -> None:
+        await anyio.to_thread.run_sync(write_owner_token_file, data_dir, token)
+
+    if await store.issue_first_token(owner.id, persist=persist) is not None:
+        _logger.info("owner token written to %s", path)
+        return path
+    _logger.warning(
+        "the owner has a live token but %s is %s; run `mcp-host owner token --rotate` for a new one",
+        path,
+        "missing" if existing is None else "stale",
+    )
+    return None
+
+
+def _read_token_file(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("ascii")).digest()
+
+
+async def _lock_owner(conn: PgConnection, owner_id: str) -> None:
+    found = await conn.fetchval("SELECT 1 FROM mcp_host.owners WHERE id = $1 FOR UPDATE", owner_id)
+    if found is None:
+        raise OwnerError(f"no owner {owner_id!r}")
+
+
+async def _insert_token(conn: PgConnection, owner_id: str) -> str:
+    token = secrets.token_urlsafe(32)
+    await conn.execute(
+        "INSERT INTO mcp_host.owner_tokens (owner_id, token_hash) VALUES ($1, $2)",
+        owner_id,
+        _digest(token),
+    )
+    return token
+
+
+def _owner_from_row(row: asyncpg.Record) -> Owner:
+    return Owner(
+        id=row["id"],
+        name=row["name"],
+        email=row["email"],
+        timezone=row["timezone"],
+        created_at=row["created_at"],
+    )

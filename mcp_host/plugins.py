@@ -1,0 +1,180 @@
+"""Plugin folders: finding them, loading their manifests, and linting them.
+
+Above: the registry and catalogue (which take a `LoadReport`) and the CLI (`mcp-host serve
+--plugins DIR`, `mcp-host check DIR…`). Below: `manifest`, which reads one folder's
+`manifest.yaml`.
+
+A root is either a folder laid out like `capabilities/` (one sub-folder per plugin; hidden
+sub-folders and sub-folders without a manifest are ignored) or a single plugin folder holding
+`manifest.yaml`. Builtins must load — a broken builtin stops the host — while a broken plugin
+from an extra root is skipped and reported.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_host.errors import ManifestError
+from mcp_host.manifest import MANIFEST_NAME, Manifest, read_manifest
+
+__all__ = ["LoadReport", "Plugin", "check_paths", "declared_collisions", "load_plugins", "plugin_folders"]
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One loaded plugin: its manifest, its folder (absolute, resolved), and load warnings."""
+
+    manifest: Manifest
+    folder: Path
+    builtin: bool
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """The plugins that loaded (sorted by id) and the problems of the ones skipped."""
+
+    plugins: tuple[Plugin, ...]
+    errors: tuple[ManifestError, ...]
+
+
+def plugin_folders(root: Path) -> list[Path]:
+    """The plugin folders under `root`, resolved and sorted; `[]` if there are none.
+
+    `root` itself when it holds `manifest.yaml`, else each non-hidden sub-folder that does.
+    """
+    root = root.resolve()
+    if (root / MANIFEST_NAME).is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    found = {
+        child.resolve()
+        for child in root.iterdir()
+        if not child.name.startswith(".") and child.is_dir() and (child / MANIFEST_NAME).is_file()
+    }
+    return sorted(found)
+
+
+def _root_error(root: Path) -> ManifestError | None:
+    if not root.exists():
+        return ManifestError(str(root), "", "no such folder")
+    if not root.is_dir():
+        return ManifestError(str(root), "", "not a folder")
+    if not plugin_folders(root):
+        return ManifestError(str(root), "", f"no plugin folders (no {MANIFEST_NAME} here or one level down)")
+    return None
+
+
+def _id_error(plugin: Plugin, problem: str) -> ManifestError:
+    return ManifestError(str(plugin.folder / MANIFEST_NAME), "id", problem)
+
+
+def _load_builtins(root: Path) -> list[Plugin]:
+    """Every builtin under `root`; raises the first `ManifestError` (the host must not start)."""
+    if not root.is_dir():
+        raise ManifestError(str(root), "", "builtin plugin folder does not exist")
+    plugins: dict[str, Plugin] = {}
+    for folder in plugin_folders(root):
+        result = read_manifest(folder)
+        if result.manifest is None:
+            raise result.errors[0]
+        plugin = Plugin(result.manifest, folder, builtin=True, warnings=result.warnings)
+        other = plugins.get(plugin.manifest.id)
+        if other is not None:
+            raise _id_error(plugin, f"{plugin.manifest.id!r} is also the id of {other.folder}")
+        plugins[plugin.manifest.id] = plugin
+    return list(plugins.values())
+
+
+def _read_extras(roots: Sequence[Path], skip: set[Path]) -> tuple[list[Plugin], list[ManifestError]]:
+    """Plugins under `roots` (each folder once, none in `skip`) and the problems of the rest."""
+    plugins: list[Plugin] = []
+    errors: list[ManifestError] = []
+    seen = set(skip)
+    for root in roots:
+        root_error = _root_error(root)
+        if root_error is not None:
+            errors.append(root_error)
+            continue
+        for folder in plugin_folders(root):
+            if folder in seen:
+                continue
+            seen.add(folder)
+            result = read_manifest(folder)
+            if result.manifest is None:
+                errors.extend(result.errors)
+            else:
+                plugins.append(Plugin(result.manifest, folder, builtin=False, warnings=result.warnings))
+    return plugins, errors
+
+
+def _refuse_duplicate_ids(
+    builtins: Sequence[Plugin], extras: Sequence[Plugin]
+) -> tuple[list[Plugin], list[ManifestError]]:
+    """Drop every extra whose id a builtin or another extra also uses; say why for each."""
+    builtin_ids = {plugin.manifest.id: plugin for plugin in builtins}
+    by_id: defaultdict[str, list[Plugin]] = defaultdict(list)
+    for plugin in extras:
+        by_id[plugin.manifest.id].append(plugin)
+    kept: list[Plugin] = []
+    errors: list[ManifestError] = []
+    for plugin_id, group in by_id.items():
+        if plugin_id in builtin_ids:
+            owner = builtin_ids[plugin_id].folder
+            errors.extend(
+                _id_error(p, f"{plugin_id!r} is the id of the builtin plugin {owner}") for p in group
+            )
+        elif len(group) > 1:
+            for plugin in group:
+                others = ", ".join(str(p.folder) for p in group if p is not plugin)
+                errors.append(_id_error(plugin, f"{plugin_id!r} is also the id of {others}"))
+        else:
+            kept.append(group[0])
+    return kept, errors
+
+
+def load_plugins(builtin_root: Path | None, extra_roots: Sequence[Path]) -> LoadReport:
+    """Load the builtins under `builtin_root` and the plugins under each of `extra_roots`.
+
+    Raises `ManifestError` if `builtin_root` is missing or any builtin fails to load. For the
+    extra roots nothing raises: a missing or empty root, every problem of a plugin that fails
+    to load, and every extra whose id is taken (by a builtin, or by another extra — then all of
+    them are skipped) become entries of `LoadReport.errors`.
+    """
+    builtins = _load_builtins(builtin_root) if builtin_root is not None else []
+    extras, errors = _read_extras(extra_roots, skip={plugin.folder for plugin in builtins})
+    kept, id_errors = _refuse_duplicate_ids(builtins, extras)
+    plugins = sorted([*builtins, *kept], key=lambda plugin: plugin.manifest.id)
+    return LoadReport(tuple(plugins), (*errors, *id_errors))
+
+
+def check_paths(paths: Sequence[Path]) -> list[ManifestError]:
+    """Every problem `mcp-host check` reports for `paths`; an empty list means all is well.
+
+    The rules of an extra root in `load_plugins`: a path with no plugin folders, every problem
+    of every manifest, and ids used by more than one of the folders found.
+    """
+    return list(load_plugins(None, paths).errors)
+
+
+def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:
+    """Visitor tool names that manifests of different plugins both declare.
+
+    Names that differ only by case collide too (SECURITY E9). Each colliding name as declared
+    maps to the sorted ids of every plugin declaring it or a case variant of it. Not a load
+    error: the runtime reconciles the children's real lists and hides every colliding tool.
+    """
+    by_folded: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
+    for plugin in plugins:
+        for name in plugin.manifest.visitor_tools:
+            by_folded[name.casefold()].add((name, plugin.manifest.id))
+    collisions: dict[str, list[str]] = {}
+    for declared in by_folded.values():
+        ids = sorted({plugin_id for _, plugin_id in declared})
+        if len(ids) > 1:
+            collisions.update((name, list(ids)) for name, _ in sorted(declared))
+    return dict(sorted(collisions.items()))

@@ -1,0 +1,463 @@
+"""The sandbox a child runs in: the bubblewrap argv, its resource limits, and a sweep of leftovers.
+
+Above: `launch` turns a manifest into a `SandboxSpec` and takes the argv from
+`build_command`; `children` spawns it as a stdio MCP server (`close_fds=True`, from the
+event-loop thread: PR_SET_PDEATHSIG follows the spawning *thread*, SECURITY.md B5) and
+records each sandbox in a `SandboxLedger`, which the host sweeps at start. Below: `bwrap`
+(bubblewrap >= 0.8) and util-linux `prlimit`, both exec'd by the caller. Nothing here starts
+a process; `SandboxLedger.sweep` only kills.
+
+bwrap gives no security by default (SECURITY.md 0.4): the argv built here *is* the security
+model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
+
+    /usr (ro), /bin /sbin /lib /lib64 as on the host (symlinks into /usr on merged-/usr systems)
+    /etc            only ld.so.cache and localtime; with allow_net also the resolver files
+                    and the CA certificates (never /etc/passwd, /etc/ssl/private ...)
+    <interpreter>   each `extra_ro_binds` path, read-only at the same path
+    /plugin (ro)    the plugin folder; the working directory
+    /tmp            a private tmpfs of `limits.tmp_bytes`; HOME points here
+    /proc /dev      the sandbox's own; only its own pids are visible
+    sockets         each `socket_binds` entry, read-write (the host-op socket)
+    env             only `spec.env` plus PATH, HOME and LANG (`BASE_ENV`)
+    namespaces      all new (user, ipc, pid, net, uts, cgroup); the network is the host's only
+                    with allow_net; no nested user namespaces (--disable-userns)
+    privileges      no capabilities (bounding set empty), NO_NEW_PRIVS, new session (no
+                    controlling tty: TIOCSTI), dies with the host (--die-with-parent).
+                    Under a root host the sandbox's uid 0 is the host's root to file
+                    permissions: whatever is bound, it can read.
+    limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size
+
+Not done here: a seccomp filter (SECURITY.md D6; `Seccomp` reads 0 inside), and a pids
+cgroup, the only per-sandbox cap on tasks that holds when the host runs as root (see
+`_prlimit_argv`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import Unavailable
+
+__all__ = [
+    "BASE_ENV",
+    "Limits",
+    "SandboxLedger",
+    "SandboxSpec",
+    "SandboxUnavailable",
+    "bwrap_path",
+    "build_command",
+    "require_bwrap",
+]
+
+logger = logging.getLogger(__name__)
+
+_MiB = 1024 * 1024
+
+# The fixed environment every child gets under its declared variables (which may override
+# these). HOME is the private /tmp so tools that write ~/.cache work and see nothing of the
+# host's home; C.UTF-8 is built into glibc, so no locale files are needed.
+BASE_ENV: Mapping[str, str] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+}
+
+_HOSTNAME = "mcp-sandbox"
+_PLUGIN_MOUNT = "/plugin"
+_PRLIMIT = "/usr/bin/prlimit"
+_ENV_BIN = "/usr/bin/env"
+_INSTALL_HINT = "install bubblewrap and util-linux (Debian/Ubuntu: apt-get install bubblewrap util-linux)"
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: "$" would allow a final "\n"
+# Top-level entries that merged-/usr systems make symlinks into /usr; elsewhere real dirs.
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
+# /etc files any child needs: the dynamic linker's cache (libraries in multiarch dirs) and
+# the time zone. "-try" binds: a file missing on some host must not break every child.
+_ETC_ALWAYS = ("/etc/ld.so.cache", "/etc/localtime")
+# Only with allow_net: name resolution and TLS trust. Exactly these files and the certs
+# directory, never all of /etc/ssl (its private/ holds keys the sandbox's root could read).
+_ETC_NET = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+)
+
+
+class SandboxUnavailable(Unavailable):
+    """bubblewrap (or prlimit) is missing; children refuse to start rather than run unsandboxed."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-child resource limits, applied with `prlimit` inside the sandbox.
+
+    memory_bytes: RLIMIT_AS (address space, so thread stacks and malloc arenas count too).
+    max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where
+        the kernel enforces it.
+    max_open_files: RLIMIT_NOFILE.
+    cpu_seconds: RLIMIT_CPU, soft = hard, so reaching it is a SIGKILL the child cannot
+        catch. It counts the child's whole life, not one call.
+    max_file_bytes: RLIMIT_FSIZE (a bigger write fails with EFBIG; Python ignores SIGXFSZ).
+    tmp_bytes: the size of the private /tmp tmpfs (tmpfs pages are RAM that RLIMIT_AS
+        does not see).
+    """
+
+    memory_bytes: int
+    max_processes: int
+    max_open_files: int
+    cpu_seconds: int
+    max_file_bytes: int
+    tmp_bytes: int = 64 * _MiB
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if type(value) is not int or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to run in one sandbox.
+
+    plugin_dir: absolute; bound read-only at /plugin, the working directory.
+    command, args: the program inside; `command` is an absolute path or a bare name looked up
+        on `BASE_ENV`'s PATH. Both always come after bwrap's `--`.
+    env: the child's variables, over `BASE_ENV`.
+    allow_net: keep the host's network namespace (and bind the resolver and CA files).
+    extra_ro_binds: absolute host paths (the interpreter's prefixes), read-only at the same path.
+    socket_binds: (host path, path inside), bound read-write.
+    """
+
+    plugin_dir: Path
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    allow_net: bool
+    limits: Limits
+    extra_ro_binds: tuple[Path, ...] = ()
+    socket_binds: tuple[tuple[Path, str], ...] = ()
+
+
+def bwrap_path() -> str | None:
+    """The `bwrap` executable on PATH, or None."""
+    return shutil.which("bwrap")
+
+
+def require_bwrap() -> str:
+    """The `bwrap` path; raises `SandboxUnavailable` (with install instructions) when bwrap or
+    prlimit is missing."""
+    path = bwrap_path()
+    if path is None:
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not on PATH; {_INSTALL_HINT}")
+    if not os.access(_PRLIMIT, os.X_OK):
+        raise SandboxUnavailable(f"{_PRLIMIT} is missing; {_INSTALL_HINT}")
+    return path
+
+
+def build_command(spec: SandboxSpec, *, sandbox: bool = True) -> list[str]:
+    """The argv that runs `spec`: prlimit + command inside bwrap, with a clean environment.
+
+    sandbox=False (MCP_HOST_SANDBOX=off, development only): `env -i` + the command, run by
+    the caller in the plugin folder; the same clean environment, but no isolation and no limits.
+
+    Raises ValueError for a value that cannot be passed safely (NUL, a bad env key, a
+    relative or `..` path), and `SandboxUnavailable` when bwrap or prlimit is missing.
+    """
+    _check_spec(spec)
+    env = _child_env(spec)
+    if not sandbox:
+        return _dev_argv(spec, env)
+    return [
+        require_bwrap(),
+        *_namespace_args(spec.allow_net),
+        *_privilege_args(),
+        "--clearenv",
+        *(arg for key, value in env.items() for arg in ("--setenv", key, value)),
+        *_filesystem_args(spec),
+        "--chdir",
+        _PLUGIN_MOUNT,
+        # Everything after this is the child's argv: no manifest value is ever read as a flag.
+        "--",
+        *_prlimit_argv(spec.limits),
+        spec.command,
+        *spec.args,
+    ]
+
+
+def _namespace_args(allow_net: bool) -> list[str]:
+    # --unshare-all only *tries* the user namespace; ask for it outright so a host where it
+    # cannot be made fails to start the child instead of running it in the host's userns.
+    # --disable-userns (needs --unshare-user) makes a nested `unshare -U` fail (ENOSPC).
+    args = ["--unshare-all", "--unshare-user", "--disable-userns"]
+    if allow_net:
+        args.append("--share-net")
+    return args
+
+
+def _privilege_args() -> list[str]:
+    # --new-session: no controlling terminal, so TIOCSTI cannot type into the host's tty.
+    # --die-with-parent: PDEATHSIG SIGKILL when the host (thread) dies; the startup race
+    #   (bwrap #633) is covered by SandboxLedger.sweep. Measured: with it, the whole sandbox
+    #   ends as soon as the command exits; without it bwrap's init waits for the last
+    #   process, so a daemon the child left behind would keep the sandbox alive.
+    # --cap-drop ALL empties the bounding set too; bwrap always sets NO_NEW_PRIVS.
+    return ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", _HOSTNAME]
+
+
+def _filesystem_args(spec: SandboxSpec) -> list[str]:
+    # Order matters: later mounts land on top of earlier ones. /tmp comes before the
+    # interpreter binds so an interpreter that lives under /tmp is not hidden by the tmpfs.
+    args = ["--proc", "/proc", "--dev", "/dev", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--ro-bind", "/usr", "/usr", *_root_link_args()]
+    etc = _ETC_ALWAYS + (_ETC_NET if spec.allow_net else ())
+    args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
+    args += [arg for path in spec.extra_ro_binds for arg in ("--ro-bind", str(path), str(path))]
+    args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
+    args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
+    return args
+
+
+def _root_link_args() -> list[str]:
+    """/bin, /lib … as the host has them: the same symlink into /usr, or a read-only bind."""
+    args: list[str] = []
+    for name in _ROOT_LINKS:
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _prlimit_argv(limits: Limits) -> list[str]:
+    # Why prlimit runs *inside* the sandbox, after bwrap's `--`, and not around bwrap.
+    # Measured on kernel 6.18, bwrap 0.8, --nproc=24, a shell loop of `sleep 30 &` until fork
+    # fails (tests/test_sandbox.py, the fork bomb tests):
+    #
+    # * Since Linux 5.14 RLIMIT_NPROC is counted per (user namespace, uid) and checked at each
+    #   level up to the init namespace; a new user namespace takes its creator's RLIMIT_NPROC
+    #   as the cap for the level above. Around bwrap, for a non-root host uid that runs 12
+    #   other processes, the sandbox started 7 sleeps: everything the uid runs counts, so a
+    #   normal child could fail to start. Inside, the namespace is made under the host's own
+    #   limit and the cap counts the sandbox alone: 21 sleeps (+ the shells) in each of two
+    #   sandboxes at once, with the same 12 other processes running.
+    # * As root the kernel never enforces RLIMIT_NPROC: fork() skips the check when the real
+    #   user is the global root, and a root host's sandbox is uid 0 mapped to kuid 0 (user
+    #   namespace or not). Measured: 200 of 200 sleeps started. Under a root host a fork bomb
+    #   is bounded only by the host's pid_max; containing it needs a pids cgroup per sandbox
+    #   or a host that runs as a non-root user (C8).
+    # * RLIMIT_CPU with soft = hard: at the hard limit the kernel sends SIGKILL; a soft limit
+    #   alone only sends SIGXCPU, which a child may catch or ignore.
+    # * Inside, the limits bind the child's tree only, not bwrap's own setup.
+    return [
+        _PRLIMIT,
+        f"--as={limits.memory_bytes}",
+        f"--nproc={limits.max_processes}",
+        f"--nofile={limits.max_open_files}",
+        f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds}",
+        f"--fsize={limits.max_file_bytes}",
+        "--",
+    ]
+
+
+def _dev_argv(spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
+    # GNU env takes every operand with "=" before the command as an assignment, so a
+    # command containing "=" would be swallowed; a real program name never has one.
+    if "=" in spec.command:
+        raise ValueError(f"command {spec.command!r}: '=' is not allowed with the sandbox off")
+    return [_ENV_BIN, "-i", "--", *(f"{key}={value}" for key, value in env.items()), spec.command, *spec.args]
+
+
+def _child_env(spec: SandboxSpec) -> dict[str, str]:
+    for key, value in spec.env.items():
+        if not _ENV_KEY.fullmatch(key):
+            raise ValueError(f"env key {key!r} must be letters, digits and _, not starting with a digit")
+        _check_text(f"env {key}", value)
+    return {**BASE_ENV, **spec.env}
+
+
+def _check_spec(spec: SandboxSpec) -> None:
+    if not spec.command:
+        raise ValueError("command is empty")
+    _check_text("command", spec.command)
+    for index, arg in enumerate(spec.args):
+        _check_text(f"args[{index}]", arg)
+    _check_path("plugin_dir", str(spec.plugin_dir))
+    for path in spec.extra_ro_binds:
+        _check_path("extra_ro_binds", str(path))
+        if str(path) == "/":
+            raise ValueError("extra_ro_binds: binding / would expose the whole host")
+    for host, inside in spec.socket_binds:
+        _check_path("socket_binds host path", str(host))
+        _check_path("socket_binds inside path", inside)
+
+
+def _check_text(what: str, value: str) -> None:
+    if "\0" in value:
+        raise ValueError(f"{what}: contains NUL")
+
+
+def _check_path(what: str, value: str) -> None:
+    _check_text(what, value)
+    if not value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(f"{what} {value!r} must be absolute, without '..'")
+
+
+class SandboxLedger:
+    """Files under `run_dir` naming the live sandboxes, so a restarted host can kill the ones
+    a killed host left behind.
+
+    --die-with-parent cannot cover a host killed before bwrap armed it (bwrap #633,
+    SECURITY.md B4); `sweep` at host start is the second mechanism. A sandbox spawned but
+    not yet recorded when the host died is still missed: record right after spawning.
+    Each record holds the sandbox's pid and /proc start time (a recycled pid is never
+    killed) and the recording host's, so a sweep spares the sandboxes of a host that is
+    still running on the same run_dir.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self._dir = run_dir
+
+    def record(self, pid: int, plugin_id: str) -> None:
+        """Record `pid`, a child this process spawned and has not reaped; call it right after
+        spawning.
+
+        Any other pid is ignored (logged): it is not a sandbox of ours, or ours already exited
+        and the pid may be someone else's now. Only an unreaped child's pid cannot be recycled
+        before its start time is read.
+        """
+        stat = _proc_stat(pid)
+        host = _proc_stat(os.getpid())
+        if stat is None or host is None or stat.ppid != os.getpid():
+            logger.info("not recording pid %d (%s): not a live child of this process", pid, plugin_id)
+            return
+        entry = _Record(pid, stat.starttime, plugin_id, os.getpid(), host.starttime)
+        self._dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self._path(pid).with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(entry)))
+        tmp.replace(self._path(pid))  # a sweep never reads half a record
+
+    def forget(self, pid: int) -> None:
+        """Drop the record of `pid` (its sandbox has exited); a missing record is fine."""
+        self._path(pid).unlink(missing_ok=True)
+
+    def sweep(self) -> list[int]:
+        """Kill every recorded sandbox that is still the process recorded, unless another live
+        host recorded it; drop those records and the stale ones. Returns the pids killed.
+
+        Call it at host start, before spawning: records this process made are swept too.
+        """
+        killed: list[int] = []
+        if not self._dir.is_dir():
+            return killed
+        for path in sorted(self._dir.glob("*.json")):
+            entry = _Record.load(path)
+            if entry is not None and entry.host_pid != os.getpid() and entry.host_alive():
+                continue
+            if entry is not None and entry.alive():
+                _kill_sandbox(entry.pid)
+                killed.append(entry.pid)
+                logger.warning("killed leftover sandbox pid=%d plugin=%s", entry.pid, entry.plugin_id)
+            path.unlink(missing_ok=True)
+        return killed
+
+    def _path(self, pid: int) -> Path:
+        return self._dir / f"{pid}.json"
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One ledger file: a sandbox and the host that spawned it, each as (pid, start time)."""
+
+    pid: int
+    starttime: int
+    plugin_id: str
+    host_pid: int
+    host_starttime: int
+
+    @classmethod
+    def load(cls, path: Path) -> _Record | None:
+        """The record in `path`, or None (logged) if it is unreadable or malformed."""
+        try:
+            entry = cls(**json.loads(path.read_text()))
+            ints = (entry.pid, entry.starttime, entry.host_pid, entry.host_starttime)
+            if all(type(value) is int for value in ints) and type(entry.plugin_id) is str:
+                return entry
+        except (OSError, ValueError, TypeError):
+            pass
+        logger.warning("dropping unreadable sandbox record %s", path)
+        return None
+
+    def alive(self) -> bool:
+        return _started_at(self.pid, self.starttime)
+
+    def host_alive(self) -> bool:
+        return _started_at(self.host_pid, self.host_starttime)
+
+
+@dataclass(frozen=True)
+class _Stat:
+    ppid: int
+    pgid: int
+    starttime: int
+
+
+def _proc_stat(pid: int) -> _Stat | None:
+    """Fields of /proc/<pid>/stat, or None when there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # comm (field 2) may hold spaces and parentheses; the fields after the last ")" start at
+    # field 3 (state): ppid is field 4, pgrp 5, starttime 22.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return _Stat(ppid=int(fields[1]), pgid=int(fields[2]), starttime=int(fields[19]))
+
+
+def _started_at(pid: int, starttime: int) -> bool:
+    """Whether `pid` is alive and is the process that started at `starttime` (not a reuse)."""
+    stat = _proc_stat(pid)
+    return stat is not None and stat.starttime == starttime
+
+
+def _kill_sandbox(pid: int) -> None:
+    """SIGKILL bwrap's children (the pid-namespace init: its death ends every process in the
+    namespace, even if --die-with-parent was never armed), then bwrap and its process group."""
+    for child in _children(pid):
+        _sigkill(os.kill, child)
+    stat = _proc_stat(pid)
+    if stat is not None and stat.pgid == pid:
+        _sigkill(os.killpg, pid)
+    _sigkill(os.kill, pid)
+
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is `pid` (a scan of /proc: sweeps are rare)."""
+    children: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _proc_stat(int(entry.name))
+            if stat is not None and stat.ppid == pid:
+                children.append(int(entry.name))
+    return children
+
+
+def _sigkill(kill: Callable[[int, int], None], pid: int) -> None:
+    try:
+        kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

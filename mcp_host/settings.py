@@ -1,0 +1,93 @@
+"""The host's settings: one `BaseSettings`, the only code that reads the environment.
+
+Every limit the host enforces is a named setting here, so a test can pin its default and an
+operator can tune it (`MCP_HOST_<NAME>`). The command line overrides the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings", "default_data_dir"]
+
+MiB = 1024 * 1024
+
+
+def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/mcp-host`, else `~/.local/share/mcp-host`."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mcp-host"
+
+
+def _default_builtin_dir() -> Path | None:
+    candidate = Path(__file__).resolve().parent.parent / "capabilities"
+    return candidate if candidate.is_dir() else None
+
+
+class Settings(BaseSettings):
+    """Host settings; environment prefix `MCP_HOST_`."""
+
+    model_config = SettingsConfigDict(env_prefix="MCP_HOST_", extra="ignore", frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    data_dir: Path = Field(default_factory=default_data_dir)
+    database_url: SecretStr | None = None
+    plugins: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    # The builtin plugins; by default the `capabilities/` folder beside the package.
+    builtin_dir: Path | None = Field(default_factory=lambda: _default_builtin_dir())
+    sandbox: Literal["on", "off"] = "on"
+    # The URL visitors are told to use; derived from host and port when unset.
+    public_url: str | None = None
+    # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # Children
+    call_timeout_s: float = Field(default=30.0, gt=0)
+    list_timeout_s: float = Field(default=5.0, gt=0)
+    child_start_timeout_s: float = Field(default=10.0, gt=0)
+    child_idle_timeout_s: float = Field(default=600.0, gt=0)
+    child_max_line_bytes: int = Field(default=8 * MiB, ge=1024)
+    child_stderr_lines_per_s: int = Field(default=20, ge=1)
+    child_stderr_line_bytes: int = Field(default=2048, ge=80)
+    child_restart_backoff_max_s: float = Field(default=30.0, ge=0)
+    child_crash_loop_threshold: int = Field(default=5, ge=1)
+    child_timeouts_before_recycle: int = Field(default=3, ge=1)
+    max_children: int = Field(default=64, ge=1)
+
+    # Sandbox resource limits (per child)
+    child_memory_bytes: int = Field(default=1024 * MiB, ge=64 * MiB)
+    child_max_processes: int = Field(default=64, ge=4)
+    child_max_open_files: int = Field(default=256, ge=32)
+    child_cpu_seconds: int = Field(default=3600, ge=1)
+    child_max_file_bytes: int = Field(default=256 * MiB, ge=MiB)
+
+    # Visitor input caps
+    max_body_bytes: int = Field(default=4 * MiB, ge=64 * 1024)
+    max_rest_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    meta_max_keys: int = Field(default=16, ge=1)
+    meta_max_depth: int = Field(default=4, ge=1)
+    meta_max_bytes: int = Field(default=4096, ge=256)
+
+    @field_validator("plugins", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [Path(p) for p in value.split(os.pathsep) if p]
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [h.strip() for h in value.split(",") if h.strip()]
+        return value
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")

@@ -1,0 +1,194 @@
+"""The visitor face over HTTP: `POST /v1/sessions` and each session's MCP endpoint.
+
+Above: `app` (the composition root mounts these routes). Below: `visitor_door` (what a
+session may list and call) and `sessions` (who a bearer token is).
+
+One low-level MCP `Server` serves every session; the session is known per request from the
+bearer token, checked before the SDK sees the request (a session URL is a name, never proof:
+SECURITY.md §0.1). Both protocol eras are served by one `StreamableHTTPSessionManager`:
+2025-11-25 clients get an `Mcp-Session-Id` bound to the visitor session that opened it (the
+SDK answers 404 to any other credential); 2026-07-28 requests are each authenticated on their
+own. Tool lists are per session, so they are marked `cacheScope: private` with no TTL.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.caching import CacheHint
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from .sessions import RoleSnapshot, Session, SessionStore, Visitor
+from .visitor_door import VisitorDoor
+
+__all__ = [
+    "SessionsEndpoint",
+    "VisitorMCPEndpoint",
+    "build_visitor_server",
+    "security_settings",
+]
+
+logger = logging.getLogger(__name__)
+
+SCOPE_KEY = "mcp_host.session"
+SERVER_NAME = "mcp-host"
+SERVER_VERSION = "0.1.0"
+PUBLIC_ROLE = RoleSnapshot(id="public", capabilities=(), config={})
+
+
+def _session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
+    request = ctx.request
+    session = request.scope.get(SCOPE_KEY) if request is not None else None
+    if not isinstance(session, Session):  # the endpoint always sets it; fail closed if not
+        raise PermissionError("request reached the visitor server without a session")
+    return session
+
+
+def build_visitor_server(door: VisitorDoor) -> Server[Any]:
+    """The MCP server behind every visitor endpoint."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await door.list_tools(_session_of(ctx)))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        meta = dict(ctx.meta or {})
+        progress = None
+        if "progressToken" in meta:
+
+            async def progress(p: float, total: float | None, message: str | None) -> None:
+                await ctx.session.report_progress(p, total, message)
+
+        return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, progress)
+
+    return Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
+    )
+
+
+def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:
+    """DNS-rebinding protection: only our own Host values, no foreign browser Origins."""
+    names = {host, "127.0.0.1", "localhost", "[::1]", *extra_hosts}
+    hosts = sorted({f"{n}:{port}" for n in names} | set(extra_hosts))
+    origins = sorted({f"http://{h}" for h in hosts})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _bearer(scope: Scope) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if hmac.compare_digest(scheme.lower(), "bearer") and token.strip():
+                return token.strip()
+    return None
+
+
+def _unauthorized() -> Response:
+    return JSONResponse(
+        {"error": "unauthorized", "message": "unknown session or wrong bearer token"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="mcp-host"'},
+    )
+
+
+class VisitorMCPEndpoint:
+    """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
+
+    def __init__(self, sessions: SessionStore, manager: StreamableHTTPSessionManager) -> None:
+        self._sessions = sessions
+        self._manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = str(scope.get("path_params", {}).get("session_id", ""))
+        token = _bearer(scope)
+        session = await self._sessions.authenticate(session_id, token) if token else None
+        if session is None:
+            await _unauthorized()(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = session
+        # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
+        # session presenting it gets 404. The token itself never goes into the scope.
+        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
+        await self._manager.handle_request(scope, receive, send)
+
+
+class _NewSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    visitor: Visitor | None = None
+
+
+class SessionsEndpoint:
+    """`POST /v1/sessions`: open a public visitor session."""
+
+    def __init__(self, sessions: SessionStore, owner_id: str, base_url: str, max_body_bytes: int) -> None:
+        self._sessions = sessions
+        self._owner_id = owner_id
+        self._base_url = base_url
+        self._max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await self._handle(request)
+        await response(scope, receive, send)
+
+    async def _handle(self, request: Request) -> Response:
+        if request.method != "POST":
+            return JSONResponse({"error": "method_not_allowed"}, status_code=405, headers={"Allow": "POST"})
+        body = await _read_capped(request, self._max_body_bytes)
+        if body is None:
+            return JSONResponse(
+                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
+            )
+        try:
+            payload = _NewSession.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+            return JSONResponse({"error": "invalid_request", "message": "; ".join(problems)}, status_code=400)
+        session, token = await self._sessions.open(
+            owner_id=self._owner_id, mode="public", visitor=payload.visitor, role=PUBLIC_ROLE
+        )
+        logger.info("session %s opened (public)", session.id)
+        return JSONResponse(
+            {
+                "session_id": session.id,
+                "mcp_url": f"{self._base_url}/v1/sessions/{session.id}/mcp",
+                "token": token,
+            },
+            status_code=201,
+            headers={"Cache-Control": "no-store"},
+        )
+
+
+async def _read_capped(request: Request, cap: int) -> bytes | None:
+    """The body, or None when it is over `cap` bytes (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,34 @@
+# Sourced by scripts/run, scripts/test and scripts/bench: make the virtual environment and
+# install the package into it. Re-running is cheap: pip skips what is already there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3}"
+VENV="$ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating virtual environment in .venv"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)-${1:-run}"
+if [ ! -f "$stamp" ]; then
+  echo "[setup] installing mcp-host (${1:-run}) into .venv"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  if [ "${1:-run}" = dev ]; then
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+  else
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e .
+  fi
+  touch "$stamp"
+fi
+
+ensure_bwrap() {
+  if command -v bwrap >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing bubblewrap with apt-get"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "[setup] bubblewrap (bwrap) is missing: install it (Debian/Ubuntu: sudo apt-get install bubblewrap)," >&2
+    echo "        or run children unsandboxed for development only with MCP_HOST_SANDBOX=off" >&2
+    return 1
+  fi
+}

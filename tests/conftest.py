@@ -1,0 +1,99 @@
+"""Shared fixtures.
+
+PostgreSQL: one embedded server (pgserver) per test run, started on first use; each test that
+asks for `database_url` gets a fresh empty database on it, dropped afterwards. Set
+MCP_HOST_TEST_DATABASE_URL to use another server instead (its user needs CREATEDB).
+`postgres_dir` is a directory for a test that runs an embedded server of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+from pydantic import SecretStr
+
+from mcp_host.database import Database, PgPool, open_database
+from mcp_host.embedded_postgres import embedded_postgres
+from mcp_host.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+async def postgres_server() -> AsyncIterator[str]:
+    """A DSN for a server where tests may create databases; its own database is left alone."""
+    external = os.environ.get("MCP_HOST_TEST_DATABASE_URL")
+    if external:
+        yield external
+        return
+    with _directory_outside_pytest() as parent:
+        async with embedded_postgres(parent / "data") as dsn:
+            yield dsn
+
+
+@pytest.fixture
+def postgres_dir() -> Iterator[Path]:
+    """An empty directory for a test's own embedded server (or a data dir that holds one)."""
+    with _directory_outside_pytest() as path:
+        yield path
+
+
+@contextmanager
+def _directory_outside_pytest() -> Iterator[Path]:
+    # Not under pytest's basetemp: run as root, pgserver adds o+rx to every directory above a
+    # data directory so that its `pgserver` user can reach it, and any other pytest run on
+    # the machine takes those bits off /tmp/pytest-of-<user> again, cutting the server off.
+    path = Path(tempfile.mkdtemp(prefix="mcp-host-pg-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def database_url(postgres_server: str) -> AsyncIterator[str]:
+    """A DSN for a fresh, empty database of this test alone."""
+    name = f"test_{secrets.token_hex(6)}"
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield _dsn_with_database(postgres_server, name)
+    admin = await asyncpg.connect(postgres_server)
+    try:
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+async def database(database_url: str, tmp_path: Path) -> AsyncIterator[Database]:
+    """The host's `Database` on this test's database, migrated."""
+    settings = Settings(database_url=SecretStr(database_url), data_dir=tmp_path)
+    async with open_database(settings) as db:
+        yield db
+
+
+@pytest.fixture
+def pool(database: Database) -> PgPool:
+    return database.pool
+
+
+def _dsn_with_database(dsn: str, database: str) -> str:
+    """`dsn` pointing at another database on the same server."""
+    parts = urlsplit(dsn)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("dbname", "database")]
+    return urlunsplit(parts._replace(path=f"/{database}", query=urlencode(query, safe="/")))

@@ -1,0 +1,85 @@
+"""Run a real host (uvicorn on loopback, real Postgres, real children) inside a test.
+
+Used by the end-to-end tests of the visitor face; the host runs in the test's own event
+loop, so children are spawned from the loop thread exactly as in production.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_host.app import Host, create_app
+from mcp_host.settings import Settings
+
+PLUGINS = Path(__file__).parent / "plugins"
+BUILTINS = Path(__file__).resolve().parent.parent / "capabilities"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class RunningHost:
+    url: str
+    host: Host
+    http: httpx2.AsyncClient
+
+    async def new_session(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        response = await self.http.post(f"{self.url}/v1/sessions", json=body or {})
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    @asynccontextmanager
+    async def client(self, session: dict[str, Any], mode: str = "auto") -> AsyncIterator[Client]:
+        headers = {"Authorization": f"Bearer {session['token']}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+            transport = streamable_http_client(session["mcp_url"], http_client=http)
+            async with Client(transport, mode=mode, cache=None) as client:  # type: ignore[arg-type]
+                yield client
+
+
+def host_settings(tmp_path: Path, database_url: str, plugins: list[str], **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "data_dir": tmp_path / "data",
+        "database_url": database_url,
+        "builtin_dir": None,
+        "plugins": [PLUGINS / p for p in plugins],
+        "call_timeout_s": 10.0,
+        "child_idle_timeout_s": 300.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@asynccontextmanager
+async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(30):
+            while not server.started:
+                if server.should_exit:
+                    raise RuntimeError("the host did not start")
+                await anyio.sleep(0.02)
+        async with httpx2.AsyncClient(timeout=30) as http:
+            yield RunningHost(settings.base_url, app.state.host, http)
+        server.should_exit = True

@@ -1,0 +1,965 @@
+"""Manifest model and reader: a good manifest's whole model, and every refusal naming file and field."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from inline_snapshot import snapshot
+
+from mcp_host.errors import ManifestError
+from mcp_host.manifest import (
+    MANIFEST_NAME,
+    TOOL_NAME_RE,
+    Manifest,
+    check_text,
+    check_tool_schema,
+    load_manifest,
+    read_manifest,
+)
+
+GOOD = """\
+id: calendar.book
+kind: capability
+title: Book a meeting
+version: "1"
+description: |
+  Books a meeting in the owner's calendar.
+  Second line,\ttabbed.
+acl: always
+requires: [calendar]
+visitor_tools: [calendar_book, calendar_list_slots]
+visitor_tool_requires: {calendar_book: ["calendar:events.insert"]}
+owner_tools:
+  - name: bookings.list
+    tool: bookings_list
+    description: List bookings
+    input_schema: '{"type": "object", "properties": {"limit": {"type": "integer"}}}'
+  - name: bookings.cancel
+    tool: bookings_cancel
+    input_schema:
+      type: object
+      properties: {id: {$ref: "#/$defs/id"}}
+      $defs: {id: {type: string}}
+config:
+  - {key: max_bookings, label: Max bookings, type: int, default: 3, min: 0, max: 10}
+  - {key: opens, label: Opens, type: time, default: 09:30}
+  - {key: closes, label: Closes, type: time, default: 17:30}
+  - {key: rooms, type: string_list, default: [small, large]}
+code_config:
+  - {key: note, type: string, description: Shown to the visitor}
+role_config:
+  - {key: max_bookings, type: int, default: 1}
+key_config:
+  - {key: trusted, type: bool, default: false}
+quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}
+claim_gate: {tool: calendar_book, phrases: ["i've booked", "invite went to"]}
+transport:
+  kind: stdio
+  command: python
+  args: [server.py, --verbose]
+  env: {LOG_LEVEL: info}
+  sandbox: {host_ops: [store.insert, config.get], allow_net: false, workspace: true}
+"""
+
+CONNECTOR = """\
+id: caldav
+kind: connector
+title: CalDAV
+category: calendar
+verbs: [freebusy, insert_event]
+settings:
+  - {key: url, label: Server URL, type: string}
+  - {key: password, label: Password, type: string, secret: true}
+transport: {kind: http, url: "https://caldav.example/mcp"}
+"""
+
+
+def write_manifest(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST_NAME).write_text(textwrap.dedent(text), encoding="utf-8")
+    return folder
+
+
+def refusal(tmp_path: Path, text: str) -> tuple[str, str]:
+    """Load `text` as a manifest; return the refusal's (field, problem) after checking its path."""
+    folder = write_manifest(tmp_path / "plugin", text)
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(folder)
+    assert caught.value.path == str(folder / MANIFEST_NAME)
+    return caught.value.field, caught.value.problem
+
+
+def nested_schema(levels: int) -> str:
+    schema: dict[str, object] = {"type": "object"}
+    for _ in range(levels - 1):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return json.dumps(json.dumps(schema))
+
+
+def test_good_manifest_loads_into_the_whole_model(tmp_path: Path) -> None:
+    manifest = load_manifest(write_manifest(tmp_path / "calendar_book", GOOD))
+
+    assert manifest.model_dump(mode="json") == snapshot(
+        {
+            "id": "calendar.book",
+            "kind": "capability",
+            "title": "Book a meeting",
+            "version": "1",
+            "description": """\
+Books a meeting in the owner's calendar.
+Second line,	tabbed.
+""",
+            "acl": "always",
+            "requires": ["calendar"],
+            "visitor_tools": ["calendar_book", "calendar_list_slots"],
+            "visitor_tool_requires": {"calendar_book": ["calendar:events.insert"]},
+            "owner_tools": [
+                {
+                    "name": "bookings.list",
+                    "tool": "bookings_list",
+                    "description": "List bookings",
+                    "input_schema": {"type": "object", "properties": {"limit": {"type": "integer"}}},
+                },
+                {
+                    "name": "bookings.cancel",
+                    "tool": "bookings_cancel",
+                    "description": "",
+                    "input_schema": {
+                        "type": "object",
+                        "properties": {"id": {"$ref": "#/$defs/id"}},
+                        "$defs": {"id": {"type": "string"}},
+                    },
+                },
+            ],
+            "config": [
+                {
+                    "key": "max_bookings",
+                    "label": "Max bookings",
+                    "type": "int",
+                    "default": 3,
+                    "min": 0,
+                    "max": 10,
+                    "description": "",
+                },
+                {
+                    "key": "opens",
+                    "label": "Opens",
+                    "type": "time",
+                    "default": "09:30",
+                    "min": None,
+                    "max": None,
+                    "description": "",
+                },
+                {
+                    "key": "closes",
+                    "label": "Closes",
+                    "type": "time",
+                    "default": "17:30",
+                    "min": None,
+                    "max": None,
+                    "description": "",
+                },
+                {
+                    "key": "rooms",
+                    "label": "",
+                    "type": "string_list",
+                    "default": ["small", "large"],
+                    "min": None,
+                    "max": None,
+                    "description": "",
+                },
+            ],
+            "code_config": [
+                {
+                    "key": "note",
+                    "label": "",
+                    "type": "string",
+                    "default": None,
+                    "min": None,
+                    "max": None,
+                    "description": "Shown to the visitor",
+                }
+            ],
+            "role_config": [
+                {
+                    "key": "max_bookings",
+                    "label": "",
+                    "type": "int",
+                    "default": 1,
+                    "min": None,
+                    "max": None,
+                    "description": "",
+                }
+            ],
+            "key_config": [
+                {
+                    "key": "trusted",
+                    "label": "",
+                    "type": "bool",
+                    "default": False,
+                    "min": None,
+                    "max": None,
+                    "description": "",
+                }
+            ],
+            "quota": {"config_key": "max_bookings", "collection": "bookings", "subject_field": "subject_id"},
+            "claim_gate": {"tool": "calendar_book", "phrases": ["i've booked", "invite went to"]},
+            "transport": {
+                "kind": "stdio",
+                "command": "python",
+                "args": ["server.py", "--verbose"],
+                "env": {"LOG_LEVEL": "info"},
+                "url": None,
+                "sandbox": {
+                    "host_ops": ["store.insert", "config.get"],
+                    "allow_net": False,
+                    "workspace": True,
+                },
+            },
+            "category": None,
+            "verbs": None,
+            "settings": None,
+        }
+    )
+
+
+def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> None:
+    manifest = load_manifest(write_manifest(tmp_path / "caldav", CONNECTOR))
+
+    assert manifest.model_dump(
+        mode="json", include={"kind", "category", "verbs", "settings", "transport"}
+    ) == (
+        snapshot(
+            {
+                "kind": "connector",
+                "transport": {
+                    "kind": "http",
+                    "command": None,
+                    "args": [],
+                    "env": {},
+                    "url": "https://caldav.example/mcp",
+                    "sandbox": {"host_ops": [], "allow_net": False, "workspace": False},
+                },
+                "category": "calendar",
+                "verbs": ["freebusy", "insert_event"],
+                "settings": [
+                    {"key": "url", "label": "Server URL", "type": "string", "secret": False},
+                    {"key": "password", "label": "Password", "type": "string", "secret": True},
+                ],
+            }
+        )
+    )
+
+
+def test_manifest_with_only_an_id_gets_fail_closed_defaults(tmp_path: Path) -> None:
+    manifest = load_manifest(write_manifest(tmp_path / "bare", "id: bare\n"))
+
+    assert manifest.model_dump(mode="json") == snapshot(
+        {
+            "id": "bare",
+            "kind": "capability",
+            "title": "",
+            "version": "",
+            "description": "",
+            "acl": "role_granted",
+            "requires": [],
+            "visitor_tools": [],
+            "visitor_tool_requires": {},
+            "owner_tools": [],
+            "config": [],
+            "code_config": [],
+            "role_config": [],
+            "key_config": [],
+            "quota": None,
+            "claim_gate": None,
+            "transport": None,
+            "category": None,
+            "verbs": None,
+            "settings": None,
+        }
+    )
+
+
+def test_manifest_is_frozen(tmp_path: Path) -> None:
+    manifest = load_manifest(write_manifest(tmp_path / "bare", "id: bare\n"))
+
+    with pytest.raises(ValueError, match="frozen"):
+        manifest.acl = "always"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("acl", "shown"), [("public", "'public'"), ("ALWAYS", "'ALWAYS'"), ("true", "True")])
+def test_unknown_acl_reads_as_role_granted_with_a_warning(tmp_path: Path, acl: str, shown: str) -> None:
+    result = read_manifest(write_manifest(tmp_path / "p", f"id: demo\nacl: {acl}\n"))
+
+    assert result.manifest is not None
+    assert result.manifest.acl == "role_granted"
+    assert result.warnings == (f"acl: unknown value {shown} is read as role_granted",)
+
+
+def test_declarations_pointing_at_nothing_load_with_warnings(tmp_path: Path) -> None:
+    text = """\
+        id: demo
+        visitor_tools: [book]
+        visitor_tool_requires: {cancel: ["calendar:events.delete"]}
+        claim_gate: {tool: rebook, phrases: [booked]}
+    """
+    result = read_manifest(write_manifest(tmp_path / "p", text))
+
+    assert result.manifest is not None
+    assert result.warnings == snapshot(
+        (
+            "visitor_tool_requires: 'cancel' is not in visitor_tools",
+            "visitor_tool_requires: 'cancel' needs 'calendar', not in requires",
+            "claim_gate: 'rebook' is not in visitor_tools",
+        )
+    )
+
+
+def test_yaml_scalars_read_as_yaml_1_2(tmp_path: Path) -> None:
+    text = """\
+        id: demo
+        claim_gate: {tool: book, phrases: [no, on, yes]}
+        config: [{key: opens, type: time, default: 10:30}, {key: n, type: int, default: 010}]
+    """
+    assert refusal(tmp_path, text) == snapshot(("config.1.default", "must be an integer (type int)"))
+    fixed = load_manifest(write_manifest(tmp_path / "fixed", text.replace("default: 010", "default: 10")))
+    assert fixed.claim_gate is not None
+    assert fixed.claim_gate.phrases == ("no", "on", "yes")
+    assert fixed.config[0].default == "10:30"
+
+
+def test_read_manifest_reports_every_problem_in_the_file(tmp_path: Path) -> None:
+    text = """\
+        id: Demo
+        colour: red
+        visitor_tools: ["book it"]
+        transport: {command: python, args: ["a\\0b"]}
+    """
+    result = read_manifest(write_manifest(tmp_path / "p", text))
+
+    assert result.manifest is None
+    assert [(error.field, error.problem) for error in result.errors] == snapshot(
+        [
+            ("id", "'Demo' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)"),
+            ("visitor_tools.0", "'book it' is not a tool name (A-Z a-z 0-9 _ -, at most 64)"),
+            ("transport.args.0", "contains NUL"),
+            ("colour", "unknown key 'colour'"),
+        ]
+    )
+    assert {error.path for error in result.errors} == {str(tmp_path / "p" / MANIFEST_NAME)}
+
+
+BAD_MANIFESTS = [
+    # unknown keys, at the top and nested
+    pytest.param(
+        "id: demo\ncolour: red\n", snapshot(("colour", "unknown key 'colour'")), id="unknown-top-level-key"
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, sandbox: {colour: red}}\n",
+        snapshot(("transport.sandbox.colour", "unknown key 'colour'")),
+        id="unknown-key-in-sandbox",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a, colour: 1}]\n",
+        snapshot(("owner_tools.0.colour", "unknown key 'colour'")),
+        id="unknown-key-in-owner-tool",
+    ),
+    pytest.param(
+        'id: demo\n"\\e[31mred": 1\n',
+        snapshot(("'\\x1b[31mred'", "unknown key '\\x1b[31mred'")),
+        id="unknown-key-shown-escaped",
+    ),
+    # ids
+    pytest.param("title: no id\n", snapshot(("id", "required")), id="id-missing"),
+    pytest.param(
+        "id: Calendar\n",
+        snapshot(("id", "'Calendar' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)")),
+        id="id-uppercase",
+    ),
+    pytest.param(
+        "id: calendar..book\n",
+        snapshot(
+            (
+                "id",
+                "'calendar..book' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)",
+            )
+        ),
+        id="id-double-dot",
+    ),
+    pytest.param(
+        "id: 1calendar\n",
+        snapshot(("id", "'1calendar' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)")),
+        id="id-leading-digit",
+    ),
+    pytest.param(
+        f"id: {'a' * 65}\n",
+        snapshot(
+            (
+                "id",
+                "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa… "
+                "is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)",
+            )
+        ),
+        id="id-too-long",
+    ),
+    pytest.param(
+        "id: calendar/book\n",
+        snapshot(
+            (
+                "id",
+                "'calendar/book' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)",
+            )
+        ),
+        id="id-slash",
+    ),
+    pytest.param(
+        "id: calendar-book\n",
+        snapshot(
+            (
+                "id",
+                "'calendar-book' is not a plugin id (dot-joined words of a-z 0-9 _, at most 64)",
+            )
+        ),
+        id="id-dash",
+    ),
+    pytest.param("id: 3\n", snapshot(("id", "must be a string")), id="id-not-a-string"),
+    # config fields
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, default: '3'}]\n",
+        snapshot(("config.0.default", "must be an integer (type int)")),
+        id="default-wrong-type",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, default: true}]\n",
+        snapshot(("config.0.default", "must be an integer (type int)")),
+        id="default-bool-for-int",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, default: 1.5}]\n",
+        snapshot(
+            (
+                "config.0.default",
+                "default must be a string, an integer, true/false, a list of strings or null",
+            )
+        ),
+        id="default-float",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, default: 0, min: 1, max: 5}]\n",
+        snapshot(("config.0.default", "0 is below min (1)")),
+        id="default-below-min",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, default: 6, min: 1, max: 5}]\n",
+        snapshot(("config.0.default", "6 is above max (5)")),
+        id="default-above-max",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: n, type: int, min: 5, max: 1}]\n",
+        snapshot(("config.0.max", "max (1) is below min (5)")),
+        id="min-above-max",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: s, type: string, min: 1}]\n",
+        snapshot(("config.0.min", "min applies to int fields only")),
+        id="min-on-string",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: t, type: time, default: '25:00'}]\n",
+        snapshot(("config.0.default", 'must be a 24-hour time "HH:MM" (type time)')),
+        id="time-hour-25",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: t, type: time, default: '9:30'}]\n",
+        snapshot(("config.0.default", 'must be a 24-hour time "HH:MM" (type time)')),
+        id="time-one-digit",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: t, type: time, default: 930}]\n",
+        snapshot(("config.0.default", 'must be a 24-hour time "HH:MM" (type time)')),
+        id="time-integer",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: l, type: string_list, default: [1]}]\n",
+        snapshot(("config.0.default", "a list default must hold strings only")),
+        id="list-of-ints",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: x, type: float}]\n",
+        snapshot(("config.0.type", "must be one of 'string', 'int', 'bool', 'time' or 'string_list'")),
+        id="unknown-field-type",
+    ),
+    pytest.param(
+        "id: demo\nrole_config: [{key: Max, type: int}]\n",
+        snapshot(("role_config.0.key", "'Max' is not a key (a-z 0-9 _, starting with a letter, at most 64)")),
+        id="config-key-uppercase",
+    ),
+    pytest.param(
+        "id: demo\ncode_config: [{key: n, type: int}, {key: n, type: string}]\n",
+        snapshot(("code_config.1.key", "duplicate config key 'n'")),
+        id="config-key-twice",
+    ),
+    # owner tool schemas
+    pytest.param(
+        'id: demo\nowner_tools: [{name: a, tool: a, input_schema: \'{"type": "object",\'}]\n',
+        snapshot(
+            (
+                "owner_tools.0.input_schema",
+                "is not valid JSON: Expecting property name enclosed in double quotes (line 1, column 19)",
+            )
+        ),
+        id="schema-not-json",
+    ),
+    pytest.param(
+        'id: demo\nowner_tools: [{name: a, tool: a, input_schema: \'{"type": "objekt"}\'}]\n',
+        snapshot(
+            (
+                "owner_tools.0.input_schema",
+                "is not a valid JSON Schema at $.type: 'objekt' is not valid under any of the given schemas",
+            )
+        ),
+        id="schema-not-json-schema",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a, input_schema: {type: string}}]\n",
+        snapshot(("owner_tools.0.input_schema", 'must have "type": "object" at its root')),
+        id="schema-root-not-object",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a, input_schema: '[1]'}]\n",
+        snapshot(("owner_tools.0.input_schema", "must be a JSON object (a mapping or a JSON string of one)")),
+        id="schema-json-array",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools:\n- name: a\n  tool: a\n  input_schema:\n    type: object\n"
+        "    properties: {x: {$ref: 'https://evil.example/s.json'}}\n",
+        snapshot(
+            (
+                "owner_tools.0.input_schema",
+                "$ref 'https://evil.example/s.json' is remote; only local '#…' pointers are allowed",
+            )
+        ),
+        id="schema-remote-ref",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a, input_schema: {type: object, $id: 'https://evil.example/'}}]\n",
+        snapshot(("owner_tools.0.input_schema", "$id is refused; a tool schema is one local document")),
+        id="schema-id",
+    ),
+    pytest.param(
+        f"id: demo\nowner_tools: [{{name: a, tool: a, input_schema: {nested_schema(31)}}}]\n",
+        snapshot(("owner_tools.0.input_schema", "nests subschemas deeper than 30")),
+        id="schema-over-deep",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a, input_schema: "
+        + json.dumps(json.dumps({"type": "object", "anyOf": [{"type": "object"}] * 10_000}))
+        + "}]\n",
+        snapshot(("owner_tools.0.input_schema", "has more than 1000 subschemas")),
+        id="schema-10k-anyof",
+    ),
+    pytest.param(
+        'id: demo\nowner_tools: [{name: a, tool: a, input_schema: \'{"type": "object", "type": "x"}\'}]\n',
+        snapshot(("owner_tools.0.input_schema", "duplicate key 'type' in the JSON")),
+        id="schema-duplicate-json-key",
+    ),
+    pytest.param(
+        'id: demo\nowner_tools: [{name: a, tool: a, input_schema: \'{"type": "object", "maximum": NaN}\'}]\n',
+        snapshot(("owner_tools.0.input_schema", "NaN is not JSON")),
+        id="schema-nan",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: a, tool: a}, {name: a, tool: b}]\n",
+        snapshot(("owner_tools.1.name", "duplicate owner tool 'a'")),
+        id="owner-tool-name-twice",
+    ),
+    pytest.param(
+        "id: demo\nowner_tools: [{name: Bookings, tool: a}]\n",
+        snapshot(("owner_tools.0.name", "'Bookings' is not a name of a-z 0-9 _ . (at most 64)")),
+        id="owner-tool-name-uppercase",
+    ),
+    # YAML itself
+    pytest.param(
+        "id: demo\nid: other\n", snapshot(("id", "duplicate key 'id' (line 2)")), id="duplicate-yaml-key"
+    ),
+    pytest.param(
+        "id: demo\ntransport:\n  command: python\n  command: node\n",
+        snapshot(("transport.command", "duplicate key 'command' (line 4)")),
+        id="duplicate-nested-yaml-key",
+    ),
+    pytest.param(
+        "id: demo\ntitle: &t x\nversion: *t\n",
+        snapshot(("", "not valid YAML: aliases are not allowed (line 3, column 10)")),
+        id="yaml-alias",
+    ),
+    pytest.param(
+        "id: [demo\n",
+        snapshot(("", "not valid YAML: expected ',' or ']', but got '<stream end>' (line 2, column 1)")),
+        id="yaml-syntax",
+    ),
+    pytest.param("- id: demo\n", snapshot(("", "must be a mapping of manifest keys")), id="not-a-mapping"),
+    pytest.param("", snapshot(("", "must be a mapping of manifest keys")), id="empty-file"),
+    pytest.param(
+        "id: demo\nvisitor_tools: !!set {a: null, b: null}\n",
+        snapshot(("visitor_tools", "tag 'tag:yaml.org,2002:set' is not allowed (line 2)")),
+        id="yaml-set-tag",
+    ),
+    pytest.param(
+        "id: demo\ntitle: !!binary aGk=\n",
+        snapshot(("title", "tag 'tag:yaml.org,2002:binary' is not allowed (line 2)")),
+        id="yaml-binary-tag",
+    ),
+    pytest.param(
+        "id: demo\ntitle: !!python/name:os.system\n",
+        snapshot(("title", "tag 'tag:yaml.org,2002:python/name:os.syste… is not allowed (line 2)")),
+        id="yaml-python-tag",
+    ),
+    pytest.param(
+        "id: demo\nrequires: [a, {x: 1, x: 2}]\n",
+        snapshot(("requires.1.x", "duplicate key 'x' (line 2)")),
+        id="duplicate-key-in-list-item",
+    ),
+    # tool names
+    pytest.param(
+        "id: demo\nvisitor_tools: [book it]\n",
+        snapshot(("visitor_tools.0", "'book it' is not a tool name (A-Z a-z 0-9 _ -, at most 64)")),
+        id="tool-name-with-space",
+    ),
+    pytest.param(
+        "id: demo\nvisitor_tools: [bük]\n",
+        snapshot(("visitor_tools.0", "'bük' is not a tool name (A-Z a-z 0-9 _ -, at most 64)")),
+        id="tool-name-unicode",
+    ),
+    pytest.param(
+        "id: demo\nvisitor_tools: [book, Book]\n",
+        snapshot(("visitor_tools.1", "duplicate tool name 'Book'")),
+        id="tool-names-differ-by-case",
+    ),
+    pytest.param(
+        f"id: demo\nvisitor_tools: [{'a' * 65}]\n",
+        snapshot(
+            (
+                "visitor_tools.0",
+                "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa… is not a tool name (A-Z a-z 0-9 _ -, at most 64)",
+            )
+        ),
+        id="tool-name-too-long",
+    ),
+    pytest.param(
+        "id: demo\nclaim_gate: {tool: 'a.b', phrases: [x]}\n",
+        snapshot(("claim_gate.tool", "'a.b' is not a tool name (A-Z a-z 0-9 _ -, at most 64)")),
+        id="claim-gate-tool-with-dot",
+    ),
+    pytest.param(
+        "id: demo\nclaim_gate: {tool: a, phrases: []}\n",
+        snapshot(("claim_gate.phrases", "must not be empty")),
+        id="claim-gate-no-phrases",
+    ),
+    pytest.param(
+        "id: demo\nvisitor_tool_requires: {a: [calendar]}\n",
+        snapshot(
+            ("visitor_tool_requires.a.0", "'calendar' is not a requirement of the form \"category:action\"")
+        ),
+        id="requirement-without-action",
+    ),
+    # hostile text (SECURITY A11)
+    pytest.param(
+        'id: demo\ndescription: "safe\\u202Eelif.exe"\n',
+        snapshot(("description", "description contains a bidi control (U+202E) at index 4")),
+        id="description-bidi-override",
+    ),
+    pytest.param(
+        'id: demo\ndescription: "\\e[2Jcleared"\n',
+        snapshot(("description", "description contains a control character (U+001B) at index 0")),
+        id="description-escape",
+    ),
+    pytest.param(
+        'id: demo\ndescription: "zero\\u200Bwidth"\n',
+        snapshot(("description", "description contains an invisible character (U+200B) at index 4")),
+        id="description-zero-width",
+    ),
+    pytest.param(
+        'id: demo\ndescription: "tag\\U000E0041"\n',
+        snapshot(("description", "description contains a tag character (U+E0041) at index 3")),
+        id="description-tag-character",
+    ),
+    pytest.param(
+        'id: demo\ndescription: "bom\\uFEFF"\n',
+        snapshot(("description", "description contains an invisible character (U+FEFF) at index 3")),
+        id="description-bom",
+    ),
+    pytest.param(
+        f"id: demo\ndescription: {'x' * 8193}\n",
+        snapshot(("description", "description is 8193 bytes long; the limit is 8192")),
+        id="description-over-8-kib",
+    ),
+    pytest.param(
+        'id: demo\ntitle: "two\\nlines"\n',
+        snapshot(("title", "title contains a control character (U+000A) at index 3")),
+        id="title-newline",
+    ),
+    pytest.param(
+        f"id: demo\ntitle: {'t' * 201}\n",
+        snapshot(("title", "must have at most 200 characters")),
+        id="title-too-long",
+    ),
+    pytest.param(
+        'id: demo\nconfig: [{key: a, type: int, label: "\\u2066x"}]\n',
+        snapshot(("config.0.label", "label contains a bidi control (U+2066) at index 0")),
+        id="label-bidi-isolate",
+    ),
+    pytest.param(
+        'id: demo\nowner_tools: [{name: a, tool: a, description: "\\x9b31m"}]\n',
+        snapshot(
+            ("owner_tools.0.description", "description contains a control character (U+009B) at index 0")
+        ),
+        id="tool-description-c1",
+    ),
+    # transport (SECURITY D12)
+    pytest.param(
+        'id: demo\ntransport: {command: python, args: ["a\\0b"]}\n',
+        snapshot(("transport.args.0", "contains NUL")),
+        id="nul-in-args",
+    ),
+    pytest.param(
+        'id: demo\ntransport: {command: "py\\0thon"}\n',
+        snapshot(("transport.command", "command contains a control character (U+0000) at index 2")),
+        id="nul-in-command",
+    ),
+    pytest.param(
+        'id: demo\ntransport: {command: python, env: {A: "x\\0"}}\n',
+        snapshot(("transport.env.A", "contains NUL")),
+        id="nul-in-env",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: --privileged}\n",
+        snapshot(
+            ("transport.command", "must be a program name or path, not empty and not starting with '-'")
+        ),
+        id="command-leading-dash",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, env: {A-B: x}}\n",
+        snapshot(("transport.env.A-B", "'A-B' is not an environment variable name")),
+        id="env-key-bad",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, env: {MCP_HOST_SOCKET: /tmp/x}}\n",
+        snapshot(
+            ("transport.env.MCP_HOST_SOCKET", "'MCP_HOST_SOCKET' is reserved for the host (MCP_HOST_*)")
+        ),
+        id="env-key-reserved",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {kind: stdio}\n",
+        snapshot(("transport.command", "required for a stdio transport")),
+        id="stdio-without-command",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {kind: http}\n",
+        snapshot(("transport.url", "required for an http transport")),
+        id="http-without-url",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {kind: http, url: 'https://x.example', command: python}\n",
+        snapshot(("transport.command", "an http transport takes no command")),
+        id="http-with-command",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {kind: http, url: 'file:///etc/passwd'}\n",
+        snapshot(
+            ("transport.url", "must be an http:// or https:// URL without spaces or control characters")
+        ),
+        id="url-not-http",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, url: 'https://x.example'}\n",
+        snapshot(("transport.url", "only an http transport takes a url")),
+        id="stdio-with-url",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {kind: ssh, command: python}\n",
+        snapshot(("transport.kind", "must be one of 'stdio' or 'http'")),
+        id="transport-kind-unknown",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, sandbox: {allow_net: 'yes'}}\n",
+        snapshot(("transport.sandbox.allow_net", "must be true or false")),
+        id="allow-net-string",
+    ),
+    pytest.param(
+        "id: demo\ntransport: {command: python, sandbox: {host_ops: [store.insert, store.insert]}}\n",
+        snapshot(("transport.sandbox.host_ops.1", "duplicate host op 'store.insert'")),
+        id="host-op-twice",
+    ),
+    # connector-only fields
+    pytest.param(
+        "id: demo\ncategory: calendar\n",
+        snapshot(("category", "only a connector declares this")),
+        id="category-on-capability",
+    ),
+    pytest.param(
+        "id: demo\nverbs: [send]\n",
+        snapshot(("verbs", "only a connector declares this")),
+        id="verbs-on-capability",
+    ),
+    pytest.param(
+        "id: demo\nkind: connector\nverbs: [send]\nsettings: []\n",
+        snapshot(("category", "required when kind is connector")),
+        id="connector-no-category",
+    ),
+    pytest.param(
+        "id: demo\nkind: connector\ncategory: mail\nsettings: []\n",
+        snapshot(("verbs", "required when kind is connector")),
+        id="connector-no-verbs",
+    ),
+    pytest.param(
+        "id: demo\nkind: connector\ncategory: mail\nverbs: []\nsettings: []\n",
+        snapshot(("verbs", "must not be empty")),
+        id="connector-empty-verbs",
+    ),
+    pytest.param(
+        "id: demo\nkind: connector\ncategory: Mail\nverbs: [send]\nsettings: []\n",
+        snapshot(("category", "'Mail' is not a category name (a-z 0-9 _, at most 32)")),
+        id="category-bad",
+    ),
+    pytest.param(
+        "id: demo\nkind: plugin\n",
+        snapshot(("kind", "must be one of 'capability' or 'connector'")),
+        id="kind-unknown",
+    ),
+    # quota
+    pytest.param(
+        "id: demo\nquota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
+        snapshot(("quota.config_key", "'max_bookings' is not a declared config field")),
+        id="quota-key-not-declared",
+    ),
+    pytest.param(
+        "id: demo\nconfig: [{key: max_bookings, type: string}]\n"
+        "quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
+        snapshot(("quota.config_key", "'max_bookings' is a string field in config; a quota needs int")),
+        id="quota-key-not-int",
+    ),
+    pytest.param(
+        "id: demo\nquota: {config_key: max_bookings}\n",
+        snapshot(("quota.collection", "required")),
+        id="quota-incomplete",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BAD_MANIFESTS)
+def test_bad_manifest_is_refused_naming_file_and_field(tmp_path: Path, text: str, expected: object) -> None:
+    assert refusal(tmp_path, text) == expected
+
+
+def test_missing_manifest_file_is_a_manifest_error(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(tmp_path)
+
+    assert caught.value.path == str(tmp_path / MANIFEST_NAME)
+    assert caught.value.problem == snapshot("cannot read manifest.yaml: No such file or directory")
+
+
+def test_manifest_that_is_not_utf8_is_a_manifest_error(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_bytes(b"id: d\xe9mo\n")
+
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(tmp_path)
+
+    assert (caught.value.field, caught.value.problem) == snapshot(("", "not UTF-8 (byte 5)"))
+
+
+def test_oversized_manifest_is_refused_before_parsing(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_bytes(b"id: demo\n" + b"#" * (1024 * 1024))
+
+    with pytest.raises(ManifestError) as caught:
+        load_manifest(tmp_path)
+
+    assert caught.value.problem == snapshot("larger than 1048576 bytes")
+
+
+@pytest.mark.parametrize(
+    ("text", "multiline"),
+    [
+        ("\x1b[31m", True),
+        ("\x07", True),
+        ("\x85", True),
+        ("\u202e", True),
+        ("\u2067", True),
+        ("\u200b", True),
+        ("\u200f", True),
+        ("\ufeff", True),
+        ("\U000e0001", True),
+        ("\U000e007f", True),
+        ("\ud800", True),
+        ("\r", True),
+        ("\n", False),
+        ("\t", False),
+    ],
+)
+def test_check_text_refuses_hostile_characters(text: str, multiline: bool) -> None:
+    with pytest.raises(ValueError, match=r"^description contains .* \(U\+[0-9A-F]{4,5}\) at index 3$"):
+        check_text(f"abc{text}def", "description", multiline=multiline)
+
+
+def test_check_text_allows_tabs_and_newlines_in_multiline_text() -> None:
+    text = "Line one,\twith a tab.\nLine two — ünïcode and emoji 📅 are fine."
+
+    assert check_text(text, "description", multiline=True) is text
+
+
+def test_check_text_counts_the_limit_in_utf8_bytes() -> None:
+    with pytest.raises(ValueError, match="^label is 9 bytes long; the limit is 8$"):
+        check_text("xéééé", "label", max_bytes=8)
+
+
+def test_check_tool_schema_parses_a_json_string_into_a_mapping() -> None:
+    schema = check_tool_schema('{"type": "object", "properties": {"q": {"type": "string"}}}')
+
+    assert schema == {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def test_check_tool_schema_allows_subschemas_30_deep() -> None:
+    schema = json.loads(json.loads(nested_schema(30)))
+
+    assert check_tool_schema(schema) is schema
+
+
+def test_check_tool_schema_allows_local_refs_and_the_2020_12_dialect() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"when": {"$ref": "#/$defs/time"}},
+        "$defs": {"time": {"type": "string"}},
+    }
+
+    assert check_tool_schema(schema) is schema
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"},
+        {"type": "object", "properties": {"a": {"$dynamicRef": "https://evil.example/x"}}},
+        {"type": "object", "x-vendor": {"deep": {"$ref": "//evil.example/x"}}},
+        {"type": "object", "allOf": [{"type": "object"}] * 1001},
+    ],
+)
+def test_check_tool_schema_refuses_what_a_child_may_report(schema: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        check_tool_schema(schema)
+
+
+def test_tool_name_grammar_rejects_a_trailing_newline() -> None:
+    assert TOOL_NAME_RE.match("book") is not None
+    assert TOOL_NAME_RE.match("book\n") is None
+
+
+def test_manifest_model_validates_without_a_warning_context() -> None:
+    manifest = Manifest.model_validate({"id": "demo", "acl": "public"})
+
+    assert manifest.acl == "role_granted"
