@@ -47,7 +47,7 @@ class Host:
     report: LoadReport
     pool: ChildPool
     catalogue: Catalogue
-    owner_token_file: Path
+    owner_token_file: Path | None
     owners: OwnerStore
     sessions_endpoint: SessionsEndpoint
     visitor_endpoint: VisitorMCPEndpoint
@@ -99,7 +99,10 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             ledger.record(pid, plugin_id)
 
         pool = ChildPool(
-            _child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
+            _child_limits(settings),
+            max_children=settings.max_children,
+            on_spawn=on_spawn,
+            on_exit=ledger.forget,
         )
 
         def child_of(plugin: Plugin) -> Child:
@@ -184,7 +187,11 @@ def create_app(settings: Settings) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/v1/catalogue", catalogue, methods=["GET"]),
             Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"]),
-            Route("/v1/sessions/{session_id}/mcp", _Deferred(app, "visitor_endpoint"), methods=["GET", "POST", "DELETE"]),
+            Route(
+                "/v1/sessions/{session_id}/mcp",
+                _Deferred(app, "visitor_endpoint"),
+                methods=["GET", "POST", "DELETE"],
+            ),
         ]
     )
     return app
@@ -199,4 +206,7 @@ def _announce(host: Host) -> None:
         s.base_url,
         host.owner_token_file,
     )
-    logger.info("open a visitor session: curl -s -X POST %s/v1/sessions -H 'content-type: application/json' -d '{}'", s.base_url)
+    logger.info(
+        "open a visitor session: curl -s -X POST %s/v1/sessions -H 'content-type: application/json' -d '{}'",
+        s.base_url,
+    )

@@ -69,8 +69,10 @@ class Bindings:
             try:
                 child = self._child_of(plugin)
                 cached = child.tools
-                real = cached if (cached is not None and not fresh) else await child.list_tools(
-                    timeout=self._list_timeout_s
+                real = (
+                    cached
+                    if (cached is not None and not fresh)
+                    else await child.list_tools(timeout_s=self._list_timeout_s)
                 )
             except HostError as exc:
                 health = self._child_of(plugin).health()
@@ -135,7 +137,8 @@ class Bindings:
         for plugin in capabilities:
             pid = plugin.manifest.id
             clashes = [
-                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; neither copy is exposed"
+                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; "
+                "neither copy is exposed"
                 for name, ids in sorted(collisions.items())
                 if pid in ids
             ]

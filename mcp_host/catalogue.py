@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict
 
 from .bindings import Bindings
 from .children import ChildPool, ChildState
+from .errors import ManifestError
 from .plugins import LoadReport, Plugin
 
-__all__ = ["Catalogue", "CatalogueEntry", "entry_for"]
+__all__ = ["Catalogue", "CatalogueEntry", "entry_for", "invalid_entry"]
 
 Status = Literal["healthy", "not_started", "failing", "invalid"]
 
@@ -47,6 +48,20 @@ def entry_for(plugin: Plugin, status: Status = "not_started", cause: str | None 
     )
 
 
+def invalid_entry(error: ManifestError) -> CatalogueEntry:
+    """A plugin folder that was skipped at load, with its error."""
+    return CatalogueEntry(
+        id=error.path,
+        kind="?",
+        title=None,
+        acl="?",
+        requires=[],
+        visitor_tools=[],
+        status="invalid",
+        cause=error.message,
+    )
+
+
 class Catalogue:
     def __init__(self, report: LoadReport, pool: ChildPool, bindings: Bindings) -> None:
         self._report = report
@@ -71,11 +86,5 @@ class Catalogue:
                 status = "not_started" if health.state == ChildState.STOPPED else "healthy"
             cause = withheld or (health.cause if health is not None and status == "failing" else None)
             out.append(entry_for(plugin, status, cause))
-        for error in self._report.errors:
-            out.append(
-                CatalogueEntry(
-                    id=error.path, kind="?", title=None, acl="?", requires=[], visitor_tools=[],
-                    status="invalid", cause=error.message,
-                )
-            )
+        out.extend(invalid_entry(error) for error in self._report.errors)
         return out

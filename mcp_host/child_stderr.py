@@ -38,14 +38,14 @@ class StderrDrain:
         partial = bytearray()
         try:
             async for chunk in stream:
-                partial.extend(chunk[: _CHUNK])
+                partial.extend(chunk[:_CHUNK])
                 *lines, rest = partial.split(b"\n")
                 for line in lines:
                     self._emit(line)
-                if len(rest) > self._line_bytes:  # a line with no end yet: cut it now
-                    self._emit(rest)
-                    rest = b""
                 partial = bytearray(rest)
+                if len(partial) > self._line_bytes:  # a line with no end yet: cut it now
+                    self._emit(partial)
+                    partial.clear()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             logger.debug("%s: stderr pipe closed", self._name)
         if partial:

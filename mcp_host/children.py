@@ -23,15 +23,16 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp.types as types
 from anyio.abc import Process, TaskGroup
 from mcp import MCPError
 from mcp.client.session import ClientSession
+from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ValidationError
 
 from .child_stderr import StderrDrain
@@ -44,7 +45,6 @@ __all__ = ["Child", "ChildHealth", "ChildLimits", "ChildPool", "ChildState"]
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound=types.Result)
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 _CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
 _MAX_LIST_PAGES = 20
 _STOP_GRACE_S = 1.0
@@ -133,7 +133,7 @@ class Child:
 
     # -- calls --------------------------------------------------------------------------
 
-    async def list_tools(self, *, timeout: float) -> tuple[types.Tool, ...]:
+    async def list_tools(self, *, timeout_s: float) -> tuple[types.Tool, ...]:
         """The child's real `tools/list` (all pages); also remembered in `self.tools`."""
         tools: list[types.Tool] = []
         cursor: str | None = None
@@ -141,7 +141,7 @@ class Child:
             for _ in range(_MAX_LIST_PAGES):
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 request = types.ListToolsRequest(params=params)
-                page = await self._send(session, request, types.ListToolsResult, timeout, None)
+                page = await self._send(session, request, types.ListToolsResult, timeout_s, None)
                 tools.extend(page.tools)
                 cursor = page.next_cursor
                 if not cursor:
@@ -155,8 +155,8 @@ class Child:
         arguments: dict[str, Any] | None,
         meta: dict[str, Any],
         *,
-        timeout: float,
-        progress: ProgressFn | None = None,
+        timeout_s: float,
+        progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
         """Forward one `tools/call`; the result is returned as the child gave it.
 
@@ -164,25 +164,27 @@ class Child:
         (the child answered with a protocol error or a malformed result).
         """
         request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta or None)
+            params=types.CallToolRequestParams(
+                name=name, arguments=arguments, _meta=cast(types.RequestParamsMeta, meta) if meta else None
+            )
         )
         async with self._use() as session:
-            return await self._send(session, request, types.CallToolResult, timeout, progress)
+            return await self._send(session, request, types.CallToolResult, timeout_s, progress)
 
     async def _send(
         self,
         session: ClientSession,
         request: types.ClientRequest,
         result_type: type[_R],
-        timeout: float,
-        progress: ProgressFn | None,
+        timeout_s: float,
+        progress: ProgressFnT | None,
     ) -> _R:
         try:
             result = await session.send_request(
-                request, result_type, request_read_timeout_seconds=timeout, progress_callback=progress
+                request, result_type, request_read_timeout_seconds=timeout_s, progress_callback=progress
             )
         except MCPError as exc:
-            raise self._map_error(exc, request.method, timeout) from exc
+            raise self._map_error(exc, request.method, timeout_s) from exc
         except ValidationError as exc:
             logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
             raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
@@ -191,19 +193,23 @@ class Child:
         self._cause = None
         return result
 
-    def _map_error(self, exc: MCPError, method: str, timeout: float) -> Exception:
+    def _map_error(self, exc: MCPError, method: str, timeout_s: float) -> Exception:
         code = exc.error.code
         if code == types.REQUEST_TIMEOUT:
             self._timeouts += 1
-            logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout)
+            logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout_s)
             if self._timeouts >= self._limits.timeouts_before_recycle:
-                logger.warning("%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts)
+                logger.warning(
+                    "%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts
+                )
                 self._timeouts = 0
                 self.stop()
-            return CallTimeout(f"the call did not finish within {timeout:g} s")
+            return CallTimeout(f"the call did not finish within {timeout_s:g} s")
         if code == types.CONNECTION_CLOSED:
             return Unavailable("the capability stopped while answering; try again")
-        logger.info("%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message)
+        logger.info(
+            "%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message
+        )
         return TransportFailure(f"the capability refused the request (error {code})")
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from .catalogue import CatalogueEntry, entry_for
+from .catalogue import CatalogueEntry, entry_for, invalid_entry
 from .errors import HostError
 from .plugins import check_paths, load_plugins
 from .settings import Settings
@@ -86,7 +86,9 @@ def _session_new(args: argparse.Namespace) -> int:
     try:
         answer = _http("POST", f"{url}/v1/sessions", {"visitor": visitor} if visitor else {})
     except urllib.error.HTTPError as exc:
-        print(f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        print(
+            f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr
+        )
         return 1
     except OSError as exc:
         print(f"mcp-host: no host at {url} ({exc}); start it with `mcp-host serve`", file=sys.stderr)
@@ -101,11 +103,7 @@ def _caps_list(args: argparse.Namespace) -> int:
     if entries is None:
         report = load_plugins(settings.builtin_dir, settings.plugins)
         entries = [entry_for(p) for p in report.plugins]
-        entries += [
-            CatalogueEntry(id=e.path, kind="?", title=None, acl="?", requires=[], visitor_tools=[],
-                           status="invalid", cause=e.message)
-            for e in report.errors
-        ]
+        entries += [invalid_entry(e) for e in report.errors]
     _print_table(entries)
     return 0
 
@@ -126,7 +124,9 @@ def _print_table(entries: Sequence[CatalogueEntry]) -> None:
     rows = [("ID", "KIND", "ACL", "REQUIRES", "VISITOR TOOLS", "STATUS")]
     for e in entries:
         status = e.status if not e.cause else f"{e.status}: {e.cause}"
-        rows.append((e.id, e.kind, e.acl, ",".join(e.requires) or "-", ",".join(e.visitor_tools) or "-", status))
+        rows.append(
+            (e.id, e.kind, e.acl, ",".join(e.requires) or "-", ",".join(e.visitor_tools) or "-", status)
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
@@ -181,14 +181,18 @@ def _parser() -> argparse.ArgumentParser:
     common(caps_list)
     caps_list.set_defaults(run=_caps_list)
 
-    session = sub.add_parser("session", help="visitor sessions").add_subparsers(dest="session_command", required=True)
+    session = sub.add_parser("session", help="visitor sessions").add_subparsers(
+        dest="session_command", required=True
+    )
     new = session.add_parser("new", help="open a public visitor session on a running host")
     new.add_argument("--url", help="the host's base URL (default: from settings)")
     new.add_argument("--name")
     new.add_argument("--email")
     new.set_defaults(run=_session_new)
 
-    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(dest="owner_command", required=True)
+    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(
+        dest="owner_command", required=True
+    )
     token = owner.add_parser("token", help="print (or --rotate) the owner token")
     token.add_argument("--rotate", action="store_true")
     token.add_argument("--data-dir", dest="data_dir", type=Path)

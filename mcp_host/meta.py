@@ -43,11 +43,7 @@ def _folded(key: str) -> str:
 
 def _is_dropped(key: str) -> bool:
     folded = _folded(key)
-    return (
-        folded.startswith(HOST_PREFIX)
-        or folded.startswith(_HOP_PREFIXES)
-        or folded in _HOP_KEYS
-    )
+    return folded.startswith(HOST_PREFIX) or folded.startswith(_HOP_PREFIXES) or folded in _HOP_KEYS
 
 
 def _depth(value: Any) -> int:

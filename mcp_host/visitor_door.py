@@ -13,10 +13,11 @@ is logged with its traceback and answered opaquely — `str(exc)` never reaches 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import mcp.types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from .bindings import Bindings
 from .children import Child
@@ -29,7 +30,6 @@ __all__ = ["VisitorDoor", "error_result"]
 
 logger = logging.getLogger(__name__)
 
-ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 def error_result(code: str, message: str) -> types.CallToolResult:
@@ -85,7 +85,7 @@ class VisitorDoor:
         name: str,
         arguments: dict[str, Any] | None,
         meta: Mapping[str, Any] | None,
-        progress: ProgressFn | None,
+        progress: ProgressFnT | None,
     ) -> types.CallToolResult:
         try:
             return await self._call(session, name, arguments, meta, progress)
@@ -102,14 +102,17 @@ class VisitorDoor:
         name: str,
         arguments: dict[str, Any] | None,
         meta: Mapping[str, Any] | None,
-        progress: ProgressFn | None,
+        progress: ProgressFnT | None,
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
         toolset = await self._bindings.assemble(self.visible(session), fresh=False)
         binding = toolset.tools.get(name)
         if binding is None:
             logger.info(
-                "session %s: tool %r refused as unknown (%s)", session.id, name[:80], self._why_unknown(session, name)
+                "session %s: tool %r refused as unknown (%s)",
+                session.id,
+                name[:80],
+                self._why_unknown(session, name),
             )
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         child = self._child_of(self._by_id[binding.capability])
@@ -117,7 +120,7 @@ class VisitorDoor:
             name,
             arguments,
             forwarded_meta(kept, session_scope(session)),
-            timeout=self._call_timeout_s,
+            timeout_s=self._call_timeout_s,
             progress=progress,
         )
         if result.meta:
@@ -132,5 +135,6 @@ class VisitorDoor:
             if child.tools and any(t.name == name for t in child.tools):
                 if plugin.manifest.id not in visible:
                     return f"exists in {plugin.manifest.id}, which this session may not see"
-                return f"exposed by {plugin.manifest.id} but withheld: {self._bindings.causes.get(plugin.manifest.id)}"
+                cause = self._bindings.causes.get(plugin.manifest.id)
+                return f"exposed by {plugin.manifest.id} but withheld: {cause}"
         return "no capability has it"

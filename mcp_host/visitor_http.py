@@ -67,13 +67,12 @@ def build_visitor_server(door: VisitorDoor) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         meta = dict(ctx.meta or {})
-        progress = None
-        if "progressToken" in meta:
 
-            async def progress(p: float, total: float | None, message: str | None) -> None:
-                await ctx.session.report_progress(p, total, message)
+        async def relay(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
 
-        return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, progress)
+        relay_progress = relay if "progressToken" in meta else None
+        return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, relay_progress)
 
     return Server(
         SERVER_NAME,
@@ -99,7 +98,7 @@ def _bearer(scope: Scope) -> str | None:
         if key == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if hmac.compare_digest(scheme.lower(), "bearer") and token.strip():
-                return token.strip()
+                return str(token.strip())
     return None
 
 
