@@ -188,7 +188,8 @@ class Child:
         except ValidationError as exc:
             logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
             raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
-        self._timeouts = 0
+        if isinstance(request, types.CallToolRequest):
+            self._timeouts = 0  # only a finished call proves the child is not stuck
         self._failures = 0
         self._cause = None
         return result
@@ -418,10 +419,7 @@ async def _terminate(process: Process) -> None:
     if process.returncode is None:
         _kill(process)
     with anyio.move_on_after(5.0):
-        await process.wait()
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            await stream.aclose()
+        await process.aclose()  # reaps it and closes every pipe
 
 
 class ChildPool:

@@ -1,10 +1,11 @@
 """Plugin manifests: the typed model of `manifest.yaml` and the functions that read it.
 
 Above: `plugins` (finding and loading plugin folders), and through it the registry, the
-catalogue and `mcp-host check`; at runtime the host reuses `check_text` and
-`check_tool_schema` on the tool descriptions and schemas children report.
-Below: the YAML files, read with a strict loader — duplicate keys and aliases are refused and
-scalars resolve as in YAML 1.2 (`no` stays a string, `10:30` stays a string).
+catalogue and `mcp-host check`. Below: `text_safety` (which text and which JSON Schemas are
+safe; `check_text` and `check_tool_schema` are re-exported here for callers that already
+import them from this module) and the YAML files, read with a strict loader — duplicate keys
+and aliases are refused and scalars resolve as in YAML 1.2 (`no` stays a string, `10:30`
+stays a string).
 
 Every model forbids unknown keys and is frozen. A manifest that does not validate becomes one
 `ManifestError` per problem, naming the file and the dotted field (`owner_tools.0.input_schema`;
@@ -14,8 +15,6 @@ an unknown key is named by its own location, e.g. `transport.sandbox.colour`).
 from __future__ import annotations
 
 import itertools
-import json
-import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,8 +22,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -43,6 +40,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from mcp_host.errors import ManifestError
+from mcp_host.text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_schema, printable, shown
 
 __all__ = [
     "CATEGORY_RE",
@@ -66,11 +64,7 @@ __all__ = [
 
 MANIFEST_NAME = "manifest.yaml"
 MAX_MANIFEST_BYTES = 1024 * 1024
-MAX_DESCRIPTION_BYTES = 8 * 1024
 MAX_TITLE_CHARS = 200
-MAX_SCHEMA_DEPTH = 30
-MAX_SCHEMA_SUBSCHEMAS = 1000
-MAX_SCHEMA_VALUES = 50_000
 # Integers a JSON peer (and jsonb) reads without loss.
 _SAFE_INT = 2**53 - 1
 
@@ -96,55 +90,6 @@ T = TypeVar("T")
 # Text and names
 
 
-_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"
-_BIDI = "\u061c\u202a-\u202e\u2066-\u2069"
-_INVISIBLE = "\u200b-\u200f\u2060-\u2064\ufeff"
-_TAGS = "\U000e0000-\U000e007f"
-_SURROGATES = "\ud800-\udfff"
-_HOSTILE_MULTILINE = re.compile(f"[{_CONTROL}{_BIDI}{_INVISIBLE}{_TAGS}{_SURROGATES}]")
-_HOSTILE_LINE = re.compile(f"[\t\n{_CONTROL}{_BIDI}{_INVISIBLE}{_TAGS}{_SURROGATES}]")
-_CHAR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(f"[\t\n{_CONTROL}]"), "a control character"),
-    (re.compile(f"[{_BIDI}]"), "a bidi control"),
-    (re.compile(f"[{_INVISIBLE}]"), "an invisible character"),
-    (re.compile(f"[{_TAGS}]"), "a tag character"),
-    (re.compile(f"[{_SURROGATES}]"), "a lone surrogate"),
-)
-
-
-def check_text(
-    value: str, field: str, *, multiline: bool = True, max_bytes: int = MAX_DESCRIPTION_BYTES
-) -> str:
-    """Return `value` if it is safe to show a person or a model, else raise `ValueError`.
-
-    Refused: C0/C1 control characters and ESC (tab and newline too when not `multiline`), bidi
-    controls, zero-width and other invisible characters, Unicode tag characters, lone
-    surrogates, and more than `max_bytes` of UTF-8. The message names `field` and the code
-    point, never the text itself.
-    """
-    match = (_HOSTILE_MULTILINE if multiline else _HOSTILE_LINE).search(value)
-    if match is not None:
-        char = match.group()
-        kind = next(name for pattern, name in _CHAR_KINDS if pattern.match(char))
-        raise ValueError(f"{field} contains {kind} (U+{ord(char):04X}) at index {match.start()}")
-    size = len(value.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
-        raise ValueError(f"{field} is {size} bytes long; the limit is {max_bytes}")
-    return value
-
-
-def _shown(value: object, limit: int = 40) -> str:
-    """`value` as a short, escaped literal that is safe to print."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    """`text` cut to `limit` characters, with anything unprintable escaped."""
-    cut = text if len(text) <= limit else text[: limit - 1] + "…"
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in cut)
-
-
 def _text(field: str, *, multiline: bool = False, max_bytes: int = MAX_DESCRIPTION_BYTES) -> AfterValidator:
     return AfterValidator(lambda value: check_text(value, field, multiline=multiline, max_bytes=max_bytes))
 
@@ -152,7 +97,7 @@ def _text(field: str, *, multiline: bool = False, max_bytes: int = MAX_DESCRIPTI
 def _grammar(pattern: re.Pattern[str], what: str) -> AfterValidator:
     def check(value: str) -> str:
         if not pattern.match(value):
-            raise ValueError(f"{_shown(value)} is not {what}")
+            raise ValueError(f"{shown(value)} is not {what}")
         return value
 
     return AfterValidator(check)
@@ -195,134 +140,11 @@ def _unique(what: str, attr: str | None = None, *, fold: bool = False) -> AfterV
             folded = name.casefold() if fold else name
             if folded in seen:
                 at = f"{index}.{attr}" if attr else str(index)
-                raise _problem(at, f"duplicate {what} {_shown(name)}")
+                raise _problem(at, f"duplicate {what} {shown(name)}")
             seen.add(folded)
         return items
 
     return AfterValidator(check)
-
-
-# ---------------------------------------------------------------------------------------------
-# Tool input schemas (SECURITY A10)
-
-_DIALECTS = frozenset(
-    {"https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"}
-)
-_REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-# Keywords whose value is one subschema, a list of subschemas, or a map of subschemas.
-_ONE_SUBSCHEMA = (
-    "additionalProperties", "propertyNames", "items", "contains", "not", "if", "then", "else",
-    "unevaluatedItems", "unevaluatedProperties", "contentSchema", "additionalItems",
-)  # fmt: skip
-_LIST_OF_SUBSCHEMAS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-_MAP_OF_SUBSCHEMAS = (
-    "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
-)  # fmt: skip
-
-
-def _refuse_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
-            raise ValueError(f"duplicate key {_shown(key)} in the JSON")
-    return dict(pairs)
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_json(text: str) -> object:
-    try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicate_pairs, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise ValueError("is nested too deeply") from None
-
-
-def _check_json_value(root: object) -> None:
-    """Refuse anything that is not plain JSON, too large, or a `$ref`/`$id` leaving the schema."""
-    stack: list[tuple[object, int]] = [(root, 0)]
-    count = 0
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        if count > MAX_SCHEMA_VALUES or depth > 2 * MAX_SCHEMA_DEPTH + 4:
-            raise ValueError(f"is too large (more than {MAX_SCHEMA_VALUES} values or too deeply nested)")
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if not isinstance(key, str):
-                    raise ValueError(f"has a key that is not a string: {_shown(key)}")
-                _check_reference(key, value)
-                stack.append((value, depth + 1))
-        elif isinstance(node, list):
-            stack.extend((item, depth + 1) for item in node)
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise ValueError("holds a number that is not finite")
-        elif node is not None and not isinstance(node, str | int | float):
-            raise ValueError(f"holds a value that is not JSON: {type(node).__name__}")
-
-
-def _check_reference(key: str, value: object) -> None:
-    if not isinstance(value, str):
-        return
-    if key in _REF_KEYS and not value.startswith("#"):
-        raise ValueError(f"{key} {_shown(value)} is remote; only local '#…' pointers are allowed")
-    if key == "$id":
-        raise ValueError("$id is refused; a tool schema is one local document")
-    if key == "$schema" and value not in _DIALECTS:
-        raise ValueError(f"$schema {_shown(value)} is not JSON Schema 2020-12")
-
-
-def _subschemas(schema: dict[str, Any]) -> Iterator[object]:
-    for keyword in _ONE_SUBSCHEMA:
-        if isinstance(schema.get(keyword), dict | bool):
-            yield schema[keyword]
-    for keyword in _LIST_OF_SUBSCHEMAS:
-        if isinstance(schema.get(keyword), list):
-            yield from schema[keyword]
-    for keyword in _MAP_OF_SUBSCHEMAS:
-        if isinstance(schema.get(keyword), dict):
-            yield from schema[keyword].values()
-
-
-def _check_schema_bounds(root: dict[str, Any]) -> None:
-    stack: list[tuple[object, int]] = [(root, 1)]
-    count = 0
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        if count > MAX_SCHEMA_SUBSCHEMAS:
-            raise ValueError(f"has more than {MAX_SCHEMA_SUBSCHEMAS} subschemas")
-        if depth > MAX_SCHEMA_DEPTH:
-            raise ValueError(f"nests subschemas deeper than {MAX_SCHEMA_DEPTH}")
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for child in _subschemas(node))
-
-
-def check_tool_schema(value: object) -> dict[str, Any]:
-    """Return a tool's input schema as a mapping, or raise `ValueError` saying what is wrong.
-
-    `value` is a mapping or a JSON string (duplicate keys refused). The schema must be plain
-    JSON, a valid JSON Schema 2020-12 with root `"type": "object"`, every `$ref` a local `#…`
-    pointer, no `$id`, nesting at most `MAX_SCHEMA_DEPTH` subschemas deep and at most
-    `MAX_SCHEMA_SUBSCHEMAS` subschemas in all.
-    """
-    schema = _parse_json(value) if isinstance(value, str) else value
-    if not isinstance(schema, dict):
-        raise ValueError("must be a JSON object (a mapping or a JSON string of one)")
-    _check_json_value(schema)
-    _check_schema_bounds(schema)
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise ValueError(
-            f"is not a valid JSON Schema at {exc.json_path}: {_printable(exc.message)}"
-        ) from None
-    if schema.get("type") != "object":
-        raise ValueError('must have "type": "object" at its root')
-    return schema
 
 
 # ---------------------------------------------------------------------------------------------
@@ -453,9 +275,9 @@ def _command(value: str) -> str:
 
 def _env_key(value: str) -> str:
     if not _ENV_KEY_RE.match(value):
-        raise ValueError(f"{_shown(value)} is not an environment variable name")
+        raise ValueError(f"{shown(value)} is not an environment variable name")
     if value.startswith(_RESERVED_ENV_PREFIX):
-        raise ValueError(f"{_shown(value)} is reserved for the host ({_RESERVED_ENV_PREFIX}*)")
+        raise ValueError(f"{shown(value)} is reserved for the host ({_RESERVED_ENV_PREFIX}*)")
     return value
 
 
@@ -545,7 +367,7 @@ class Manifest(_Model):
             return "role_granted"
         if isinstance(value, str) and value in _ACLS:
             return value
-        _warn(info, f"acl: unknown value {_shown(value)} is read as role_granted")
+        _warn(info, f"acl: unknown value {shown(value)} is read as role_granted")
         return "role_granted"
 
     @model_validator(mode="after")
@@ -592,10 +414,10 @@ def _quota_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
         if field.key == key
     ]
     if not declared:
-        yield "quota.config_key", f"{_shown(key)} is not a declared config field"
+        yield "quota.config_key", f"{shown(key)} is not a declared config field"
     for scope, field in declared:
         if field.type != "int":
-            yield "quota.config_key", f"{_shown(key)} is a {field.type} field in {scope}; a quota needs int"
+            yield "quota.config_key", f"{shown(key)} is a {field.type} field in {scope}; a quota needs int"
 
 
 def _mismatches(manifest: Manifest) -> Iterator[str]:
@@ -603,14 +425,14 @@ def _mismatches(manifest: Manifest) -> Iterator[str]:
     listed = set(manifest.visitor_tools)
     for tool, requirements in manifest.visitor_tool_requires.items():
         if listed and tool not in listed:
-            yield f"visitor_tool_requires: {_shown(tool)} is not in visitor_tools"
+            yield f"visitor_tool_requires: {shown(tool)} is not in visitor_tools"
         for requirement in requirements:
             category = requirement.partition(":")[0]
             if category not in manifest.requires:
-                yield f"visitor_tool_requires: {_shown(tool)} needs {_shown(category)}, not in requires"
+                yield f"visitor_tool_requires: {shown(tool)} needs {shown(category)}, not in requires"
     gate = manifest.claim_gate
     if gate is not None and listed and gate.tool not in listed:
-        yield f"claim_gate: {_shown(gate.tool)} is not in visitor_tools"
+        yield f"claim_gate: {shown(gate.tool)} is not in visitor_tools"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,7 +476,7 @@ def _key_problem(node: yaml.MappingNode, where: str) -> tuple[str, str, yaml.Nod
     for key_node, _ in node.value:
         identity = (key_node.tag, str(key_node.value))
         if identity in seen:
-            return f"{where}{_loc_part(key_node.value)}", f"duplicate key {_shown(key_node.value)}", key_node
+            return f"{where}{_loc_part(key_node.value)}", f"duplicate key {shown(key_node.value)}", key_node
         seen.add(identity)
     return None
 
@@ -665,7 +487,7 @@ def _node_problem(root: yaml.Node) -> tuple[str, str, yaml.Node] | None:
     while stack:
         node, where = stack.pop()
         if node.tag not in _PLAIN_TAGS:
-            return where.rstrip("."), f"tag {_shown(node.tag)} is not allowed", node
+            return where.rstrip("."), f"tag {shown(node.tag)} is not allowed", node
         children: list[tuple[yaml.Node, str]] = []
         if isinstance(node, yaml.MappingNode):
             problem = _key_problem(node, where)
@@ -711,7 +533,7 @@ def _read_yaml(path: Path) -> object:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = _printable(exc.problem or "")
+        problem = printable(exc.problem or "")
         raise ManifestError(str(path), "", f"not valid YAML: {problem}{where}") from None
     except yaml.YAMLError:
         raise ManifestError(str(path), "", "not valid YAML") from None
@@ -722,7 +544,7 @@ def _read_yaml(path: Path) -> object:
 def _loc_part(part: object) -> str:
     if isinstance(part, int) or (isinstance(part, str) and _PLAIN_LOC_RE.match(part)):
         return str(part)
-    return _shown(part)
+    return shown(part)
 
 
 _MESSAGES: dict[str, str] = {
@@ -743,7 +565,7 @@ def _message(error: ErrorDetails) -> str:
     kind: str = error["type"]
     ctx: dict[str, Any] = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        return f"unknown key {_shown(error['loc'][-1])}"
+        return f"unknown key {shown(error['loc'][-1])}"
     if kind == "literal_error":
         return f"must be one of {ctx['expected']}"
     if kind == "too_short":

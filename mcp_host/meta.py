@@ -26,7 +26,8 @@ HOST_PREFIX = "mcp-host/"
 SESSION_KEY = "mcp-host/session"
 GRANT_KEY = "mcp-host/grant"
 _HOP_PREFIXES = ("io.modelcontextprotocol/",)
-_HOP_KEYS = frozenset({"progresstoken"})
+# The SDK hands inbound `_meta` over with `progressToken` renamed `progress_token`.
+_HOP_KEYS = frozenset({"progresstoken", "progress_token"})
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff\u00ad"))
 
 

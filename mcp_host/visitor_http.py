@@ -71,7 +71,8 @@ def build_visitor_server(door: VisitorDoor) -> Server[Any]:
         async def relay(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
-        relay_progress = relay if "progressToken" in meta else None
+        asked = meta.get("progress_token", meta.get("progressToken")) is not None
+        relay_progress = relay if asked else None
         return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, relay_progress)
 
     return Server(

@@ -14,8 +14,6 @@ from mcp_host.manifest import (
     MANIFEST_NAME,
     TOOL_NAME_RE,
     Manifest,
-    check_text,
-    check_tool_schema,
     load_manifest,
     read_manifest,
 )
@@ -880,78 +878,6 @@ def test_oversized_manifest_is_refused_before_parsing(tmp_path: Path) -> None:
         load_manifest(tmp_path)
 
     assert caught.value.problem == snapshot("larger than 1048576 bytes")
-
-
-@pytest.mark.parametrize(
-    ("text", "multiline"),
-    [
-        ("\x1b[31m", True),
-        ("\x07", True),
-        ("\x85", True),
-        ("\u202e", True),
-        ("\u2067", True),
-        ("\u200b", True),
-        ("\u200f", True),
-        ("\ufeff", True),
-        ("\U000e0001", True),
-        ("\U000e007f", True),
-        ("\ud800", True),
-        ("\r", True),
-        ("\n", False),
-        ("\t", False),
-    ],
-)
-def test_check_text_refuses_hostile_characters(text: str, multiline: bool) -> None:
-    with pytest.raises(ValueError, match=r"^description contains .* \(U\+[0-9A-F]{4,5}\) at index 3$"):
-        check_text(f"abc{text}def", "description", multiline=multiline)
-
-
-def test_check_text_allows_tabs_and_newlines_in_multiline_text() -> None:
-    text = "Line one,\twith a tab.\nLine two — ünïcode and emoji 📅 are fine."
-
-    assert check_text(text, "description", multiline=True) is text
-
-
-def test_check_text_counts_the_limit_in_utf8_bytes() -> None:
-    with pytest.raises(ValueError, match="^label is 9 bytes long; the limit is 8$"):
-        check_text("xéééé", "label", max_bytes=8)
-
-
-def test_check_tool_schema_parses_a_json_string_into_a_mapping() -> None:
-    schema = check_tool_schema('{"type": "object", "properties": {"q": {"type": "string"}}}')
-
-    assert schema == {"type": "object", "properties": {"q": {"type": "string"}}}
-
-
-def test_check_tool_schema_allows_subschemas_30_deep() -> None:
-    schema = json.loads(json.loads(nested_schema(30)))
-
-    assert check_tool_schema(schema) is schema
-
-
-def test_check_tool_schema_allows_local_refs_and_the_2020_12_dialect() -> None:
-    schema = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "type": "object",
-        "properties": {"when": {"$ref": "#/$defs/time"}},
-        "$defs": {"time": {"type": "string"}},
-    }
-
-    assert check_tool_schema(schema) is schema
-
-
-@pytest.mark.parametrize(
-    "schema",
-    [
-        {"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"},
-        {"type": "object", "properties": {"a": {"$dynamicRef": "https://evil.example/x"}}},
-        {"type": "object", "x-vendor": {"deep": {"$ref": "//evil.example/x"}}},
-        {"type": "object", "allOf": [{"type": "object"}] * 1001},
-    ],
-)
-def test_check_tool_schema_refuses_what_a_child_may_report(schema: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
-        check_tool_schema(schema)
 
 
 def test_tool_name_grammar_rejects_a_trailing_newline() -> None:

@@ -83,9 +83,7 @@ async def test_wrong_missing_and_foreign_tokens_get_401(tmp_path: Path, database
             "not bearer": {"Authorization": f"Basic {mine['token']}"},
         }
         for label, auth in cases.items():
-            response = await host.http.post(
-                mine["mcp_url"], json=_init_body(), headers={**MCP_HEADERS, **auth}
-            )
+            response = await host.http.post(mine["mcp_url"], json=_init_body(), headers={**MCP_HEADERS, **auth})
             assert response.status_code == 401, label
             assert response.headers["www-authenticate"].startswith("Bearer")
         unknown = mine["mcp_url"].replace(mine["session_id"], "0" * 32)
@@ -119,9 +117,7 @@ async def test_both_protocol_eras_list_and_call(tmp_path: Path, database_url: st
             assert result.structured_content == {"text": "hello"}
 
 
-async def test_legacy_mcp_session_of_one_visitor_is_refused_to_another(
-    tmp_path: Path, database_url: str
-) -> None:
+async def test_legacy_mcp_session_of_one_visitor_is_refused_to_another(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         alice = await host.new_session()
         bob = await host.new_session()
@@ -185,9 +181,7 @@ async def test_healthz_answers_200_when_ready(tmp_path: Path, database_url: str)
         assert (response.status_code, response.json()) == (200, {"ok": True})
 
 
-async def test_unknown_tool_is_a_tool_error_and_session_stays_usable(
-    tmp_path: Path, database_url: str
-) -> None:
+async def test_unknown_tool_is_a_tool_error_and_session_stays_usable(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
         async with host.client(session, "legacy") as client:
@@ -200,9 +194,7 @@ async def test_unknown_tool_is_a_tool_error_and_session_stays_usable(
             assert (await client.call_tool("echo", {"text": "ok"})).structured_content == {"text": "ok"}
 
 
-async def test_protocol_error_for_unknown_method_does_not_break_session(
-    tmp_path: Path, database_url: str
-) -> None:
+async def test_protocol_error_for_unknown_method_does_not_break_session(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
         async with host.client(session, "legacy") as client:

@@ -1,0 +1,113 @@
+"""Turning samples into numbers: per-leg statistics, ratios, targets, the printed table."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from legs import ERAS, Leg
+
+__all__ = ["Target", "print_report", "ratios", "stats", "targets"]
+
+# The targets (the brief's numbers): host/SDK-HTTP latency ratio, warm and first tools/list.
+MAX_C_OVER_B = 1.5
+MAX_WARM_LIST_MS = 10.0
+MAX_FIRST_LIST_S = 1.5
+
+
+def stats(samples_ns: list[int]) -> dict[str, Any]:
+    """n, median, p99 (nearest rank), mean, min and max, in milliseconds."""
+    ms = sorted(s / 1e6 for s in samples_ns)
+    n = len(ms)
+    return {
+        "n": n,
+        "median_ms": statistics.median(ms),
+        "p99_ms": ms[max(0, math.ceil(0.99 * n) - 1)],
+        "mean_ms": statistics.fmean(ms),
+        "min_ms": ms[0],
+        "max_ms": ms[-1],
+    }
+
+
+def _median(legs: dict[str, Leg], letter: str, era: str) -> float | None:
+    leg = legs.get(f"{letter}.{era}")
+    return statistics.median(leg.samples) if leg and leg.samples else None
+
+
+def ratios(legs: dict[str, Leg]) -> dict[str, float]:
+    """Median ratios per era: c/b, c/a, c/f and f/b (those whose legs ran)."""
+    out: dict[str, float] = {}
+    for era in ERAS:
+        for top, bottom in (("c", "b"), ("c", "a"), ("c", "f"), ("f", "b")):
+            t, b = _median(legs, top, era), _median(legs, bottom, era)
+            if t is not None and b:
+                out[f"{top}/{bottom} {era}"] = t / b
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: str
+    status: str
+    """PASS, MISS or SKIP."""
+
+
+def _check(name: str, value: float | None, ok: bool, fmt: str, why_skip: str = "leg did not run") -> Target:
+    if value is None:
+        return Target(name, why_skip, "SKIP")
+    return Target(name, fmt.format(value), "PASS" if ok else "MISS")
+
+
+def targets(legs: dict[str, Leg], first_list_s: list[float], skipped: dict[str, str]) -> list[Target]:
+    """Each target with its measured value and PASS/MISS (SKIP when its legs did not run)."""
+    found = ratios(legs)
+    out: list[Target] = []
+    for era in ERAS:
+        r = found.get(f"c/b {era}")
+        out.append(_check(f"c/b <= {MAX_C_OVER_B} ({era})", r, r is not None and r <= MAX_C_OVER_B, "{:.2f}"))
+    for era in ERAS:
+        d = _median(legs, "d", era)
+        d_ms = d / 1e6 if d is not None else None
+        ok = d_ms is not None and d_ms <= MAX_WARM_LIST_MS
+        out.append(_check(f"tools/list, 5 warm caps <= {MAX_WARM_LIST_MS:g} ms ({era})", d_ms, ok, "{:.2f} ms"))
+    first = statistics.median(first_list_s) if first_list_s else None
+    ok = first is not None and first <= MAX_FIRST_LIST_S
+    out.append(_check(f"first tools/list after start <= {MAX_FIRST_LIST_S:g} s", first, ok, "{:.3f} s"))
+    for era in ERAS:
+        r = found.get(f"c/f {era}")
+        why = skipped.get(f"f.{era}", skipped.get("f", "leg did not run"))
+        out.append(_check(f"host faster than FastMCP proxy ({era})", r, r is not None and r < 1.0, "c/f {:.2f}", why))
+    return out
+
+
+def print_report(result: dict[str, Any]) -> None:
+    """The human summary of `result` (the dict written to latest.json)."""
+    print()
+    print(f"{'leg':<44} {'era':<11} {'n':>5} {'median ms':>10} {'p99 ms':>9}")
+    for key, leg in result["legs"].items():
+        title = f"{key[0]}  {leg['title']}"
+        print(f"{title:<44} {leg['era']:<11} {leg['n']:>5} {leg['median_ms']:>10.3f} {leg['p99_ms']:>9.3f}")
+    for key, why in result["skipped"].items():
+        print(f"{key:<44} skipped: {why}")
+    print()
+    print("ratios of medians: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratios"].items()))
+    first = result["first_list"]
+    if first["samples_s"]:
+        samples = ", ".join(f"{s:.3f}" for s in first["samples_s"])
+        ready = ", ".join(f"{s:.2f}" for s in first["host_ready_s"])
+        print(
+            f"first tools/list after start ({len(first['samples_s'])} starts): "
+            f"median {first['median_s']:.3f} s  [{samples}]"
+        )
+        print(f"host spawn -> /healthz 200: [{ready}] s")
+    print()
+    for target in result["targets"]:
+        print(f"  {target['status']:<4}  {target['name']}: {target['value']}")
+    print()
+
+
+def target_dicts(found: list[Target]) -> list[dict[str, str]]:
+    return [asdict(t) for t in found]

@@ -1,0 +1,229 @@
+"""The benchmark behind `scripts/bench`: the host's per-call overhead and tools/list latency.
+
+Legs, all against the same trivial echo child (bench/echo_plugin), each era where it applies:
+  a  SDK client -> echo child over stdio
+  b  SDK client -> echo child served over streamable HTTP by the SDK (uvicorn, own process)
+  c  SDK client -> the host's visitor endpoint -> echo child (sandboxed, stdio)
+  d  visitor tools/list through the host over 5 warm capabilities
+  e  the first visitor tools/list after a fresh host start (5 capabilities, none started yet)
+  f  SDK client -> FastMCP's proxy (own venv) -> echo child over stdio
+Each era is `mode="legacy"` (2025-11-25) and `mode="2026-07-28"`, with `cache=None`.
+
+Order: e first (host restarts on an otherwise idle machine; the last start stays up for d),
+then warm-up, then `--rounds` rounds of every a/b/c/d/f leg, the order rotated each round so
+machine noise lands on all legs alike. Statistics are over all rounds' samples. Results go to
+bench-results/latest.json. Every process started is stopped, on error and Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+import anyio.to_thread
+from fixtures import PluginDirs, ensure_fastmcp_venv, make_plugins, package_version
+from legs import ERAS, Leg, call_echo, http_client, list_tools, stdio_client, timed
+from procs import Processes
+from report import print_report, ratios, stats, target_dicts, targets
+from servers import REPO, RunningHost, start_echo_http, start_fastmcp_proxy, start_host
+
+FIVE_TOOLS = {f"echo_{i}" for i in range(1, 6)}
+FASTMCP_VENV = REPO / ".bench" / "fastmcp-venv"
+RESULTS = REPO / "bench-results" / "latest.json"
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", type=int, default=300, help="calls per leg per round (default 300)")
+    p.add_argument("--quick", action="store_true", help="n=50 (overrides -n)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of all legs (default 3)")
+    p.add_argument("--warmup", type=int, default=50, help="warm-up calls per leg (default 50)")
+    p.add_argument("--starts", type=int, default=5, help="fresh host starts for leg e (default 5)")
+    p.add_argument("--no-fastmcp", action="store_true", help="skip leg f")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs) afterwards")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n = 50
+    return args
+
+
+async def _first_lists(
+    args: argparse.Namespace, procs: Processes, workdir: Path, plugins: PluginDirs
+) -> tuple[list[dict[str, float]], RunningHost]:
+    """Leg e: start the 5-capability host `--starts` times; time its first tools/list each time.
+
+    The last host is left running for leg d.
+    """
+    runs: list[dict[str, float]] = []
+    for i in range(args.starts):
+        host = await start_host(
+            procs,
+            f"host-five-{i + 1}",
+            plugins=plugins.five,
+            data_dir=workdir / "data-five",
+            builtin_dir=plugins.empty,
+        )
+        visitor = await host.open_session()
+        async with AsyncExitStack() as stack:
+            client = await http_client(stack, visitor.mcp_url, "2026-07-28", visitor.token)
+            started = time.perf_counter()
+            await list_tools(client, FIVE_TOOLS)()
+            first_s = time.perf_counter() - started
+        runs.append({"first_list_s": first_s, "host_ready_s": host.ready_s})
+        print(
+            f"[bench] start {i + 1}/{args.starts}: healthy after {host.ready_s:.2f} s, first tools/list {first_s:.3f} s"
+        )
+        if i + 1 < args.starts:
+            await anyio.to_thread.run_sync(procs.stop, host.proc)
+    return runs, host
+
+
+async def _fastmcp_url(procs: Processes, python: Path | None, echo_server: Path) -> tuple[str | None, str]:
+    if python is None:
+        return None, ""
+    try:
+        return await start_fastmcp_proxy(procs, python, echo_server), ""
+    except RuntimeError as exc:
+        return None, f"the FastMCP proxy did not start: {str(exc).splitlines()[0]}"
+
+
+async def bench(
+    args: argparse.Namespace, procs: Processes, workdir: Path, plugins: PluginDirs, fastmcp: Path | None
+) -> dict[str, Any]:
+    """Run every leg; the result dict (minus the bits `main` adds)."""
+    runs, five_host = await _first_lists(args, procs, workdir, plugins)
+    echo_url = await start_echo_http(procs, plugins.echo_server)
+    one_host = await start_host(
+        procs, "host-one", plugins=plugins.one, data_dir=workdir / "data-one", builtin_dir=plugins.empty
+    )
+    fastmcp_url, fastmcp_skip = await _fastmcp_url(procs, fastmcp, plugins.echo_server)
+    skipped: dict[str, str] = {"f": fastmcp_skip} if fastmcp_skip else {}
+    one_visitor, five_visitor = await one_host.open_session(), await five_host.open_session()
+
+    async with AsyncExitStack() as stack:
+        legs: list[Leg] = []
+        for era in ERAS:
+            a = await stdio_client(stack, plugins.echo_server, era)
+            b = await http_client(stack, echo_url, era)
+            c = await http_client(stack, one_visitor.mcp_url, era, one_visitor.token)
+            d = await http_client(stack, five_visitor.mcp_url, era, five_visitor.token)
+            legs += [
+                Leg(f"a.{era}", "stdio -> echo child", era, call_echo(a)),
+                Leg(f"b.{era}", "HTTP -> SDK echo server", era, call_echo(b)),
+                Leg(f"c.{era}", "HTTP -> host -> echo child", era, call_echo(c)),
+                Leg(f"d.{era}", "tools/list via host, 5 warm caps", era, list_tools(d, FIVE_TOOLS)),
+            ]
+            if fastmcp_url is not None:
+                try:
+                    f = await http_client(stack, fastmcp_url, era)
+                    legs.append(Leg(f"f.{era}", "HTTP -> FastMCP proxy -> echo child", era, call_echo(f)))
+                except Exception as exc:  # a FastMCP failure skips its leg, not the bench
+                    skipped[f"f.{era}"] = f"FastMCP proxy failed: {type(exc).__name__}: {exc}"
+
+        print(f"[bench] warm-up: {args.warmup} calls on each of {len(legs)} legs")
+        for leg in legs:
+            await timed(leg.op, args.warmup)
+        for r in range(args.rounds):
+            shift = (r * len(legs)) // args.rounds
+            order = legs[shift:] + legs[:shift]
+            print(f"[bench] round {r + 1}/{args.rounds}: {args.n} calls on each leg, starting with {order[0].key}")
+            for leg in order:
+                leg.samples += await timed(leg.op, args.n)
+
+    by_key = {leg.key: leg for leg in sorted(legs, key=lambda leg: (leg.key[0], ERAS.index(leg.era)))}
+    first_s = [r["first_list_s"] for r in runs]
+    return {
+        "legs": {
+            k: {
+                "title": leg.title,
+                "era": leg.era,
+                **stats(leg.samples),
+                "samples_us": [s // 1000 for s in leg.samples],
+            }
+            for k, leg in by_key.items()
+        },
+        "skipped": skipped,
+        "ratios": ratios(by_key),
+        "first_list": {
+            "samples_s": first_s,
+            "median_s": sorted(first_s)[len(first_s) // 2] if first_s else None,
+            "host_ready_s": [r["host_ready_s"] for r in runs],
+            "era": "2026-07-28",
+        },
+        "targets": target_dicts(targets(by_key, first_s, skipped)),
+    }
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    began = time.perf_counter()
+    # Short and under /tmp: the embedded PostgreSQL's unix socket path must fit in 107 bytes.
+    workdir = Path(tempfile.mkdtemp(prefix="mcpb-", dir="/tmp"))
+    procs = Processes(workdir)
+    load_before = os.getloadavg()
+    try:
+        plugins = make_plugins(workdir)
+        fastmcp, fastmcp_note = (None, "--no-fastmcp") if args.no_fastmcp else ensure_fastmcp_venv(FASTMCP_VENV)
+        print(f"[bench] workdir {workdir}; FastMCP: {fastmcp_note}")
+        result = anyio.run(bench, args, procs, workdir, plugins, fastmcp)
+        if fastmcp is None:
+            result["skipped"].setdefault("f", fastmcp_note)
+    except KeyboardInterrupt:
+        print("\n[bench] interrupted; stopping everything it started")
+        return 130
+    finally:
+        procs.close()
+        if args.keep:
+            print(f"[bench] kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result |= {
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - began, 1),
+        "config": {
+            "n_per_round": args.n,
+            "rounds": args.rounds,
+            "warmup": args.warmup,
+            "starts": args.starts,
+            "host": "mcp-host serve, embedded PostgreSQL, sandbox on (bubblewrap)",
+            "builtins": "none (MCP_HOST_BUILTIN_DIR = an empty folder)",
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
+        },
+        "versions": {
+            "mcp": package_version(Path(sys.executable), "mcp"),
+            "fastmcp": package_version(fastmcp, "fastmcp") if fastmcp else None,
+            "fastmcp_venv_mcp": package_version(fastmcp, "mcp") if fastmcp else None,
+        },
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    print_report(result)
+    print(f"[bench] {result['duration_s']} s; results in {RESULTS.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

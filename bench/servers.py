@@ -1,0 +1,83 @@
+"""Starting the servers under test as separate processes: the host, the SDK echo, FastMCP's proxy."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from procs import Proc, Processes, free_port, wait_http
+
+__all__ = ["RunningHost", "Visitor", "start_echo_http", "start_fastmcp_proxy", "start_host"]
+
+REPO = Path(__file__).resolve().parent.parent
+MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
+FASTMCP_PROXY = Path(__file__).resolve().parent / "fastmcp_proxy.py"
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """A visitor session opened on a host: where its MCP endpoint is and its bearer token."""
+
+    mcp_url: str
+    token: str
+
+
+@dataclass(frozen=True)
+class RunningHost:
+    proc: Proc
+    url: str
+    ready_s: float
+    """Seconds from the spawn to the first `GET /healthz` answered 200."""
+
+    async def open_session(self) -> Visitor:
+        """`POST /v1/sessions`: a public visitor session."""
+        async with httpx2.AsyncClient(timeout=30) as http:
+            response = await http.post(f"{self.url}/v1/sessions", json={"visitor": {"name": "bench"}})
+        if response.status_code != 201:
+            raise RuntimeError(f"POST /v1/sessions answered {response.status_code}: {response.text}")
+        body = response.json()
+        return Visitor(mcp_url=body["mcp_url"], token=body["token"])
+
+
+def _host_env(builtin_dir: Path) -> dict[str, str]:
+    """The bench's environment without any MCP_HOST_ setting, plus an empty builtin folder.
+
+    So: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL), sandbox on (the default).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
+    env["MCP_HOST_BUILTIN_DIR"] = str(builtin_dir)
+    return env
+
+
+async def start_host(procs: Processes, name: str, *, plugins: Path, data_dir: Path, builtin_dir: Path) -> RunningHost:
+    """`mcp-host serve` on a free loopback port; returns once `/healthz` answers 200."""
+    port = free_port()
+    argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--data-dir", str(data_dir), "--plugins", str(plugins)]
+    proc = procs.spawn(name, argv, env=_host_env(builtin_dir))
+    url = f"http://127.0.0.1:{port}"
+    ready_s = await wait_http(proc, f"{url}/healthz", want=200)
+    return RunningHost(proc, url, ready_s)
+
+
+async def start_echo_http(procs: Processes, echo_server: Path) -> str:
+    """The echo child served by the SDK (`streamable_http_app()` under uvicorn); its MCP URL."""
+    port = free_port()
+    env = dict(os.environ, ECHO_TOOL_NAME="echo")
+    proc = procs.spawn("echo-http", [sys.executable, str(echo_server), "--http", str(port)], env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    await wait_http(proc, url)
+    return url
+
+
+async def start_fastmcp_proxy(procs: Processes, fastmcp_python: Path, echo_server: Path) -> str:
+    """FastMCP's proxy (in its own venv) in front of the echo child over stdio; its MCP URL."""
+    port = free_port()
+    argv = [str(fastmcp_python), str(FASTMCP_PROXY), str(port), sys.executable, str(echo_server)]
+    proc = procs.spawn("fastmcp-proxy", argv, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}/mcp"
+    await wait_http(proc, url)
+    return url
