@@ -7,7 +7,7 @@ loop, so children are spawned from the loop thread exactly as in production.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,3 +83,13 @@ async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
         async with httpx2.AsyncClient(timeout=30) as http:
             yield RunningHost(settings.base_url, app.state.host, http)
         server.should_exit = True
+
+
+async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) -> None:
+    """Poll `predicate` until true, failing after `within_s`.
+
+    For state outside the event loop (a process dying), which no event can signal.
+    """
+    with anyio.fail_after(within_s):
+        while not predicate():  # noqa: ASYNC110 - no event exists for another process's death
+            await anyio.sleep(0.02)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hosting import host_settings, running_host
+from hosting import host_settings, running_host, wait_until
 
 from mcp_host.children import ChildState
 
@@ -37,9 +37,7 @@ async def test_child_killed_during_a_call_is_unavailable_then_works_again(tmp_pa
             again = await client.call_tool("echo", {"text": "back"})
             assert again.structured_content == {"text": "back"}
         assert len(host.host.spawned) == 2
-        with anyio.fail_after(5):
-            while _alive(host.host.spawned[0]):
-                await anyio.sleep(0.05)
+        await wait_until(lambda: not _alive(host.host.spawned[0]))
 
 
 async def test_child_killed_from_outside_mid_call_is_unavailable(tmp_path: Path, database_url: str) -> None:
@@ -86,9 +84,7 @@ async def test_repeated_timeouts_recycle_the_child(tmp_path: Path, database_url:
                 result = await client.call_tool("sleep", {"seconds": 30})
                 assert result.structured_content is not None
                 assert result.structured_content["code"] == "timeout"
-            with anyio.fail_after(5):
-                while _alive(host.host.spawned[0]):
-                    await anyio.sleep(0.05)
+            await wait_until(lambda: not _alive(host.host.spawned[0]))
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
             assert len(host.host.spawned) == 2
 
@@ -162,9 +158,7 @@ async def test_idle_child_is_stopped_and_started_again_on_next_use(tmp_path: Pat
             await client.call_tool("echo", {"text": "x"})
             child = host.host.pool.get("test.echo")
             assert child is not None
-            with anyio.fail_after(5):
-                while child.running:
-                    await anyio.sleep(0.05)
+            await wait_until(lambda: not child.running)
             assert child.health().state == ChildState.STOPPED
             assert child.health().cause is None
             assert (await client.call_tool("echo", {"text": "y"})).structured_content == {"text": "y"}
