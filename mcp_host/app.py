@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
@@ -78,6 +79,16 @@ def _load(settings: Settings) -> LoadReport:
     return report
 
 
+def _allowed_hosts(settings: Settings) -> list[str]:
+    """Extra Host values: the configured ones and the public URL's own."""
+    hosts = list(settings.allowed_hosts)
+    if settings.public_url:
+        netloc = urlsplit(settings.public_url).netloc
+        if netloc:
+            hosts.append(netloc)
+    return hosts
+
+
 @asynccontextmanager
 async def running_host(settings: Settings) -> AsyncIterator[Host]:
     """Start every part of the host; stop them all, children first, on exit."""
@@ -118,7 +129,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
         )
         manager = StreamableHTTPSessionManager(
             build_visitor_server(door),
-            security_settings=security_settings(settings.host, settings.port, settings.allowed_hosts),
+            security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
             max_request_body_size=settings.max_body_bytes,
         )
         async with pool, manager.run():

@@ -24,8 +24,9 @@ import mcp.types as types
 
 from .children import Child
 from .errors import HostError
-from .manifest import TOOL_NAME_RE, check_text
+from .manifest import TOOL_NAME_RE
 from .plugins import Plugin
+from .text_safety import check_text, check_tool_schema
 
 __all__ = ["Binding", "Bindings", "Toolset"]
 
@@ -156,6 +157,12 @@ class Bindings:
 def _tool_problem(tool: types.Tool) -> str | None:
     if not TOOL_NAME_RE.fullmatch(tool.name):
         return "its name is not ^[a-zA-Z0-9_-]{1,64}$"
+    try:  # a child's schema is untrusted input too (SECURITY.md A10: no remote $ref, bounded)
+        check_tool_schema(tool.input_schema)
+        if tool.output_schema is not None:
+            check_tool_schema(tool.output_schema)
+    except ValueError as exc:
+        return f"input or output schema refused: {exc}"
     for label, text, multiline in (("title", tool.title, False), ("description", tool.description, True)):
         if text is None:
             continue

@@ -61,9 +61,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    errors = check_paths([Path(p) for p in args.dirs])
+    settings = _settings(args)
+    paths = [Path(p) for p in args.dirs]
+    errors = check_paths(paths, builtin_root=settings.builtin_dir)
     for error in errors:
         print(f"error: {error.message}")
+    for plugin in load_plugins(None, paths).plugins:
+        for warning in plugin.warnings:
+            print(f"warning: {plugin.folder}: {warning}")
     if not errors:
         print(f"ok: {', '.join(args.dirs)}")
     return 1 if errors else 0

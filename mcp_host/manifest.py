@@ -408,10 +408,7 @@ def _quota_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
         return
     key = manifest.quota.config_key
     declared = [
-        (scope, field)
-        for scope, fields in manifest.config_lists().items()
-        for field in fields
-        if field.key == key
+        (scope, field) for scope, fields in manifest.config_lists().items() for field in fields if field.key == key
     ]
     if not declared:
         yield "quota.config_key", f"{shown(key)} is not a declared config field"
@@ -466,9 +463,7 @@ for _tag, _pattern, _first in _RESOLVERS:
     _ManifestLoader.add_implicit_resolver(_tag, re.compile(rf"\A(?:{_pattern})\Z"), _first)
 
 
-_PLAIN_TAGS = frozenset(
-    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")
-)
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
 
 
 def _key_problem(node: yaml.MappingNode, where: str) -> tuple[str, str, yaml.Node] | None:

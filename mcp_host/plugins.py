@@ -152,13 +152,14 @@ def load_plugins(builtin_root: Path | None, extra_roots: Sequence[Path]) -> Load
     return LoadReport(tuple(plugins), (*errors, *id_errors))
 
 
-def check_paths(paths: Sequence[Path]) -> list[ManifestError]:
+def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> list[ManifestError]:
     """Every problem `mcp-host check` reports for `paths`; an empty list means all is well.
 
     The rules of an extra root in `load_plugins`: a path with no plugin folders, every problem
-    of every manifest, and ids used by more than one of the folders found.
+    of every manifest, and ids used by more than one of the folders found — or by a builtin
+    under `builtin_root`, which `serve` would refuse.
     """
-    return list(load_plugins(None, paths).errors)
+    return list(load_plugins(builtin_root, paths).errors)
 
 
 def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:

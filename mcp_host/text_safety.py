@@ -61,9 +61,7 @@ _CHAR_KINDS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def check_text(
-    value: str, field: str, *, multiline: bool = True, max_bytes: int = MAX_DESCRIPTION_BYTES
-) -> str:
+def check_text(value: str, field: str, *, multiline: bool = True, max_bytes: int = MAX_DESCRIPTION_BYTES) -> str:
     """Return `value` if it is safe to show a person or a model, else raise `ValueError`.
 
     Refused: C0/C1 control characters and ESC (tab and newline too when not `multiline`), bidi
@@ -97,9 +95,7 @@ def printable(text: str, limit: int = 200) -> str:
 # ---------------------------------------------------------------------------------------------
 # Tool input schemas (SECURITY A10)
 
-_DIALECTS = frozenset(
-    {"https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"}
-)
+_DIALECTS = frozenset({"https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"})
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose value is one subschema, a list of subschemas, or a map of subschemas.
 _ONE_SUBSCHEMA = (

@@ -88,7 +88,7 @@ def security_settings(host: str, port: int, extra_hosts: list[str]) -> Transport
     """DNS-rebinding protection: only our own Host values, no foreign browser Origins."""
     names = {host, "127.0.0.1", "localhost", "[::1]", *extra_hosts}
     hosts = sorted({f"{n}:{port}" for n in names} | set(extra_hosts))
-    origins = sorted({f"http://{h}" for h in hosts})
+    origins = sorted({f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")})
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )

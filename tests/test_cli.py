@@ -72,9 +72,7 @@ def test_check_of_a_broken_manifest_names_the_file_and_the_key(
     assert err == ""
 
 
-def test_check_of_several_folders_reports_every_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_of_several_folders_reports_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_plugin(tmp_path / "many" / "a", "id: twice\n")
     write_plugin(tmp_path / "many" / "b", "id: twice\n")
     write_plugin(tmp_path / "many" / "c", "id: c\ncolour: red\nsize: 3\n")
@@ -146,9 +144,7 @@ def test_owner_token_without_a_token_file_exits_1_saying_where_it_looked(
     )
 
 
-def test_owner_token_prints_the_token_the_host_wrote(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_owner_token_prints_the_token_the_host_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = "owner-token-for-the-test-0123456789abcdef"
     write_owner_token_file(tmp_path / "data", token)
 
@@ -174,9 +170,7 @@ def test_console_script_prints_usage_and_passes_the_exit_status_on(tmp_path: Pat
     broken = write_plugin(tmp_path / "broken", "id: demo\ncolour: red\n")
 
     usage = subprocess.run([MCP_HOST, "--help"], capture_output=True, text=True, timeout=60, check=False)
-    refused = subprocess.run(
-        [MCP_HOST, "check", broken], capture_output=True, text=True, timeout=60, check=False
-    )
+    refused = subprocess.run([MCP_HOST, "check", broken], capture_output=True, text=True, timeout=60, check=False)
 
     assert (usage.returncode, usage.stdout.splitlines()[0]) == (
         0,

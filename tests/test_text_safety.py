@@ -137,9 +137,7 @@ def test_check_tool_schema_allows_local_refs_and_the_2020_12_dialect() -> None:
             ),
             id="not-json-schema",
         ),
-        pytest.param(
-            {"type": "string"}, snapshot('must have "type": "object" at its root'), id="root-not-object"
-        ),
+        pytest.param({"type": "string"}, snapshot('must have "type": "object" at its root'), id="root-not-object"),
         pytest.param(
             ["type", "object"],
             snapshot("must be a JSON object (a mapping or a JSON string of one)"),
