@@ -9,8 +9,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hosting import host_settings, running_host, wait_until
 
+from hosting import host_settings, running_host, wait_until
 from mcp_host.children import ChildState
 
 pytestmark = pytest.mark.anyio

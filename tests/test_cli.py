@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
-from hosting import PLUGINS, free_port, host_settings, running_host
 from inline_snapshot import snapshot
 
+from hosting import PLUGINS, free_port, host_settings, running_host
 from mcp_host.cli import main
 from mcp_host.manifest import MANIFEST_NAME
 from mcp_host.owners import write_owner_token_file

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosting import host_settings, running_host
 from inline_snapshot import snapshot
 
+from hosting import host_settings, running_host
 from mcp_host.catalogue import CatalogueEntry
 
 pytestmark = pytest.mark.anyio

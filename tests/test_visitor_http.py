@@ -7,8 +7,9 @@ from typing import Any
 
 import httpx2
 import pytest
-from hosting import RunningHost, host_settings, running_host
 from mcp import MCPError
+
+from hosting import RunningHost, host_settings, running_host
 
 pytestmark = pytest.mark.anyio
 
