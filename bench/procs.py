@@ -73,8 +73,6 @@ class Processes:
 
     def stop(self, proc: Proc, grace_s: float = 20.0) -> None:
         """SIGTERM the process (a graceful shutdown), then SIGKILL its group after `grace_s`."""
-        if proc in self.running:
-            self.running.remove(proc)
         popen = proc.popen
         if popen.poll() is None:
             popen.send_signal(signal.SIGTERM)
@@ -87,6 +85,8 @@ class Processes:
         except (ProcessLookupError, PermissionError):
             pass
         popen.wait()
+        if proc in self.running:
+            self.running.remove(proc)
 
     def close(self) -> None:
         """Stop every running process (last started first), then sweep leftovers."""

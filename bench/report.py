@@ -17,11 +17,17 @@ MAX_WARM_LIST_MS = 10.0
 MAX_FIRST_LIST_S = 1.5
 
 
-def stats(samples_ns: list[int]) -> dict[str, Any]:
-    """n, median, p99 (nearest rank), mean, min and max, in milliseconds."""
+def stats(samples_ns: list[int], rounds: int = 1) -> dict[str, Any]:
+    """n, median, p99 (nearest rank), mean, min, max and each round's median, in milliseconds.
+
+    `samples_ns` holds `rounds` equal runs one after another (how the bench records them).
+    """
     ms = sorted(s / 1e6 for s in samples_ns)
     n = len(ms)
+    per = max(1, len(samples_ns) // rounds)
+    chunks = [samples_ns[i : i + per] for i in range(0, len(samples_ns), per)]
     return {
+        "round_medians_ms": [statistics.median(c) / 1e6 for c in chunks if c],
         "n": n,
         "median_ms": statistics.median(ms),
         "p99_ms": ms[max(0, math.ceil(0.99 * n) - 1)],
@@ -86,10 +92,11 @@ def targets(legs: dict[str, Leg], first_list_s: list[float], skipped: dict[str, 
 def print_report(result: dict[str, Any]) -> None:
     """The human summary of `result` (the dict written to latest.json)."""
     print()
-    print(f"{'leg':<44} {'era':<11} {'n':>5} {'median ms':>10} {'p99 ms':>9}")
+    print(f"{'leg':<42} {'era':<11} {'n':>5} {'median ms':>10} {'p99 ms':>8}  {'per-round medians'}")
     for key, leg in result["legs"].items():
         title = f"{key[0]}  {leg['title']}"
-        print(f"{title:<44} {leg['era']:<11} {leg['n']:>5} {leg['median_ms']:>10.3f} {leg['p99_ms']:>9.3f}")
+        rounds = " / ".join(f"{m:.2f}" for m in leg["round_medians_ms"])
+        print(f"{title:<42} {leg['era']:<11} {leg['n']:>5} {leg['median_ms']:>10.3f} {leg['p99_ms']:>8.2f}  {rounds}")
     for key, why in result["skipped"].items():
         print(f"{key:<44} skipped: {why}")
     print()

@@ -24,6 +24,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import time
@@ -37,7 +38,7 @@ from fixtures import PluginDirs, ensure_fastmcp_venv, make_plugins, package_vers
 from legs import ERAS, Leg, call_echo, http_client, list_tools, stdio_client, timed
 from procs import Processes
 from report import print_report, ratios, stats, target_dicts, targets
-from servers import REPO, RunningHost, start_echo_http, start_fastmcp_proxy, start_host
+from servers import REPO, RunningHost, Visitor, start_echo_http, start_fastmcp_proxy, start_host
 
 FIVE_TOOLS = {f"echo_{i}" for i in range(1, 6)}
 FASTMCP_VENV = REPO / ".bench" / "fastmcp-venv"
@@ -90,44 +91,64 @@ async def _first_lists(
     return runs, host
 
 
-async def _fastmcp_url(procs: Processes, python: Path | None, echo_server: Path) -> tuple[str | None, str]:
+async def _fastmcp_urls(procs: Processes, python: Path | None, echo_server: Path) -> dict[str, str]:
+    """One FastMCP proxy per era: a proxy whose callers switch eras respawns its stdio backend.
+
+    (FastMCP mirrors the caller's era onto the backend session; seen: ~0.9 s on the first call
+    after every switch.) Steady-state latency is what leg f compares, so each era gets its own.
+    """
     if python is None:
-        return None, ""
-    try:
-        return await start_fastmcp_proxy(procs, python, echo_server), ""
-    except RuntimeError as exc:
-        return None, f"the FastMCP proxy did not start: {str(exc).splitlines()[0]}"
+        return {}
+    return {era: await start_fastmcp_proxy(procs, python, echo_server, era) for era in ERAS}
+
+
+async def _legs(
+    stack: AsyncExitStack, era: str, plugins: PluginDirs, echo_url: str, one: Visitor, five: Visitor
+) -> list[Leg]:
+    """Legs a to d of one era, each on its own connected client (closed with `stack`)."""
+    a = await stdio_client(stack, plugins.echo_server, era)
+    b = await http_client(stack, echo_url, era)
+    c = await http_client(stack, one.mcp_url, era, one.token)
+    d = await http_client(stack, five.mcp_url, era, five.token)
+    return [
+        Leg(f"a.{era}", "stdio -> echo child", era, call_echo(a)),
+        Leg(f"b.{era}", "HTTP -> SDK echo server", era, call_echo(b)),
+        Leg(f"c.{era}", "HTTP -> host -> echo child", era, call_echo(c)),
+        Leg(f"d.{era}", "tools/list via host, 5 warm caps", era, list_tools(d, FIVE_TOOLS)),
+    ]
 
 
 async def bench(
-    args: argparse.Namespace, procs: Processes, workdir: Path, plugins: PluginDirs, fastmcp: Path | None
+    args: argparse.Namespace,
+    procs: Processes,
+    workdir: Path,
+    plugins: PluginDirs,
+    fastmcp: tuple[Path | None, str],
 ) -> dict[str, Any]:
-    """Run every leg; the result dict (minus the bits `main` adds)."""
+    """Run every leg; the result dict (minus the bits `main` adds).
+
+    `fastmcp` is the FastMCP venv's python (None: skip leg f) and a note saying why or which.
+    """
     runs, five_host = await _first_lists(args, procs, workdir, plugins)
     echo_url = await start_echo_http(procs, plugins.echo_server)
     one_host = await start_host(
         procs, "host-one", plugins=plugins.one, data_dir=workdir / "data-one", builtin_dir=plugins.empty
     )
-    fastmcp_url, fastmcp_skip = await _fastmcp_url(procs, fastmcp, plugins.echo_server)
-    skipped: dict[str, str] = {"f": fastmcp_skip} if fastmcp_skip else {}
+    skipped: dict[str, str] = {} if fastmcp[0] else {"f": fastmcp[1]}
+    try:
+        fastmcp_urls = await _fastmcp_urls(procs, fastmcp[0], plugins.echo_server)
+    except RuntimeError as exc:  # a FastMCP failure skips its leg, not the bench
+        fastmcp_urls = {}
+        skipped["f"] = f"the FastMCP proxy did not start: {str(exc).splitlines()[0]}"
     one_visitor, five_visitor = await one_host.open_session(), await five_host.open_session()
 
     async with AsyncExitStack() as stack:
         legs: list[Leg] = []
         for era in ERAS:
-            a = await stdio_client(stack, plugins.echo_server, era)
-            b = await http_client(stack, echo_url, era)
-            c = await http_client(stack, one_visitor.mcp_url, era, one_visitor.token)
-            d = await http_client(stack, five_visitor.mcp_url, era, five_visitor.token)
-            legs += [
-                Leg(f"a.{era}", "stdio -> echo child", era, call_echo(a)),
-                Leg(f"b.{era}", "HTTP -> SDK echo server", era, call_echo(b)),
-                Leg(f"c.{era}", "HTTP -> host -> echo child", era, call_echo(c)),
-                Leg(f"d.{era}", "tools/list via host, 5 warm caps", era, list_tools(d, FIVE_TOOLS)),
-            ]
-            if fastmcp_url is not None:
+            legs += await _legs(stack, era, plugins, echo_url, one_visitor, five_visitor)
+            if era in fastmcp_urls:
                 try:
-                    f = await http_client(stack, fastmcp_url, era)
+                    f = await http_client(stack, fastmcp_urls[era], era)
                     legs.append(Leg(f"f.{era}", "HTTP -> FastMCP proxy -> echo child", era, call_echo(f)))
                 except Exception as exc:  # a FastMCP failure skips its leg, not the bench
                     skipped[f"f.{era}"] = f"FastMCP proxy failed: {type(exc).__name__}: {exc}"
@@ -149,7 +170,7 @@ async def bench(
             k: {
                 "title": leg.title,
                 "era": leg.era,
-                **stats(leg.samples),
+                **stats(leg.samples, rounds=args.rounds),
                 "samples_us": [s // 1000 for s in leg.samples],
             }
             for k, leg in by_key.items()
@@ -158,7 +179,7 @@ async def bench(
         "ratios": ratios(by_key),
         "first_list": {
             "samples_s": first_s,
-            "median_s": sorted(first_s)[len(first_s) // 2] if first_s else None,
+            "median_s": statistics.median(first_s) if first_s else None,
             "host_ready_s": [r["host_ready_s"] for r in runs],
             "era": "2026-07-28",
         },
@@ -182,9 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         plugins = make_plugins(workdir)
         fastmcp, fastmcp_note = (None, "--no-fastmcp") if args.no_fastmcp else ensure_fastmcp_venv(FASTMCP_VENV)
         print(f"[bench] workdir {workdir}; FastMCP: {fastmcp_note}")
-        result = anyio.run(bench, args, procs, workdir, plugins, fastmcp)
-        if fastmcp is None:
-            result["skipped"].setdefault("f", fastmcp_note)
+        result = anyio.run(bench, args, procs, workdir, plugins, (fastmcp, fastmcp_note))
     except KeyboardInterrupt:
         print("\n[bench] interrupted; stopping everything it started")
         return 130

@@ -73,11 +73,11 @@ async def start_echo_http(procs: Processes, echo_server: Path) -> str:
     return url
 
 
-async def start_fastmcp_proxy(procs: Processes, fastmcp_python: Path, echo_server: Path) -> str:
+async def start_fastmcp_proxy(procs: Processes, fastmcp_python: Path, echo_server: Path, tag: str) -> str:
     """FastMCP's proxy (in its own venv) in front of the echo child over stdio; its MCP URL."""
     port = free_port()
     argv = [str(fastmcp_python), str(FASTMCP_PROXY), str(port), sys.executable, str(echo_server)]
-    proc = procs.spawn("fastmcp-proxy", argv, env=dict(os.environ))
+    proc = procs.spawn(f"fastmcp-proxy-{tag}", argv, env=dict(os.environ))
     url = f"http://127.0.0.1:{port}/mcp"
     await wait_http(proc, url)
     return url

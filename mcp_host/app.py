@@ -7,6 +7,7 @@ them to each other, in the order their lifetimes nest.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -128,11 +130,14 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             call_timeout_s=settings.call_timeout_s,
         )
         manager = StreamableHTTPSessionManager(
-            build_visitor_server(door),
+            build_visitor_server(door, bindings.input_schema),
             security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
             max_request_body_size=settings.max_body_bytes,
         )
-        async with pool, manager.run():
+        async with pool, manager.run(), anyio.create_task_group() as background:
+            if settings.prestart_children:
+                always = [p for p in report.plugins if p.manifest.kind == "capability" and p.manifest.acl == "always"]
+                background.start_soon(functools.partial(bindings.assemble, always, fresh=True))
             yield Host(
                 settings=settings,
                 report=report,
@@ -146,6 +151,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
                 spawned=spawned,
             )
+            background.cancel_scope.cancel()
             logger.info("stopping children")
 
 

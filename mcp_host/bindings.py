@@ -16,8 +16,9 @@ Reconciliation rules (issue 2):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import mcp.types as types
@@ -29,6 +30,9 @@ from .plugins import Plugin
 from .text_safety import check_text, check_tool_schema
 
 __all__ = ["Binding", "Bindings", "Toolset"]
+
+# Distinct sets of visible capabilities whose last merge is kept (one per role, in practice).
+_MAX_MERGES = 64
 
 logger = logging.getLogger(__name__)
 
@@ -58,36 +62,52 @@ class Bindings:
         self._child_of = child_of
         self._list_timeout_s = list_timeout_s
         self._reported: dict[str, frozenset[str]] = {}
+        # plugin id -> (the child's list as last vetted, the tools of it that passed)
+        self._vetted: dict[str, tuple[tuple[types.Tool, ...], tuple[types.Tool, ...]]] = {}
+        # capability ids -> (the inputs of the last merge for them, its toolset)
+        self._merges: dict[tuple[str, ...], tuple[tuple[object, ...], Toolset]] = {}
+        self._schemas: dict[str, Mapping[str, Any] | None] = {}
         self.causes: dict[str, str] = {}
         """Capability id → why some or all of its tools are not exposed right now."""
 
     async def assemble(self, capabilities: Sequence[Plugin], *, fresh: bool) -> Toolset:
+        """The toolset of `capabilities`: listed now (`fresh`), or from the last real lists.
+
+        Children whose list is unknown (or all, when `fresh`) are asked concurrently.
+        """
         lists: dict[str, tuple[types.Tool, ...]] = {}
         unavailable: dict[str, str] = {}
+        to_ask: list[Plugin] = []
+        for plugin in capabilities:
+            cached = None if fresh else self._child_of(plugin).tools
+            if cached is None:
+                to_ask.append(plugin)
+            else:
+                lists[plugin.manifest.id] = self._safe(plugin, cached)
 
         async def collect(plugin: Plugin) -> None:
-            pid = plugin.manifest.id
+            child = self._child_of(plugin)
             try:
-                child = self._child_of(plugin)
-                cached = child.tools
-                real = (
-                    cached
-                    if (cached is not None and not fresh)
-                    else await child.list_tools(timeout_s=self._list_timeout_s)
-                )
+                real = await child.list_tools(timeout_s=self._list_timeout_s)
             except HostError as exc:
-                health = self._child_of(plugin).health()
-                unavailable[pid] = health.cause or exc.message
+                unavailable[plugin.manifest.id] = child.health().cause or exc.message
                 return
-            lists[pid] = self._safe(plugin, real)
+            lists[plugin.manifest.id] = self._safe(plugin, real)
 
-        async with anyio.create_task_group() as tg:
-            for plugin in capabilities:
-                tg.start_soon(collect, plugin)
+        if len(to_ask) == 1:
+            await collect(to_ask[0])
+        elif to_ask:
+            async with anyio.create_task_group() as tg:
+                for plugin in to_ask:
+                    tg.start_soon(collect, plugin)
         return self._merge(capabilities, lists, unavailable)
 
     def _safe(self, plugin: Plugin, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
+        """The tools that pass the safety checks; a list equal to the last one is not re-checked."""
         pid = plugin.manifest.id
+        vetted = self._vetted.get(pid)
+        if vetted is not None and (vetted[0] is tools or vetted[0] == tools):
+            return vetted[1]
         safe: list[types.Tool] = []
         for tool in tools:
             problem = _tool_problem(tool)
@@ -101,15 +121,43 @@ class Bindings:
             declared = frozenset(plugin.manifest.visitor_tools or ())
             if declared and declared != real:
                 logger.warning(
-                    "%s: real tools differ from manifest visitor_tools (the real list wins): "
-                    "missing %s, undeclared %s",
+                    "%s: real tools differ from manifest visitor_tools (the real list wins): missing %s, undeclared %s",
                     pid,
                     sorted(declared - real),
                     sorted(real - declared),
                 )
-        return tuple(safe)
+        self._vetted[pid] = (tools, tuple(safe))
+        self._schemas.update((t.name, t.input_schema) for t in safe)
+        return self._vetted[pid][1]
 
     def _merge(
+        self,
+        capabilities: Sequence[Plugin],
+        lists: dict[str, tuple[types.Tool, ...]],
+        unavailable: dict[str, str],
+    ) -> Toolset:
+        # The vetted lists are the same objects while nothing changes, so comparing the key
+        # (identity first, as tuple equality does) is cheap in the common case.
+        ids = tuple(p.manifest.id for p in capabilities)
+        key = tuple((lists.get(i), unavailable.get(i)) for i in ids)
+        last = self._merges.get(ids)
+        if last is not None and last[0] == key:
+            return last[1]
+        toolset = self._merge_now(capabilities, lists, unavailable)
+        if len(self._merges) >= _MAX_MERGES:
+            self._merges.pop(next(iter(self._merges)))
+        self._merges[ids] = (key, toolset)
+        return toolset
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema of the last vetted tool named `name`, for any session, or None.
+
+        For the SDK's `Mcp-Param-*` header check only (it runs before the caller is known);
+        whether the caller may call the tool is decided by the door, per session.
+        """
+        return self._schemas.get(name)
+
+    def _merge_now(
         self,
         capabilities: Sequence[Plugin],
         lists: dict[str, tuple[types.Tool, ...]],
@@ -138,8 +186,7 @@ class Bindings:
         for plugin in capabilities:
             pid = plugin.manifest.id
             clashes = [
-                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; "
-                "neither copy is exposed"
+                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; neither copy is exposed"
                 for name, ids in sorted(collisions.items())
                 if pid in ids
             ]

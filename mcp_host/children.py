@@ -262,6 +262,7 @@ class Child:
                 start_new_session=True,
             )
         except OSError as exc:
+            await launch.release()
             self._finish(start, f"could not be spawned: {exc.strerror or exc}", started_at, crashed=True)
             return
         self._process = process
@@ -281,6 +282,8 @@ class Child:
             if reason not in ("stopped", "idle"):
                 reason = _explain(reason, process.returncode, drain)
             self._finish(start, reason, started_at, crashed=reason not in ("stopped", "idle"))
+            with anyio.CancelScope(shield=True):  # last: callers already see the child gone
+                await launch.release()  # kills what the sandbox left, removes its pids cgroup
 
     async def _serve(self, process: Process, start: _Start, drain: StderrDrain) -> str | None:
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None

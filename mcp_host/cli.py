@@ -21,6 +21,7 @@ import anyio
 from .catalogue import CatalogueEntry, entry_for, invalid_entry
 from .errors import HostError
 from .plugins import check_paths, load_plugins
+from .sandbox import require_bwrap
 from .settings import Settings
 
 __all__ = ["main"]
@@ -44,6 +45,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.sandbox == "on":
+        require_bwrap()  # refuse before anything starts, with the install command
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,

@@ -116,6 +116,7 @@ async def open_database(
             timeout=limits.connect_timeout_s,
             server_settings=limits.server_settings(),
             init=_init_connection,
+            reset=_reset_connection,
         )
         stack.push_async_callback(_close_pool, pool)
         async with pool.acquire() as conn:
@@ -144,6 +145,19 @@ async def check_durability(conn: PgConnection) -> None:
             "PostgreSQL runs with synchronous_commit = off: the last commits before a crash "
             "may be lost, so a receipt may outlive its row; set synchronous_commit = on"
         )
+
+
+async def _reset_connection(conn: PgConnection) -> None:
+    """Run when a connection goes back to the pool: roll back a transaction left open.
+
+    asyncpg's default reset also runs `pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *;
+    RESET ALL` — one more round trip on every acquire, on the hot path of every visitor
+    request. The host holds no session-level state on pooled connections (no LISTEN, no SET,
+    no cursors; the migration lock is taken and released on its own connection), so only an
+    open transaction needs undoing.
+    """
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
 
 
 async def _init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:

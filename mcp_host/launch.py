@@ -1,34 +1,57 @@
-"""What starts a plugin's process: the argv, working directory and environment.
+"""What starts a plugin's process: the argv, working directory and environment, and the
+sandbox's pids cgroup, released once the process has exited.
 
-Above: `children` (which spawns what this returns). Below: `sandbox` (the bubblewrap argv).
-`command: python` in a manifest means the host's own interpreter, so the MCP SDK (and later
-the plugin kit) are importable inside the sandbox: its prefix and base prefix are bound
-read-only, nothing else of the host's tree.
+Above: `children` (which spawns what this returns, and calls `Launch.release` after reaping
+it). Below: `sandbox` (the bubblewrap argv and the pids cgroups). `command: python` in a
+manifest means the host's own interpreter, so the MCP SDK (and later the plugin kit) are
+importable inside the sandbox: its prefix and base prefix are bound read-only, nothing else of
+the host's tree.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio.to_thread
+
 from .plugins import Plugin
-from .sandbox import Limits, SandboxSpec, build_command
+from .sandbox import Limits, PidsCgroup, PidsCgroups, SandboxSpec, build_command
 from .settings import Settings
 
-__all__ = ["Launch", "launch_for"]
+__all__ = ["Launch", "host_pids_cgroups", "launch_for"]
 
 logger = logging.getLogger(__name__)
-
-_INSIDE_PLUGIN_DIR = "/plugin"
 
 
 @dataclass(frozen=True)
 class Launch:
+    """How to start one child. `cgroup` is its sandbox's pids cgroup (None when the host has
+    none, or the sandbox is off); `release` removes it."""
+
     argv: list[str]
     cwd: Path | None
     env: dict[str, str]
+    cgroup: PidsCgroup | None = None
+
+    async def release(self) -> None:
+        """Kill what is left in the sandbox's pids cgroup and remove it; call it once the
+        process has been reaped, or failed to spawn. Safe to call twice."""
+        if self.cgroup is not None:
+            await anyio.to_thread.run_sync(self.cgroup.release)
+
+
+@functools.cache
+def host_pids_cgroups(cgroup_root: Path) -> PidsCgroups | None:
+    """The host's pids cgroups under `cgroup_root`: detected once per process (sweeping the
+    groups of hosts that are gone), and None, logged once, when none is usable.
+
+    Call it at host start; otherwise the first launch does.
+    """
+    return PidsCgroups.detect(cgroup_root)
 
 
 def _interpreter_dirs() -> tuple[Path, ...]:
@@ -39,12 +62,12 @@ def _interpreter_dirs() -> tuple[Path, ...]:
 
 
 def launch_for(plugin: Plugin, settings: Settings) -> Launch:
-    """The launch of `plugin`'s stdio child under the host's sandbox settings."""
+    """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, in a
+    new pids cgroup when the host has them. The caller must `release` it."""
     transport = plugin.manifest.transport
     if transport is None or transport.command is None:
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
     command = sys.executable if transport.command == "python" else transport.command
-    sandboxed = settings.sandbox == "on"
     env = dict(transport.env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
@@ -63,8 +86,28 @@ def launch_for(plugin: Plugin, settings: Settings) -> Launch:
         ),
         extra_ro_binds=_interpreter_dirs(),
     )
-    argv = build_command(spec, sandbox=sandboxed)
-    if sandboxed:
-        return Launch(argv=argv, cwd=None, env={})
-    logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
-    return Launch(argv=argv, cwd=plugin.folder, env=env)
+    if settings.sandbox == "off":
+        argv = build_command(spec, sandbox=False)
+        logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
+        return Launch(argv=argv, cwd=plugin.folder, env=env)
+    cgroup = _pids_cgroup(plugin.manifest.id, settings)
+    try:
+        argv = build_command(spec, cgroup=cgroup)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.release()
+        raise
+    return Launch(argv=argv, cwd=None, env={}, cgroup=cgroup)
+
+
+def _pids_cgroup(plugin_id: str, settings: Settings) -> PidsCgroup | None:
+    groups = host_pids_cgroups(settings.cgroup_root)
+    if groups is None:
+        return None
+    try:
+        return groups.create(plugin_id, settings.child_max_processes)
+    except OSError as exc:
+        # Start the child as a host without pids cgroups would, rather than not at all: an
+        # exception here would end the pool's task group (children.py calls us unguarded).
+        logger.error("%s: could not make its pids cgroup (%s); its task cap is RLIMIT_NPROC alone", plugin_id, exc)
+        return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp.types as types
@@ -55,8 +56,12 @@ def _session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
     return session
 
 
-def build_visitor_server(door: VisitorDoor) -> Server[Any]:
-    """The MCP server behind every visitor endpoint."""
+def build_visitor_server(door: VisitorDoor, input_schema: Callable[[str], Mapping[str, Any] | None]) -> Server[Any]:
+    """The MCP server behind every visitor endpoint.
+
+    `input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
+    real lists; without it the SDK would run our whole `tools/list` before every call.
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -80,6 +85,7 @@ def build_visitor_server(door: VisitorDoor) -> Server[Any]:
         version=SERVER_VERSION,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=input_schema,
         cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
     )
 
@@ -89,9 +95,7 @@ def security_settings(host: str, port: int, extra_hosts: list[str]) -> Transport
     names = {host, "127.0.0.1", "localhost", "[::1]", *extra_hosts}
     hosts = sorted({f"{n}:{port}" for n in names} | set(extra_hosts))
     origins = sorted({f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")})
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
 def _bearer(scope: Scope) -> str | None:

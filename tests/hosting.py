@@ -62,6 +62,7 @@ def host_settings(tmp_path: Path, database_url: str, plugins: list[str], **overr
         "plugins": [PLUGINS / p for p in plugins],
         "call_timeout_s": 10.0,
         "child_idle_timeout_s": 300.0,
+        "prestart_children": False,  # tests count spawns; test_app covers prestart
     }
     values.update(overrides)
     return Settings(**values)

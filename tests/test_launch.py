@@ -1,0 +1,145 @@
+"""Launching a plugin's child: its argv, and the pids cgroup its sandbox runs in until released.
+
+A real plugin (tests/plugins/echo) in real bubblewrap, spawned by a real `ChildPool` as the host
+spawns it; no database, no HTTP. Tests that need a pids cgroup skip, saying why, on a machine
+that has none (they need root, or a delegated cgroup v2 subtree).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hosting import wait_until
+from mcp_host.children import ChildLimits, ChildPool
+from mcp_host.errors import Unavailable
+from mcp_host.launch import Launch, host_pids_cgroups, launch_for
+from mcp_host.plugins import Plugin, load_plugins
+from mcp_host.sandbox import PidsCgroup, PidsCgroups
+from mcp_host.settings import Settings
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+)
+
+PLUGINS = Path(__file__).parent / "plugins"
+CHILD_LIMITS = ChildLimits(
+    start_timeout_s=20.0,
+    idle_timeout_s=300.0,
+    max_line_bytes=1024 * 1024,
+    stderr_lines_per_s=20,
+    stderr_line_bytes=2048,
+    backoff_max_s=1.0,
+    crash_loop_threshold=5,
+    timeouts_before_recycle=3,
+)
+
+
+@pytest.fixture
+def echo() -> Plugin:
+    report = load_plugins(None, [PLUGINS / "echo"])
+    assert not report.errors
+    return report.plugins[0]
+
+
+@pytest.fixture
+def pids_cgroups() -> PidsCgroups:
+    """The pids cgroups a host with default settings gets."""
+    groups = host_pids_cgroups(Settings().cgroup_root)
+    if groups is None:
+        pytest.skip(
+            "no usable pids cgroup here: needs a writable cgroup v1 pids hierarchy at /sys/fs/cgroup/pids, "
+            "or cgroup v2 with the pids controller in the root or a delegated cgroup (see the log)"
+        )
+    return groups
+
+
+def members(group: PidsCgroup) -> set[int]:
+    return {int(pid) for pid in (group.path / "cgroup.procs").read_text().split()}
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_sandboxed_launch_gets_a_new_pids_cgroup_capped_at_child_max_processes(
+    echo: Plugin, pids_cgroups: PidsCgroups
+) -> None:
+    settings = Settings(child_max_processes=40)
+    launch, again = launch_for(echo, settings), launch_for(echo, settings)
+    try:
+        assert launch.cgroup is not None and again.cgroup is not None
+        assert launch.cgroup.path.parent == again.cgroup.path.parent == pids_cgroups.base
+        assert launch.cgroup.path != again.cgroup.path  # one group per sandbox
+        assert launch.cgroup.path.name.startswith(f"test.echo-{os.getpid()}-")
+        assert (launch.cgroup.path / "pids.max").read_text() == "40\n"
+        # The shell joins the group, then becomes bwrap; prlimit's cap stays inside.
+        assert launch.argv[:5] == [*launch.cgroup.join_argv(), shutil.which("bwrap")]
+        assert "--nproc=40" in launch.argv
+        assert (launch.cwd, launch.env) == (None, {})
+    finally:
+        await launch.release()
+        await again.release()
+    assert not launch.cgroup.path.exists() and not again.cgroup.path.exists()
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_child_runs_in_its_pids_cgroup_which_is_gone_once_the_child_stops(
+    echo: Plugin, pids_cgroups: PidsCgroups
+) -> None:
+    launches: list[Launch] = []
+
+    def launch() -> Launch:
+        launches.append(launch_for(echo, Settings()))
+        return launches[-1]
+
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        child = pool.child("test.echo", launch)
+        await child.list_tools(timeout_s=20)
+        group = launches[0].cgroup
+        pid = child.health().pid
+        assert group is not None and pid is not None
+        # bwrap (the pid the host spawned), bwrap's init in the new pid namespace, the server.
+        assert pid in members(group) and len(members(group)) == 3
+        child.stop()
+        await wait_until(lambda: not group.path.exists())
+        assert child.health().pid is None
+
+
+@pytest.mark.anyio
+async def test_a_launch_that_cannot_be_spawned_still_releases_its_pids_cgroup(
+    pids_cgroups: PidsCgroups, tmp_path: Path
+) -> None:
+    group = pids_cgroups.create("test.echo", 8)
+    launch = Launch(argv=[str(tmp_path / "missing")], cwd=None, env={}, cgroup=group)
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        with pytest.raises(Unavailable):
+            await pool.child("test.echo", lambda: launch).list_tools(timeout_s=5)
+    assert not group.path.exists()
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_without_a_usable_pids_cgroup_the_launch_relies_on_prlimit_and_warns_once(
+    echo: Plugin, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.sandbox")
+    settings = Settings(cgroup_root=tmp_path)  # a directory, not a cgroup file system
+    first, second = launch_for(echo, settings), launch_for(echo, settings)
+    assert first.cgroup is None and second.cgroup is None
+    assert first.argv[0] == shutil.which("bwrap")
+    assert "--nproc=64" in first.argv
+    assert first.argv == second.argv
+    fallbacks = [r for r in caplog.records if r.getMessage().startswith("no usable pids cgroup")]
+    assert len(fallbacks) == 1
+    await first.release()  # nothing to release
+
+
+def test_unsandboxed_launch_has_no_pids_cgroup(echo: Plugin) -> None:
+    launch = launch_for(echo, Settings(sandbox="off"))
+    assert launch.cgroup is None
+    assert launch.argv[0] == "/usr/bin/env"
+    assert launch.cwd == echo.folder
