@@ -27,11 +27,12 @@ from .bindings import Bindings
 from .catalogue import Catalogue
 from .children import Child, ChildLimits, ChildPool
 from .database import open_database
-from .launch import launch_for
+from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
 from .owners import OwnerStore, ensure_owner_token
 from .plugins import LoadReport, Plugin, load_plugins
 from .sandbox import SandboxLedger, require_bwrap
+from .session_cache import CachedSessionStore
 from .sessions import PostgresSessionStore
 from .settings import Settings
 from .visitor_door import VisitorDoor
@@ -100,11 +101,13 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
     swept = ledger.sweep()
     if swept:
         logger.warning("killed %d sandbox(es) left over from a host that did not stop cleanly", len(swept))
+    if settings.sandbox == "on":
+        host_pids_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
     async with open_database(settings) as database:
         owners = OwnerStore(database.pool)
         owner = await owners.ensure_single_owner()
         token_file = await ensure_owner_token(owners, owner, settings.data_dir)
-        sessions = PostgresSessionStore(database.pool)
+        sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
         spawned: list[int] = []
 
         def on_spawn(pid: int, plugin_id: str) -> None:

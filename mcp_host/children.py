@@ -36,7 +36,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ValidationError
 
 from .child_stderr import StderrDrain
-from .errors import CallTimeout, TransportFailure, Unavailable
+from .errors import CallTimeout, HostError, TransportFailure, Unavailable
 from .framing import framed_transport
 from .launch import Launch
 
@@ -244,7 +244,13 @@ class Child:
 
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()
-        launch = self._launch()
+        try:
+            launch = self._launch()
+        except Exception as exc:  # a launch that cannot be built must not end the pool's task group
+            logger.exception("%s: could not prepare the launch", self.plugin_id)
+            why = exc.message if isinstance(exc, HostError) else "could not prepare its launch"
+            self._finish(start, why, started_at, crashed=True)
+            return
         drain = StderrDrain(
             self.plugin_id,
             lines_per_s=self._limits.stderr_lines_per_s,
@@ -271,12 +277,13 @@ class Child:
         try:
             reason = await self._serve(process, start, drain)
         finally:
+            # Forget the session before any await, so no new call reaches a dead child.
+            self._session = None
+            self.tools = None
             with anyio.CancelScope(shield=True):
                 await _terminate(process)
             self._on_exit(process.pid)
             self._process = None
-            self._session = None
-            self.tools = None
             if reason is None:  # cancelled: the host is shutting down
                 reason = "stopped"
             if reason not in ("stopped", "idle"):

@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     # `child_max_processes` tasks when one is usable there (mcp_host/sandbox.py, `PidsCgroups`).
     cgroup_root: Path = Path("/sys/fs/cgroup")
 
+    # How long a verified session token is trusted without asking the database again
+    # (see session_cache.py); 0 asks every time.
+    auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)
+
     # Visitor input caps
     max_body_bytes: int = Field(default=4 * MiB, ge=64 * 1024)
     max_rest_body_bytes: int = Field(default=64 * 1024, ge=1024)

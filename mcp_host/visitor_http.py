@@ -20,11 +20,13 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.caching import CacheHint
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -80,7 +82,7 @@ def build_visitor_server(door: VisitorDoor, input_schema: Callable[[str], Mappin
         relay_progress = relay if asked else None
         return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, relay_progress)
 
-    return Server(
+    server: Server[Any] = Server(
         SERVER_NAME,
         version=SERVER_VERSION,
         on_list_tools=list_tools,
@@ -88,6 +90,15 @@ def build_visitor_server(door: VisitorDoor, input_schema: Callable[[str], Mappin
         get_tool_input_schema=input_schema,
         cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
     )
+    if _no_tracing_configured():
+        # The SDK's OpenTelemetry middleware builds a span per message even when nothing
+        # records it: ~5% of the host's CPU per call. Keep it only when tracing is set up.
+        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    return server
+
+
+def _no_tracing_configured() -> bool:
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:

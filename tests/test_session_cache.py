@@ -1,0 +1,84 @@
+"""The token cache in front of the session store: hits, misses, expiry, ending."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_host.session_cache import CachedSessionStore
+from mcp_host.sessions import InMemorySessionStore, Session, public_role
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingStore(InMemorySessionStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.checks = 0
+
+    async def authenticate(self, session_id: str, token: str) -> Session | None:
+        self.checks += 1
+        return await super().authenticate(session_id, token)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _open(store: CachedSessionStore) -> tuple[Session, str]:
+    return await store.open(owner_id="o1", mode="public", visitor=None, role=public_role())
+
+
+async def test_a_verified_token_is_answered_from_the_cache_until_it_expires() -> None:
+    backing, clock = CountingStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, clock=clock)
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    assert await cache.authenticate(session.id, token) == session
+    assert backing.checks == 1
+    clock.now += 1.5
+    assert await cache.authenticate(session.id, token) == session
+    assert backing.checks == 2
+
+
+async def test_wrong_tokens_are_never_cached() -> None:
+    backing = CountingStore()
+    cache = CachedSessionStore(backing, ttl_s=1.0, clock=Clock())
+    session, token = await _open(cache)
+    other, other_token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    for _ in range(2):
+        assert await cache.authenticate(session.id, other_token) is None
+        assert await cache.authenticate(session.id, token + "x") is None
+    assert backing.checks == 5
+
+
+async def test_ending_a_session_drops_it_from_the_cache_at_once() -> None:
+    cache = CachedSessionStore(CountingStore(), ttl_s=5.0, clock=Clock())
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    assert await cache.end(session.id) is True
+    assert await cache.authenticate(session.id, token) is None
+
+
+async def test_ttl_zero_asks_the_store_every_time() -> None:
+    backing = CountingStore()
+    cache = CachedSessionStore(backing, ttl_s=0, clock=Clock())
+    session, token = await _open(cache)
+    for _ in range(3):
+        assert await cache.authenticate(session.id, token) == session
+    assert backing.checks == 3
+
+
+async def test_cache_is_bounded() -> None:
+    backing = CountingStore()
+    cache = CachedSessionStore(backing, ttl_s=10.0, max_entries=2, clock=Clock())
+    opened = [await _open(cache) for _ in range(3)]
+    for session, token in opened:
+        await cache.authenticate(session.id, token)
+    first, first_token = opened[0]
+    await cache.authenticate(first.id, first_token)  # evicted by the third: asks again
+    assert backing.checks == 4
