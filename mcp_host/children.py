@@ -280,6 +280,7 @@ class Child:
             # Forget the session before any await, so no new call reaches a dead child.
             self._session = None
             self.tools = None
+            self._state = ChildState.STOPPED  # _finish below says whether it failed
             with anyio.CancelScope(shield=True):
                 await _terminate(process)
             self._on_exit(process.pid)

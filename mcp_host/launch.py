@@ -2,7 +2,7 @@
 sandbox's pids cgroup, released once the process has exited.
 
 Above: `children` (which spawns what this returns, and calls `Launch.release` after reaping
-it). Below: `sandbox` (the bubblewrap argv and the pids cgroups). `command: python` in a
+it). Below: `sandbox` (the bubblewrap argv) and `pids_cgroup`. `command: python` in a
 manifest means the host's own interpreter, so the MCP SDK (and later the plugin kit) are
 importable inside the sandbox: its prefix and base prefix are bound read-only, nothing else of
 the host's tree.
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from .pids_cgroup import PidsCgroup, PidsCgroups
 from .plugins import Plugin
-from .sandbox import Limits, PidsCgroup, PidsCgroups, SandboxSpec, build_command
+from .sandbox import Limits, SandboxSpec, build_command
 from .settings import Settings
 
 __all__ = ["Launch", "host_pids_cgroups", "launch_for"]

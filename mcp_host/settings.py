@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     child_cpu_seconds: int = Field(default=3600, ge=1)
     child_max_file_bytes: int = Field(default=256 * MiB, ge=MiB)
     # Where the cgroup file systems are mounted; each sandbox gets a pids cgroup of
-    # `child_max_processes` tasks when one is usable there (mcp_host/sandbox.py, `PidsCgroups`).
+    # `child_max_processes` tasks when one is usable there (mcp_host/pids_cgroup.py, `PidsCgroups`).
     cgroup_root: Path = Path("/sys/fs/cgroup")
 
     # How long a verified session token is trusted without asking the database again

@@ -159,6 +159,7 @@ async def test_idle_child_is_stopped_and_started_again_on_next_use(tmp_path: Pat
             child = host.host.pool.get("test.echo")
             assert child is not None
             await wait_until(lambda: not child.running)
+            await wait_until(lambda: child.health().pid is None)  # reaped
             assert child.health().state == ChildState.STOPPED
             assert child.health().cause is None
             assert (await client.call_tool("echo", {"text": "y"})).structured_content == {"text": "y"}

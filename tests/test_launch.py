@@ -18,8 +18,8 @@ from hosting import wait_until
 from mcp_host.children import ChildLimits, ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.launch import Launch, host_pids_cgroups, launch_for
+from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.plugins import Plugin, load_plugins
-from mcp_host.sandbox import PidsCgroup, PidsCgroups
 from mcp_host.settings import Settings
 
 needs_bwrap = pytest.mark.skipif(
@@ -126,7 +126,7 @@ async def test_a_launch_that_cannot_be_spawned_still_releases_its_pids_cgroup(
 async def test_without_a_usable_pids_cgroup_the_launch_relies_on_prlimit_and_warns_once(
     echo: Plugin, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.sandbox")
+    caplog.set_level(logging.INFO, logger="mcp_host.pids_cgroup")
     settings = Settings(cgroup_root=tmp_path)  # a directory, not a cgroup file system
     first, second = launch_for(echo, settings), launch_for(echo, settings)
     assert first.cgroup is None and second.cgroup is None

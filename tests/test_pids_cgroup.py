@@ -1,0 +1,301 @@
+"""Pids cgroups: one per sandbox, capped at `pids.max`, released and swept with what runs in them.
+
+The machine's real cgroup file system, real bubblewrap: these tests skip, saying why, where no
+pids cgroup is usable (they need root, or a delegated cgroup v2 subtree). `CGROUP_HOST` stands
+in for a host that gets killed. The argv that joins a group is pinned in tests/test_sandbox.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from inline_snapshot import snapshot
+
+from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
+from mcp_host.sandbox import Limits, SandboxSpec, build_command
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+)
+
+# Any plugin folder will do: the fork bombs below are commands, not plugins.
+PLUGIN_DIR = (Path(__file__).parent / "plugins" / "escape").resolve()
+MiB = 1024 * 1024
+LIMITS = Limits(
+    memory_bytes=1024 * MiB, max_processes=64, max_open_files=256, cpu_seconds=60, max_file_bytes=16 * MiB
+)
+# What the host binds for `command: python` (mcp_host/launch.py): the venv and its base.
+INTERPRETER = tuple(dict.fromkeys((Path(sys.prefix), Path(sys.base_prefix))))
+
+# Starts background sleeps until fork fails, then prints how many started. Only shell
+# builtins after the loop: once the cap is reached, nothing can fork any more.
+FORK_LOOP = (
+    "sh -c 'n=0; while [ $n -lt 200 ]; do sleep 30 & n=$((n+1)); echo $n > /tmp/count; done';"
+    " read n < /tmp/count; echo $n"
+)
+
+# Forks until the pids cap refuses, and keeps trying: every process loops, none exits.
+FORK_BOMB = """
+import os, time
+while True:
+    try:
+        os.fork()
+    except OSError:
+        time.sleep(0.05)
+"""
+
+# A stand-in host for the cgroup sweep: makes a group in BASE (argv[1]), starts a sleep in it
+# the way the host starts a sandbox, prints the group and the sleep's pid, and waits to be killed.
+CGROUP_HOST = """
+import subprocess, sys, time
+from pathlib import Path
+from mcp_host.pids_cgroup import PidsCgroups
+group = PidsCgroups(Path(sys.argv[1])).create("test.sweep", 8)
+sleeper = subprocess.Popen([*group.join_argv(), "/bin/sleep", "60"], start_new_session=True)
+print(group.path, sleeper.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def pids_cgroups() -> PidsCgroups:
+    """The machine's pids cgroups, as a host detects them at start."""
+    groups = PidsCgroups.detect()
+    if groups is None:
+        pytest.skip(
+            "no usable pids cgroup here: needs a writable cgroup v1 pids hierarchy at /sys/fs/cgroup/pids, "
+            "or cgroup v2 with the pids controller in the root or a delegated cgroup (see the log)"
+        )
+    return groups
+
+
+def sandboxed(command: str, *args: str, limits: Limits = LIMITS) -> SandboxSpec:
+    """A sandbox for `command`, with the host's interpreter bound as for `command: python`."""
+    return SandboxSpec(PLUGIN_DIR, command, args, {}, False, limits, extra_ro_binds=INTERPRETER)
+
+
+# --- a group's life ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("owner", ["", "../x", "a/b", "Calendar", "a b", "-", "x" * 65])
+def test_pids_cgroup_owner_must_be_a_plugin_id(owner: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="must be a plugin id"):
+        PidsCgroups(tmp_path).create(owner, 8)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pids_cgroup_gets_its_pids_max_and_release_kills_what_runs_in_it(pids_cgroups: PidsCgroups) -> None:
+    group = pids_cgroups.create("test.sandbox", 24)
+    sleeper = subprocess.Popen([*group.join_argv(), "/bin/sleep", "60"], start_new_session=True)
+    try:
+        assert group.path.parent == pids_cgroups.base
+        assert group.path.name.startswith(f"test.sandbox-{os.getpid()}-")
+        assert (group.path / "pids.max").read_text() == "24\n"
+        assert wait_until(lambda: _members(group) == {sleeper.pid}, timeout=5)  # sh joined, then exec'd
+        assert group.release()
+        assert sleeper.wait(timeout=5) == -signal.SIGKILL
+        assert not group.path.exists()
+        assert group.release()  # twice is fine
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_child_that_cannot_join_its_cgroup_never_starts(pids_cgroups: PidsCgroups) -> None:
+    group = pids_cgroups.create("test.sandbox", 24)
+    assert group.release()
+    done = subprocess.run([*group.join_argv(), "/bin/echo", "started"], capture_output=True, text=True, timeout=10)
+    assert done.returncode != 0 and done.stdout == ""
+
+
+def test_sweep_removes_the_cgroups_of_a_dead_host_and_spares_a_live_hosts(pids_cgroups: PidsCgroups) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", CGROUP_HOST, str(pids_cgroups.base)], stdout=subprocess.PIPE
+    ) as host:
+        try:
+            path, pid = read_line(host, timeout=30).split()
+            group, sleeper = PidsCgroup(Path(path)), int(pid)
+            assert wait_until(lambda: _members(group) == {sleeper}, timeout=5)
+            assert group.path not in pids_cgroups.sweep()  # its host is alive
+            assert _members(group) == {sleeper}
+            host.kill()
+            host.wait(timeout=5)
+            assert _members(group) == {sleeper}  # the sleep outlived its host
+            assert group.path in pids_cgroups.sweep()
+            assert not group.path.exists()
+            assert wait_until(lambda: _gone(sleeper), timeout=3)
+        finally:
+            host.kill()
+
+
+# --- detecting the host's pids cgroups ---------------------------------------------------------
+
+
+def test_detect_falls_back_when_the_root_is_not_a_cgroup_file_system(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.pids_cgroup")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # Looks like a v2 root cgroup and a v1 pids hierarchy, but mkdir makes no control files here.
+    lookalike = tmp_path / "lookalike"
+    (lookalike / "pids").mkdir(parents=True)
+    (lookalike / "pids" / "cgroup.procs").write_text("")
+    (lookalike / "cgroup.controllers").write_text("cpu pids\n")
+    # Looks like a v2 cgroup other than the root (it has a cgroup.type), not delegated.
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    (nested / "cgroup.controllers").write_text("pids\n")
+    (nested / "cgroup.type").write_text("domain\n")
+    for root in (empty, lookalike, nested):
+        assert PidsCgroups.detect(root) is None
+    root_host = os.geteuid() == 0  # a root host's fork bombs are then unbounded: a warning
+    assert [r.levelno for r in caplog.records] == [logging.WARNING if root_host else logging.INFO] * 3
+    assert [r.getMessage().replace(str(tmp_path), "<tmp>") for r in caplog.records] == snapshot(
+        [
+            "no usable pids cgroup (v2: no cgroup2 hierarchy at <tmp>/empty; v1: no pids hierarchy at "
+            "<tmp>/empty/pids); a sandbox's task cap is RLIMIT_NPROC alone, which the kernel does not "
+            "enforce when the host runs as root",
+            "no usable pids cgroup (v2: [Errno 2] No such file or directory: '<tmp>/lookalike/cgroup.subtree_control'; "
+            "v1: <tmp>/lookalike/pids/mcp-host is not in a pids cgroup hierarchy); a sandbox's task cap is "
+            "RLIMIT_NPROC alone, which the kernel does not enforce when the host runs as root",
+            "no usable pids cgroup (v2: <tmp>/nested holds processes, so cgroup v2 gives its children no "
+            "controller; run the host under systemd with Delegate=pids and DelegateSubgroup=, or as a non-root "
+            "user; v1: no pids hierarchy at <tmp>/nested/pids); a sandbox's task cap is RLIMIT_NPROC alone, "
+            "which the kernel does not enforce when the host runs as root",
+        ]
+    )
+    # The probe group made in the lookalike is gone again.
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "empty",
+        "lookalike",
+        "lookalike/cgroup.controllers",
+        "lookalike/pids",
+        "lookalike/pids/cgroup.procs",
+        "lookalike/pids/mcp-host",
+        "nested",
+        "nested/cgroup.controllers",
+        "nested/cgroup.type",
+    ]
+
+
+def test_detect_under_cgroup_v2_uses_the_delegated_parent_of_the_hosts_cgroup(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # systemd's Delegate= with DelegateSubgroup=: the host runs in <unit>/<subgroup>, and the
+    # unit's cgroup, marked delegated and holding no process, is where mcp-host/ goes.
+    unit = tmp_path / "unit.service"
+    (unit / "main").mkdir(parents=True)
+    (unit / "main" / "cgroup.controllers").write_text("pids\n")
+    (unit / "main" / "cgroup.type").write_text("domain\n")
+    try:
+        os.setxattr(unit, "user.delegate", b"1")
+    except OSError as exc:
+        pytest.skip(f"no user xattrs on {tmp_path}: {exc}")
+    caplog.set_level(logging.INFO, logger="mcp_host.pids_cgroup")
+    assert PidsCgroups.detect(unit / "main") is None  # a lookalike: it picks the unit, then fails there
+    assert "v2: [Errno 2] No such file or directory: '<tmp>/unit.service/cgroup.subtree_control'" in (
+        caplog.records[0].getMessage().replace(str(tmp_path), "<tmp>")
+    )
+
+
+# --- containing a fork bomb ------------------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="as non-root, see test_sandbox.py::..._per_sandbox_when_the_host_is_not_root"
+)
+def test_fork_bomb_is_capped_when_the_host_is_root(pids_cgroups: PidsCgroups) -> None:
+    # As root RLIMIT_NPROC is never enforced (kuid 0 is exempt in fork()): the pids cgroup
+    # caps the sandbox. Its budget also holds bwrap's two processes and the two shells.
+    limits = replace(LIMITS, max_processes=24)
+    spec = sandboxed("/bin/sh", "-c", FORK_LOOP, limits=limits)
+    group = pids_cgroups.create("test.bomb", limits.max_processes)
+    try:
+        done = subprocess.run(build_command(spec, cgroup=group), capture_output=True, text=True, timeout=30)
+    finally:
+        assert group.release()
+    assert limits.max_processes - 6 <= int(done.stdout) < limits.max_processes
+
+
+@needs_bwrap
+def test_a_running_fork_bomb_is_held_at_pids_max_while_the_host_still_spawns(pids_cgroups: PidsCgroups) -> None:
+    limits = replace(LIMITS, max_processes=32)
+    spec = sandboxed(sys.executable, "-c", FORK_BOMB, limits=limits)
+    group = pids_cgroups.create("test.bomb", limits.max_processes)
+    bomb = subprocess.Popen(
+        build_command(spec, cgroup=group),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert wait_until(lambda: _refused_forks(group) > 0, timeout=20)  # the bomb reached the cap
+        assert bomb.pid in _members(group)  # bwrap itself runs in the group
+        assert wait_until(lambda: _refused_forks(group) > 100, timeout=20)  # and keeps pressing on it
+        assert int((group.path / "pids.current").read_text()) <= limits.max_processes
+        assert len(_members(group)) <= limits.max_processes
+        assert bomb.poll() is None
+        # The host spawns a process, and another sandbox, as if nothing happened.
+        assert subprocess.run(["/bin/true"], timeout=10).returncode == 0
+        other = sandboxed("/bin/echo", "alive")
+        assert subprocess.run(build_command(other), capture_output=True, text=True, timeout=30).stdout == "alive\n"
+    finally:
+        assert group.release()  # kills the whole bomb
+        bomb.wait(timeout=10)
+    assert bomb.returncode == -signal.SIGKILL
+    assert not group.path.exists()
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _members(group: PidsCgroup) -> set[int]:
+    try:
+        return {int(pid) for pid in (group.path / "cgroup.procs").read_text().split()}
+    except FileNotFoundError:
+        return set()
+
+
+def _refused_forks(group: PidsCgroup) -> int:
+    """How many forks the group's pids.max refused (the "max" count of pids.events)."""
+    events = dict(line.split() for line in (group.path / "pids.events").read_text().splitlines())
+    return int(events["max"])
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has exited (a zombie whose new parent has not reaped it yet counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def read_line(process: subprocess.Popen[bytes], timeout: float) -> str:
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], timeout)
+    assert ready, f"no line within {timeout} s"
+    return process.stdout.readline().decode()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
