@@ -103,59 +103,58 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
         logger.warning("killed %d sandbox(es) left over from a host that did not stop cleanly", len(swept))
     if settings.sandbox == "on":
         host_pids_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
-    async with open_database(settings) as database:
-        owners = OwnerStore(database.pool)
-        owner = await owners.ensure_single_owner()
-        token_file = await ensure_owner_token(owners, owner, settings.data_dir)
-        sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
-        spawned: list[int] = []
+    spawned: list[int] = []
 
-        def on_spawn(pid: int, plugin_id: str) -> None:
-            spawned.append(pid)
-            ledger.record(pid, plugin_id)
+    def on_spawn(pid: int, plugin_id: str) -> None:
+        spawned.append(pid)
+        ledger.record(pid, plugin_id)
 
-        pool = ChildPool(
-            _child_limits(settings),
-            max_children=settings.max_children,
-            on_spawn=on_spawn,
-            on_exit=ledger.forget,
-        )
+    pool = ChildPool(
+        _child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
+    )
 
-        def child_of(plugin: Plugin) -> Child:
-            return pool.child(plugin.manifest.id, lambda: launch_for(plugin, settings))
+    def child_of(plugin: Plugin) -> Child:
+        return pool.child(plugin.manifest.id, lambda: launch_for(plugin, settings))
 
-        bindings = Bindings(child_of, list_timeout_s=settings.list_timeout_s)
-        door = VisitorDoor(
-            report.plugins,
-            bindings,
-            child_of,
-            meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
-            call_timeout_s=settings.call_timeout_s,
-        )
-        manager = StreamableHTTPSessionManager(
-            build_visitor_server(door, bindings.input_schema),
-            security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
-            max_request_body_size=settings.max_body_bytes,
-        )
-        async with pool, manager.run(), anyio.create_task_group() as background:
-            if settings.prestart_children:
-                always = [p for p in report.plugins if p.manifest.kind == "capability" and p.manifest.acl == "always"]
-                background.start_soon(functools.partial(bindings.assemble, always, fresh=True))
-            yield Host(
-                settings=settings,
-                report=report,
-                pool=pool,
-                catalogue=Catalogue(report, pool, bindings),
-                owner_token_file=token_file,
-                owners=owners,
-                sessions_endpoint=SessionsEndpoint(
-                    sessions, owner.id, settings.base_url, settings.max_rest_body_bytes
-                ),
-                visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
-                spawned=spawned,
+    bindings = Bindings(child_of, list_timeout_s=settings.list_timeout_s)
+    async with pool, anyio.create_task_group() as background:
+        if settings.prestart_children:
+            # Children boot while the database starts: both take about a second.
+            always = [p for p in report.plugins if p.manifest.kind == "capability" and p.manifest.acl == "always"]
+            background.start_soon(functools.partial(bindings.assemble, always, fresh=True))
+        async with open_database(settings) as database:
+            owners = OwnerStore(database.pool)
+            owner = await owners.ensure_single_owner()
+            token_file = await ensure_owner_token(owners, owner, settings.data_dir)
+            sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
+            door = VisitorDoor(
+                report.plugins,
+                bindings,
+                child_of,
+                meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
+                call_timeout_s=settings.call_timeout_s,
             )
-            background.cancel_scope.cancel()
-            logger.info("stopping children")
+            manager = StreamableHTTPSessionManager(
+                build_visitor_server(door, bindings.input_schema),
+                security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
+                max_request_body_size=settings.max_body_bytes,
+            )
+            async with manager.run():
+                yield Host(
+                    settings=settings,
+                    report=report,
+                    pool=pool,
+                    catalogue=Catalogue(report, pool, bindings),
+                    owner_token_file=token_file,
+                    owners=owners,
+                    sessions_endpoint=SessionsEndpoint(
+                        sessions, owner.id, settings.base_url, settings.max_rest_body_bytes
+                    ),
+                    visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
+                    spawned=spawned,
+                )
+        background.cancel_scope.cancel()
+        logger.info("stopping children")
 
 
 class _Deferred:

@@ -53,6 +53,10 @@ def _serve(args: argparse.Namespace) -> int:
         port=settings.port,
         log_level="warning",
         lifespan="on",
+        # Never uvloop: its subprocess spawn hands inheritable descriptors to children
+        # (mcp_host/README.md). asyncio's honours close_fds.
+        loop="asyncio",
+        http="httptools",
         timeout_graceful_shutdown=5,
     )
     try:

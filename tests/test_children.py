@@ -175,3 +175,21 @@ async def test_children_stop_with_the_host(tmp_path: Path, database_url: str) ->
         assert len(pids) == 2
     for pid in pids:
         assert not _alive(pid)
+
+
+async def test_children_inherit_no_descriptor_of_the_host(tmp_path: Path, database_url: str) -> None:
+    secret = tmp_path / "host-secret"
+    secret.write_text("canary")
+    fd = os.open(secret, os.O_RDONLY)
+    os.set_inheritable(fd, True)  # the worst case: a descriptor the host forgot to protect
+    try:
+        async with running_host(host_settings(tmp_path, database_url, ["escape"])) as host:
+            session = await host.new_session()
+            async with host.client(session) as client:
+                result = await client.call_tool("list_fds", {})
+        assert result.structured_content is not None
+        fds = result.structured_content.get("result", result.structured_content)
+        assert sorted(fds) == ["0", "1", "2"]
+        assert all("host-secret" not in target for target in fds.values())
+    finally:
+        os.close(fd)
