@@ -10,8 +10,9 @@ Legs, all against the same trivial echo child (bench/echo_plugin), each era wher
 Each era is `mode="legacy"` (2025-11-25) and `mode="2026-07-28"`, with `cache=None`.
 
 Order: e first (host restarts on an otherwise idle machine; the last start stays up for d),
-then warm-up, then `--rounds` rounds of every a/b/c/d/f leg, the order rotated each round so
-machine noise lands on all legs alike. Statistics are over all rounds' samples. Results go to
+then warm-up, then `--rounds` rounds of every a/b/c/d/f leg; within a round the legs take
+turns in batches of 10 calls, and the order rotates each round, so machine noise lands on all
+legs alike. Statistics are over all rounds' samples. Results go to
 bench-results/latest.json. Every process started is stopped, on error and Ctrl-C too.
 """
 
@@ -40,6 +41,7 @@ from procs import Processes
 from report import print_report, ratios, stats, target_dicts, targets
 from servers import REPO, RunningHost, Visitor, start_echo_http, start_fastmcp_proxy, start_host
 
+BATCH = 10
 FIVE_TOOLS = {f"echo_{i}" for i in range(1, 6)}
 FASTMCP_VENV = REPO / ".bench" / "fastmcp-venv"
 RESULTS = REPO / "bench-results" / "latest.json"
@@ -160,8 +162,11 @@ async def bench(
             shift = (r * len(legs)) // args.rounds
             order = legs[shift:] + legs[:shift]
             print(f"[bench] round {r + 1}/{args.rounds}: {args.n} calls on each leg, starting with {order[0].key}")
-            for leg in order:
-                leg.samples += await timed(leg.op, args.n)
+            # Legs take turns in batches of BATCH calls, so a burst of machine noise (this is a
+            # shared 2-core VM) lands on every leg alike instead of on whichever ran then.
+            for done in range(0, args.n, BATCH):
+                for leg in order:
+                    leg.samples += await timed(leg.op, min(BATCH, args.n - done))
 
     by_key = {leg.key: leg for leg in sorted(legs, key=lambda leg: (leg.key[0], ERAS.index(leg.era)))}
     first_s = [r["first_list_s"] for r in runs]

@@ -52,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level="warning",
+        access_log=False,
         lifespan="on",
         # Never uvloop: its subprocess spawn hands inheritable descriptors to children
         # (mcp_host/README.md). asyncio's honours close_fds.
