@@ -253,7 +253,8 @@ def _announce(host: Host) -> None:
     plugins = ", ".join(p.manifest.id for p in host.report.plugins) or "none"
     logger.info("mcp-host ready on %s (plugins: %s)", s.base_url, plugins)
     logger.info(
-        "owner endpoint: %s/v1/owner/mcp (the owner token is in %s; `mcp-host owner token` prints it)",
+        "owner endpoint: %s/v1/owner/mcp (served once the owner door lands; the owner token is in %s;"
+        " `mcp-host owner token` prints it)",
         s.base_url,
         host.owner_token_file,
     )
