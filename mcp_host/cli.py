@@ -45,6 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every command line at INFO
     if settings.sandbox == "on":
         require_bwrap()  # refuse before anything starts, with the install command
     config = uvicorn.Config(
@@ -114,6 +115,7 @@ def _caps_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     entries = _live_entries(settings, args.url)
     if entries is None:
+        print(f"(no running host answered with the owner token in {settings.data_dir}: manifests only)", file=sys.stderr)
         report = load_plugins(settings.builtin_dir, settings.plugins)
         entries = [entry_for(p) for p in report.plugins]
         entries += [invalid_entry(e) for e in report.errors]
