@@ -115,7 +115,8 @@ def _caps_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
     entries = _live_entries(settings, args.url)
     if entries is None:
-        print(f"(no running host answered with the owner token in {settings.data_dir}: manifests only)", file=sys.stderr)
+        note = f"(no running host answered with the owner token in {settings.data_dir}: manifests only)"
+        print(note, file=sys.stderr)
         report = load_plugins(settings.builtin_dir, settings.plugins)
         entries = [entry_for(p) for p in report.plugins]
         entries += [invalid_entry(e) for e in report.errors]

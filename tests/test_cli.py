@@ -104,7 +104,7 @@ def test_caps_list_without_a_host_prints_the_catalogue_from_the_manifests(
 ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
 test.echo  capability  always  -         echo,whoami,sleep,die  not_started
 """)
-    assert err == ""
+    assert err == f"(no running host answered with the owner token in {tmp_path / 'data'}: manifests only)\n"
 
 
 def test_caps_list_shows_a_plugin_that_does_not_load_as_invalid_with_its_cause(
