@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +21,7 @@ from inline_snapshot import snapshot
 
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.sandbox import Limits, SandboxSpec, build_command
+from processes import FORK_LOOP, read_line, wait_until
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
@@ -38,12 +36,6 @@ LIMITS = Limits(
 # What the host binds for `command: python` (mcp_host/launch.py): the venv and its base.
 INTERPRETER = tuple(dict.fromkeys((Path(sys.prefix), Path(sys.base_prefix))))
 
-# Starts background sleeps until fork fails, then prints how many started. Only shell
-# builtins after the loop: once the cap is reached, nothing can fork any more.
-FORK_LOOP = (
-    "sh -c 'n=0; while [ $n -lt 200 ]; do sleep 30 & n=$((n+1)); echo $n > /tmp/count; done';"
-    " read n < /tmp/count; echo $n"
-)
 
 # Forks until the pids cap refuses, and keeps trying: every process loops, none exits.
 FORK_BOMB = """
@@ -285,17 +277,3 @@ def _gone(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "Z"
 
 
-def read_line(process: subprocess.Popen[bytes], timeout: float) -> str:
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
-    assert ready, f"no line within {timeout} s"
-    return process.stdout.readline().decode()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import shutil
 import signal
 import socket
@@ -19,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +41,7 @@ from mcp_host.sandbox import (
     bwrap_path,
     require_bwrap,
 )
+from processes import FORK_LOOP, read_line, wait_until
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
@@ -125,12 +125,6 @@ libc = ctypes.CDLL(None, use_errno=True)
 print(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())
 """
 
-# Starts background sleeps until fork fails, then prints how many started. Only shell
-# builtins after the loop: once the cap is reached, nothing can fork any more.
-FORK_LOOP = (
-    "sh -c 'n=0; while [ $n -lt 200 ]; do sleep 30 & n=$((n+1)); echo $n > /tmp/count; done';"
-    " read n < /tmp/count; echo $n"
-)
 
 
 @pytest.fixture
@@ -853,17 +847,3 @@ def _sigkill(pid: int) -> None:
         pass
 
 
-def read_line(process: subprocess.Popen[bytes], timeout: float) -> str:
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
-    assert ready, f"no line within {timeout} s"
-    return process.stdout.readline().decode()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
