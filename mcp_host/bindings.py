@@ -149,6 +149,10 @@ class Bindings:
         self._merges[ids] = (key, toolset)
         return toolset
 
+    def last_seen_in(self, name: str) -> list[str]:
+        """Ids of capabilities whose last real list had a tool `name` (for logs, not decisions)."""
+        return [pid for pid, (_, safe) in self._vetted.items() if any(t.name == name for t in safe)]
+
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The input schema of the last vetted tool named `name`, for any session, or None.
 

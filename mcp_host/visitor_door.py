@@ -129,12 +129,13 @@ class VisitorDoor:
         return result
 
     def _why_unknown(self, session: Session, name: str) -> str:
+        """Why `name` is refused, for the log only: the visitor gets `unknown` either way."""
         visible = {p.manifest.id for p in self.visible(session)}
+        for pid in self._bindings.last_seen_in(name):
+            if pid not in visible:
+                return f"exists in {pid}, which this session may not see"
+            return f"exposed by {pid} but withheld: {self._bindings.causes.get(pid)}"
         for plugin in self._capabilities:
-            child = self._child_of(plugin)
-            if child.tools and any(t.name == name for t in child.tools):
-                if plugin.manifest.id not in visible:
-                    return f"exists in {plugin.manifest.id}, which this session may not see"
-                cause = self._bindings.causes.get(plugin.manifest.id)
-                return f"exposed by {plugin.manifest.id} but withheld: {cause}"
+            if plugin.manifest.id not in visible and name in (plugin.manifest.visitor_tools or ()):
+                return f"declared by {plugin.manifest.id}, which this session may not see"
         return "no capability has it"

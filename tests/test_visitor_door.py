@@ -155,7 +155,10 @@ async def test_child_sees_only_declared_environment(
         assert result.structured_content["pid"] == 2  # its own pid namespace: bwrap's init is 1
 
 
-async def test_role_granted_capability_is_hidden_from_public_sessions(tmp_path: Path, database_url: str) -> None:
+async def test_role_granted_capability_is_hidden_from_public_sessions(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.visitor_door")
     granted = tmp_path / "granted"
     granted.mkdir()
     manifest = (Path(__file__).parent / "plugins" / "twin_a" / "manifest.yaml").read_text()
@@ -171,6 +174,11 @@ async def test_role_granted_capability_is_hidden_from_public_sessions(tmp_path: 
             assert refused.structured_content is not None
             assert refused.structured_content["code"] == "unknown"
         assert len(host.host.spawned) == 1  # twin_a never started for a session that cannot see it
+        # the visitor hears `unknown`, as for a tool that does not exist; the log says which it was
+        assert (
+            f"session {session['session_id']}: tool 'only_a' refused as unknown "
+            "(declared by test.twin_a, which this session may not see)"
+        ) in caplog.messages
 
 
 async def test_progress_from_child_reaches_the_visitor(tmp_path: Path, database_url: str) -> None:
