@@ -79,18 +79,23 @@ class Bindings:
         unavailable: dict[str, str] = {}
         to_ask: list[Plugin] = []
         for plugin in capabilities:
-            cached = None if fresh else self._child_of(plugin).tools
+            try:
+                cached = None if fresh else self._child_of(plugin).tools
+            except HostError as exc:  # e.g. the pool is full
+                unavailable[plugin.manifest.id] = exc.message
+                continue
             if cached is None:
                 to_ask.append(plugin)
             else:
                 lists[plugin.manifest.id] = self._safe(plugin, cached)
 
         async def collect(plugin: Plugin) -> None:
-            child = self._child_of(plugin)
             try:
+                child = self._child_of(plugin)
                 real = await child.list_tools(timeout_s=self._list_timeout_s)
             except HostError as exc:
-                unavailable[plugin.manifest.id] = child.health().cause or exc.message
+                existing = self._peek_cause(plugin)
+                unavailable[plugin.manifest.id] = existing or exc.message
                 return
             lists[plugin.manifest.id] = self._safe(plugin, real)
 
@@ -148,6 +153,12 @@ class Bindings:
             self._merges.pop(next(iter(self._merges)))
         self._merges[ids] = (key, toolset)
         return toolset
+
+    def _peek_cause(self, plugin: Plugin) -> str | None:
+        try:
+            return self._child_of(plugin).health().cause
+        except HostError:
+            return None
 
     def last_seen_in(self, name: str) -> list[str]:
         """Ids of capabilities whose last real list had a tool `name` (for logs, not decisions)."""

@@ -193,3 +193,16 @@ async def test_children_inherit_no_descriptor_of_the_host(tmp_path: Path, databa
         assert all("host-secret" not in target for target in fds.values())
     finally:
         os.close(fd)
+
+
+async def test_past_the_child_cap_capabilities_are_left_out_and_the_host_keeps_serving(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo", "shifty"], max_children=1)
+    async with running_host(settings) as host:
+        session = await host.new_session()
+        async with host.client(session) as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["echo", "whoami", "sleep", "die"]
+            assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
+        entries = {e.id: e for e in host.host.catalogue.entries()}
+        assert entries["test.shifty"].cause == "left out of tool lists: the host runs as many capabilities as it may"
