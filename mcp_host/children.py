@@ -109,6 +109,8 @@ class Child:
         self._session: ClientSession | None = None
         self._process: Process | None = None
         self._start_lock = anyio.Lock()
+        self._previous_run = anyio.Event()
+        self._previous_run.set()  # no process yet
         self._stop = anyio.Event()
         self._state = ChildState.STOPPED
         self._cause: str | None = None
@@ -184,6 +186,11 @@ class Child:
                 request, result_type, request_read_timeout_seconds=timeout_s, progress_callback=progress
             )
         except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
+                # The pipe is gone: the next call must start a new process, not reach this one
+                # before its task has noticed the exit.
+                self._session = None
+                self._stop.set()
             raise self._map_error(exc, request.method, timeout_s) from exc
         except ValidationError as exc:
             logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
@@ -233,14 +240,24 @@ class Child:
             wait = self._next_start_at - time.monotonic()
             if wait > 0:
                 raise Unavailable(f"the capability is restarting after a failure; retry in {wait:.1f} s")
+            # A previous process may still be winding down (its session was found dead by a
+            # call before its own task noticed the exit): one process per child at a time.
+            await self._previous_run.wait()
             start = _Start()
             self._stop = anyio.Event()
+            self._previous_run = anyio.Event()
             self._state = ChildState.STARTING
-            self._tg.start_soon(self._run, start)
+            self._tg.start_soon(self._run_to_end, start, self._previous_run)
             await start.done.wait()
             if start.error is not None or self._session is None:
                 raise Unavailable("the capability could not be started")
             return self._session
+
+    async def _run_to_end(self, start: _Start, ended: anyio.Event) -> None:
+        try:
+            await self._run(start)
+        finally:
+            ended.set()
 
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()
@@ -266,11 +283,16 @@ class Child:
                 cwd=launch.cwd,
                 env=launch.env,
                 start_new_session=True,
+                # The one place a process inherits a descriptor of the host's: the launch's own
+                # (its seccomp filter), made inheritable in the child only (SECURITY.md D5).
+                pass_fds=launch.pass_fds,
             )
         except OSError as exc:
             await launch.release()
             self._finish(start, f"could not be spawned: {exc.strerror or exc}", started_at, crashed=True)
             return
+        finally:
+            launch.close_passed_fds()  # the child has its copies now, or never will
         self._process = process
         self._starts += 1
         self._on_spawn(process.pid)

@@ -1,8 +1,9 @@
-"""What starts a plugin's process: the argv, working directory and environment, and the
-sandbox's pids cgroup, released once the process has exited.
+"""What starts a plugin's process: the argv, working directory and environment, the fd of its
+seccomp filter, and the sandbox's pids cgroup, released once the process has exited.
 
-Above: `children` (which spawns what this returns, and calls `Launch.release` after reaping
-it). Below: `sandbox` (the bubblewrap argv) and `pids_cgroup`. `command: python` in a
+Above: `children` (which spawns what this returns with `pass_fds=launch.pass_fds`, calls
+`Launch.close_passed_fds` right after the spawn and `Launch.release` after reaping it). Below:
+`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `pids_cgroup`. `command: python` in a
 manifest means the host's own interpreter, so the MCP SDK (and later the plugin kit) are
 importable inside the sandbox: its prefix and base prefix are bound read-only, nothing else of
 the host's tree.
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.to_thread
@@ -21,6 +23,7 @@ import anyio.to_thread
 from .pids_cgroup import PidsCgroup, PidsCgroups
 from .plugins import Plugin
 from .sandbox import Limits, SandboxSpec, build_command
+from .seccomp import open_filter
 from .settings import Settings
 
 __all__ = ["Launch", "host_pids_cgroups", "launch_for"]
@@ -31,16 +34,33 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Launch:
     """How to start one child. `cgroup` is its sandbox's pids cgroup (None when the host has
-    none, or the sandbox is off); `release` removes it."""
+    none, or the sandbox is off); `release` removes it.
+
+    pass_fds: the fds the child must inherit, the only ones (the seccomp filter's, which the
+    argv names; none with the sandbox off). The launch owns them: `close_passed_fds` closes the
+    host's copies, as soon as the child is spawned or will not be.
+    """
 
     argv: list[str]
     cwd: Path | None
     env: dict[str, str]
     cgroup: PidsCgroup | None = None
+    pass_fds: tuple[int, ...] = ()
+    _open_fds: set[int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_open_fds", set(self.pass_fds))
+
+    def close_passed_fds(self) -> None:
+        """Close the host's copies of `pass_fds`. Safe to call twice: an fd is closed once,
+        never again after its number may have been reused."""
+        while self._open_fds:
+            os.close(self._open_fds.pop())
 
     async def release(self) -> None:
-        """Kill what is left in the sandbox's pids cgroup and remove it; call it once the
-        process has been reaped, or failed to spawn. Safe to call twice."""
+        """Close the fds still open, kill what is left in the sandbox's pids cgroup and remove
+        it; call it once the process has been reaped, or failed to spawn. Safe to call twice."""
+        self.close_passed_fds()
         if self.cgroup is not None:
             await anyio.to_thread.run_sync(self.cgroup.release)
 
@@ -63,8 +83,14 @@ def _interpreter_dirs() -> tuple[Path, ...]:
 
 
 def launch_for(plugin: Plugin, settings: Settings) -> Launch:
-    """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, in a
-    new pids cgroup when the host has them. The caller must `release` it."""
+    """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, under
+    its own seccomp filter's fd, in a new pids cgroup when the host has them. The caller must
+    pass `pass_fds` to the spawn, then `close_passed_fds` and `release` it.
+
+    Raises `SandboxUnavailable` when the sandbox cannot be had (bwrap or prlimit missing, no
+    seccomp filter), ValueError for a manifest value that cannot be passed safely; nothing is
+    left open then.
+    """
     transport = plugin.manifest.transport
     if transport is None or transport.command is None:
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
@@ -91,14 +117,17 @@ def launch_for(plugin: Plugin, settings: Settings) -> Launch:
         argv = build_command(spec, sandbox=False)
         logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
         return Launch(argv=argv, cwd=plugin.folder, env=env)
-    cgroup = _pids_cgroup(plugin.manifest.id, settings)
+    seccomp_fd = open_filter()
+    cgroup = None
     try:
-        argv = build_command(spec, cgroup=cgroup)
+        cgroup = _pids_cgroup(plugin.manifest.id, settings)
+        argv = build_command(spec, seccomp_fd=seccomp_fd, cgroup=cgroup)
     except BaseException:
+        os.close(seccomp_fd)
         if cgroup is not None:
             cgroup.release()
         raise
-    return Launch(argv=argv, cwd=None, env={}, cgroup=cgroup)
+    return Launch(argv=argv, cwd=None, env={}, cgroup=cgroup, pass_fds=(seccomp_fd,))
 
 
 def _pids_cgroup(plugin_id: str, settings: Settings) -> PidsCgroup | None:

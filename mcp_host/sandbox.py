@@ -2,12 +2,13 @@
 sweeps sandboxes a killed host left behind.
 
 Above: `launch` turns a manifest into a `SandboxSpec`, makes the sandbox a `PidsCgroup` (module
-`pids_cgroup`) and takes the argv from `build_command`; `children` spawns it as a stdio MCP
-server (`close_fds=True`, from the event-loop thread: PR_SET_PDEATHSIG follows the spawning
-*thread*, SECURITY.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps
-at start. Below: `bwrap` (bubblewrap >= 0.8), util-linux `prlimit` and, with a pids cgroup,
-`/bin/sh`, all exec'd by the caller; `procs` for reading /proc. Nothing here starts a process;
-the ledger's sweep only kills.
+`pids_cgroup`), opens its seccomp filter (module `seccomp`) and takes the argv from
+`build_command`; `children` spawns it as a stdio MCP server (`close_fds=True`, passing only
+the filter's fd, from the event-loop thread: PR_SET_PDEATHSIG follows the spawning *thread*,
+SECURITY.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps at start.
+Below: `bwrap` (bubblewrap >= 0.8), util-linux `prlimit` and, with a pids cgroup, `/bin/sh`,
+all exec'd by the caller; `procs` for reading /proc. Nothing here starts a process or opens a
+file descriptor; the ledger's sweep only kills.
 
 bwrap gives no security by default (SECURITY.md 0.4): the argv built here *is* the security
 model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
@@ -27,12 +28,14 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     controlling tty: TIOCSTI), dies with the host (--die-with-parent).
                     Under a root host the sandbox's uid 0 is the host's root to file
                     permissions: whatever is bound, it can read.
+    seccomp         the filter of `seccomp.program` (--seccomp FD), loaded by bwrap after its
+                    own mounts, into the sandbox's init and the command (prlimit, then the
+                    child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI; `Seccomp`
+                    reads 2 inside. Required: no sandboxed argv without it.
     limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size
     pids cgroup     when the host has one (`pids_cgroup.PidsCgroups`): `pids.max` tasks for the
                     whole sandbox, bwrap included, joined before bwrap runs. The only task cap
                     that holds when the host runs as root (see `_prlimit_argv`).
-
-Not done here: a seccomp filter (SECURITY.md D6; `Seccomp` reads 0 inside).
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ _ETC_NET = (
 
 
 class SandboxUnavailable(Unavailable):
-    """bubblewrap (or prlimit) is missing; children refuse to start rather than run unsandboxed."""
+    """bubblewrap or prlimit is missing, or the seccomp filter cannot be made; children refuse
+    to start rather than run unsandboxed or unfiltered."""
 
 
 @dataclass(frozen=True)
@@ -173,26 +177,40 @@ def require_bwrap() -> str:
     return path
 
 
-def build_command(spec: SandboxSpec, *, sandbox: bool = True, cgroup: PidsCgroup | None = None) -> list[str]:
-    """The argv that runs `spec`: prlimit + command inside bwrap, with a clean environment;
-    with `cgroup`, behind the shell that moves itself into it and then becomes bwrap.
+def build_command(
+    spec: SandboxSpec,
+    *,
+    seccomp_fd: int | None = None,
+    sandbox: bool = True,
+    cgroup: PidsCgroup | None = None,
+) -> list[str]:
+    """The argv that runs `spec`: prlimit + command inside bwrap, with a clean environment,
+    under the seccomp filter bwrap reads from `seccomp_fd`; with `cgroup`, behind the shell
+    that moves itself into it and then becomes bwrap.
 
+    seccomp_fd: the number of an fd holding `seccomp.program()` (`seccomp.open_filter`) that
+        the caller passes to the process it spawns; required when sandboxed.
     sandbox=False (MCP_HOST_SANDBOX=off, development only): `env -i` + the command, run by
-    the caller in the plugin folder; the same clean environment, but no isolation and no
-    limits (`cgroup` is ignored).
+    the caller in the plugin folder; the same clean environment, but no isolation, no limits
+    and no filter (`seccomp_fd` and `cgroup` are ignored).
 
     Raises ValueError for a value that cannot be passed safely (NUL, a bad env key, a
-    relative or `..` path), and `SandboxUnavailable` when bwrap or prlimit is missing.
+    relative or `..` path) and for a sandboxed argv without a seccomp fd (never a sandbox
+    without its filter, SECURITY.md D11), and `SandboxUnavailable` when bwrap or prlimit is
+    missing.
     """
     _check_spec(spec)
     env = _child_env(spec)
     if not sandbox:
         return _dev_argv(spec, env)
+    # bool is an int: `True` would pass for fd 1. 0-2 are the child's stdio, never a filter.
+    if type(seccomp_fd) is not int or seccomp_fd < 3:
+        raise ValueError(f"a sandboxed argv needs the seccomp filter's fd (3 or above), got {seccomp_fd!r}")
     return [
         *(cgroup.join_argv() if cgroup is not None else ()),
         require_bwrap(),
         *_namespace_args(spec.allow_net),
-        *_privilege_args(),
+        *_privilege_args(seccomp_fd),
         "--clearenv",
         *(arg for key, value in env.items() for arg in ("--setenv", key, value)),
         *_filesystem_args(spec),
@@ -216,14 +234,26 @@ def _namespace_args(allow_net: bool) -> list[str]:
     return args
 
 
-def _privilege_args() -> list[str]:
+def _privilege_args(seccomp_fd: int) -> list[str]:
     # --new-session: no controlling terminal, so TIOCSTI cannot type into the host's tty.
     # --die-with-parent: PDEATHSIG SIGKILL when the host (thread) dies; the startup race
     #   (bwrap #633) is covered by the sweeps of SandboxLedger and PidsCgroups. Measured:
     #   with it, the whole sandbox ends as soon as the command exits; without it bwrap's init
     #   waits for the last process, so a daemon the child left behind would keep it alive.
     # --cap-drop ALL empties the bounding set too; bwrap always sets NO_NEW_PRIVS.
-    return ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", _HOSTNAME]
+    # --seccomp: bwrap reads the program from the fd and closes it (the child never sees
+    #   it), then loads it once its own mounts are done: the outer bwrap stays unfiltered,
+    #   the sandbox's init and everything it execs do not (measured in tests/test_seccomp.py).
+    return [
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--seccomp",
+        str(seccomp_fd),
+        "--hostname",
+        _HOSTNAME,
+    ]
 
 
 def _filesystem_args(spec: SandboxSpec) -> list[str]:

@@ -66,12 +66,13 @@ async def test_hung_call_times_out_and_session_stays_usable(tmp_path: Path, data
     async with running_host(settings) as host:
         session = await host.new_session()
         async with host.client(session) as client:
+            await client.list_tools()  # the SDK client lists once before a first call: not part of the timing
             started = time.monotonic()
             result = await client.call_tool("sleep", {"seconds": 30})
             elapsed = time.monotonic() - started
             assert result.is_error is True
             assert result.structured_content == {"code": "timeout", "message": "the call did not finish within 1 s"}
-            assert 0.9 <= elapsed < 2.0
+            assert 0.95 <= elapsed < 1.6  # the deadline, plus one HTTP round trip on a noisy 2-core VM
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
 
 

@@ -21,6 +21,7 @@ from inline_snapshot import snapshot
 
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.sandbox import Limits, SandboxSpec, build_command
+from mcp_host.seccomp import open_filter
 from processes import FORK_LOOP, read_line, wait_until
 
 needs_bwrap = pytest.mark.skipif(
@@ -215,9 +216,12 @@ def test_fork_bomb_is_capped_when_the_host_is_root(pids_cgroups: PidsCgroups) ->
     limits = replace(LIMITS, max_processes=24)
     spec = sandboxed("/bin/sh", "-c", FORK_LOOP, limits=limits)
     group = pids_cgroups.create("test.bomb", limits.max_processes)
+    seccomp_fd = open_filter()
     try:
-        done = subprocess.run(build_command(spec, cgroup=group), capture_output=True, text=True, timeout=30)
+        argv = build_command(spec, seccomp_fd=seccomp_fd, cgroup=group)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, pass_fds=(seccomp_fd,))
     finally:
+        os.close(seccomp_fd)
         assert group.release()
     assert limits.max_processes - 6 <= int(done.stdout) < limits.max_processes
 
@@ -227,13 +231,16 @@ def test_a_running_fork_bomb_is_held_at_pids_max_while_the_host_still_spawns(pid
     limits = replace(LIMITS, max_processes=32)
     spec = sandboxed(sys.executable, "-c", FORK_BOMB, limits=limits)
     group = pids_cgroups.create("test.bomb", limits.max_processes)
+    seccomp_fd, other_fd = open_filter(), open_filter()
     bomb = subprocess.Popen(
-        build_command(spec, cgroup=group),
+        build_command(spec, seccomp_fd=seccomp_fd, cgroup=group),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        pass_fds=(seccomp_fd,),
     )
+    os.close(seccomp_fd)
     try:
         assert wait_until(lambda: _refused_forks(group) > 0, timeout=20)  # the bomb reached the cap
         assert bomb.pid in _members(group)  # bwrap itself runs in the group
@@ -243,9 +250,11 @@ def test_a_running_fork_bomb_is_held_at_pids_max_while_the_host_still_spawns(pid
         assert bomb.poll() is None
         # The host spawns a process, and another sandbox, as if nothing happened.
         assert subprocess.run(["/bin/true"], timeout=10).returncode == 0
-        other = sandboxed("/bin/echo", "alive")
-        assert subprocess.run(build_command(other), capture_output=True, text=True, timeout=30).stdout == "alive\n"
+        other = build_command(sandboxed("/bin/echo", "alive"), seccomp_fd=other_fd)
+        done = subprocess.run(other, capture_output=True, text=True, timeout=30, pass_fds=(other_fd,))
+        assert done.stdout == "alive\n"
     finally:
+        os.close(other_fd)
         assert group.release()  # kills the whole bomb
         bomb.wait(timeout=10)
     assert bomb.returncode == -signal.SIGKILL

@@ -3,11 +3,16 @@
 Real bubblewrap, real MCP stdio clients, no mocks. The escape plugin (tests/plugins/escape)
 is a real MCP server whose tools try to get out; each test asserts that one way stays shut
 (SECURITY.md D1-D12, B4, C8). The small scripts in tests/sandbox_helpers stand in for a host
-that gets killed. What the pids cgroups do is tested in tests/test_pids_cgroup.py.
+that gets killed. What the pids cgroups do is tested in tests/test_pids_cgroup.py, what the
+seccomp filter does (and how the host hands it to bwrap) in tests/test_seccomp.py.
+
+Here bwrap gets its filter from a shell that opens a file holding it (`command`), so any
+spawner can run a sandbox, the MCP SDK's stdio client included; the host passes a memfd.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import secrets
@@ -41,6 +46,7 @@ from mcp_host.sandbox import (
     bwrap_path,
     require_bwrap,
 )
+from mcp_host.seccomp import program
 from processes import FORK_LOOP, read_line, wait_until
 
 needs_bwrap = pytest.mark.skipif(
@@ -48,6 +54,9 @@ needs_bwrap = pytest.mark.skipif(
 )
 
 ESCAPE = (Path(__file__).parent / "plugins" / "escape").resolve()
+SOURCES = Path(__file__).resolve().parent.parent
+# The fd bwrap reads its seccomp filter from, in the snapshots and in `command`.
+SECCOMP_FD = 9
 HELPERS = Path(__file__).parent / "sandbox_helpers"
 MiB = 1024 * 1024
 LIMITS = Limits(
@@ -87,6 +96,7 @@ ARITY = {
     "--die-with-parent": 0,
     "--new-session": 0,
     "--cap-drop": 1,
+    "--seccomp": 1,
     "--hostname": 1,
     "--clearenv": 0,
     "--setenv": 2,
@@ -126,10 +136,28 @@ print(0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno())
 """
 
 
-
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def seccomp_file() -> Iterator[Path]:
+    """The seccomp program in a file anyone can read (the fork bomb test runs as nobody)."""
+    folder = Path(tempfile.mkdtemp(prefix="mcp-host-seccomp-"))
+    folder.chmod(0o755)
+    path = folder / "filter.bpf"
+    path.write_bytes(program())
+    path.chmod(0o644)
+    yield path
+    path.unlink()
+    folder.rmdir()
+
+
+def command(spec: SandboxSpec, seccomp_file: Path, **changes: Any) -> list[str]:
+    """The argv that runs `spec` sandboxed, behind a shell that opens the filter at SECCOMP_FD."""
+    argv = build_command(spec, seccomp_fd=SECCOMP_FD, **changes)
+    return ["/bin/sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', str(seccomp_file), *argv]
 
 
 @pytest.fixture
@@ -155,8 +183,8 @@ def escape_spec(marker: str, **changes: Any) -> SandboxSpec:
 
 
 @asynccontextmanager
-async def running(spec: SandboxSpec) -> AsyncIterator[Client]:
-    argv = build_command(spec)
+async def running(spec: SandboxSpec, seccomp_file: Path) -> AsyncIterator[Client]:
+    argv = command(spec, seccomp_file)
     # bwrap gets the test's whole environment (the SDK would pass only an allow-list), so it
     # is --clearenv that must keep it out of the child.
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
@@ -206,7 +234,7 @@ def prlimit_argv(limits: Limits) -> list[str]:
 
 @needs_bwrap
 def test_argv_pins_every_flag_for_a_typical_spec() -> None:
-    assert grouped(build_command(TYPICAL)) == snapshot(
+    assert grouped(build_command(TYPICAL, seccomp_fd=SECCOMP_FD)) == snapshot(
         [
             ("/usr/bin/bwrap",),
             ("--unshare-all",),
@@ -215,6 +243,7 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
             ("--die-with-parent",),
             ("--new-session",),
             ("--cap-drop", "ALL"),
+            ("--seccomp", "9"),
             ("--hostname", "mcp-sandbox"),
             ("--clearenv",),
             ("--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -257,7 +286,7 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
 
 @needs_bwrap
 def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files() -> None:
-    assert grouped(build_command(replace(TYPICAL, allow_net=True))) == snapshot(
+    assert grouped(build_command(replace(TYPICAL, allow_net=True), seccomp_fd=SECCOMP_FD)) == snapshot(
         [
             ("/usr/bin/bwrap",),
             ("--unshare-all",),
@@ -267,6 +296,7 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--die-with-parent",),
             ("--new-session",),
             ("--cap-drop", "ALL"),
+            ("--seccomp", "9"),
             ("--hostname", "mcp-sandbox"),
             ("--clearenv",),
             ("--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -317,7 +347,7 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
 
 @needs_bwrap
 def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
-    argv = build_command(TYPICAL, cgroup=CGROUP)
+    argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=CGROUP)
     assert [tuple(argv[:4]), *grouped(argv[4:])] == snapshot(
         [
             (
@@ -333,6 +363,7 @@ def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
             ("--die-with-parent",),
             ("--new-session",),
             ("--cap-drop", "ALL"),
+            ("--seccomp", "9"),
             ("--hostname", "mcp-sandbox"),
             ("--clearenv",),
             ("--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -381,7 +412,7 @@ def test_hostile_values_never_become_bwrap_flags() -> None:
     def without_setenv(ops: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
         return [op for op in ops if op[0] != "--setenv"]
 
-    baseline, _ = parse_bwrap(build_command(TYPICAL))
+    baseline, _ = parse_bwrap(build_command(TYPICAL, seccomp_fd=SECCOMP_FD))
     plugin_bind = ("--ro-bind", str(TYPICAL.plugin_dir), "/plugin")
     for value in HOSTILE:
         specs = [
@@ -394,9 +425,9 @@ def test_hostile_values_never_become_bwrap_flags() -> None:
         for spec in specs:
             if ".." in spec.plugin_dir.parts:
                 with pytest.raises(ValueError, match="plugin_dir"):
-                    build_command(spec)
+                    build_command(spec, seccomp_fd=SECCOMP_FD)
                 continue
-            ops, child = parse_bwrap(build_command(spec))
+            ops, child = parse_bwrap(build_command(spec, seccomp_fd=SECCOMP_FD))
             expected = [
                 ("--ro-bind", str(spec.plugin_dir), "/plugin") if op == plugin_bind else op
                 for op in without_setenv(baseline)
@@ -408,9 +439,9 @@ def test_hostile_values_never_become_bwrap_flags() -> None:
 
 
 @needs_bwrap
-def test_hostile_arguments_reach_the_child_verbatim() -> None:
+def test_hostile_arguments_reach_the_child_verbatim(seccomp_file: Path) -> None:
     spec = replace(escape_spec("unused"), command="/usr/bin/printf", args=("%s\\0", *HOSTILE))
-    done = subprocess.run(build_command(spec), capture_output=True, timeout=30)
+    done = subprocess.run(command(spec, seccomp_file), capture_output=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split(b"\0")[:-1] == [value.encode() for value in HOSTILE]
 
@@ -441,7 +472,18 @@ def test_hostile_arguments_reach_the_child_verbatim() -> None:
 @pytest.mark.parametrize("sandbox", [True, False], ids=["sandbox", "dev"])
 def test_unsafe_values_are_refused(changes: dict[str, Any], sandbox: bool) -> None:
     with pytest.raises(ValueError):
-        build_command(replace(TYPICAL, **changes), sandbox=sandbox)
+        build_command(replace(TYPICAL, **changes), seccomp_fd=SECCOMP_FD, sandbox=sandbox)
+
+
+@pytest.mark.parametrize("seccomp_fd", [None, 0, 2, -1, True, "9"])
+def test_a_sandboxed_argv_without_a_seccomp_fd_is_refused(seccomp_fd: Any) -> None:
+    # Fails closed (SECURITY.md D11): no sandbox without its filter, and never stdio as one.
+    with pytest.raises(ValueError, match="seccomp filter's fd"):
+        build_command(TYPICAL, seccomp_fd=seccomp_fd)
+
+
+def test_dev_mode_ignores_the_seccomp_fd() -> None:
+    assert build_command(TYPICAL, sandbox=False) == build_command(TYPICAL, seccomp_fd=SECCOMP_FD, sandbox=False)
 
 
 def test_dev_mode_argv_is_env_with_a_clean_environment() -> None:
@@ -492,7 +534,7 @@ def test_missing_bwrap_refuses_to_start_with_install_instructions(
         require_bwrap()
     assert isinstance(caught.value, Unavailable) and caught.value.code == "unavailable"
     with pytest.raises(SandboxUnavailable):
-        build_command(TYPICAL)  # fails closed: never an unsandboxed argv
+        build_command(TYPICAL, seccomp_fd=SECCOMP_FD)  # fails closed: never an unsandboxed argv
     assert build_command(TYPICAL, sandbox=False)[0] == "/usr/bin/env"
 
 
@@ -506,7 +548,7 @@ def test_require_bwrap_returns_the_bwrap_on_path() -> None:
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_without_allow_net_reaches_no_network(marker: str) -> None:
+async def test_child_without_allow_net_reaches_no_network(marker: str, seccomp_file: Path) -> None:
     abstract = f"mcp-host-test-{marker}"
     with (
         socket.create_server(("127.0.0.1", 0)) as listener,
@@ -515,7 +557,7 @@ async def test_child_without_allow_net_reaches_no_network(marker: str) -> None:
         unix_listener.bind("\0" + abstract)
         unix_listener.listen()
         port = listener.getsockname()[1]
-        async with running(escape_spec(marker)) as child:
+        async with running(escape_spec(marker), seccomp_file) as child:
             assert await call(child, "interfaces") == ["lo"]
             refused = {"ok": False, "error": "ECONNREFUSED"}  # the sandbox's own, empty loopback
             assert await call(child, "try_tcp", host="127.0.0.1", port=port) == refused
@@ -528,7 +570,7 @@ async def test_child_without_allow_net_reaches_no_network(marker: str) -> None:
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_with_allow_net_shares_the_host_network(marker: str) -> None:
+async def test_child_with_allow_net_shares_the_host_network(marker: str, seccomp_file: Path) -> None:
     # --share-net keeps the host's network namespace: its loopback listeners are reachable.
     # Egress filtering is the job of the (later) egress proxy, SECURITY.md D2.
     abstract = f"mcp-host-test-{marker}"
@@ -538,7 +580,7 @@ async def test_child_with_allow_net_shares_the_host_network(marker: str) -> None
     ):
         unix_listener.bind("\0" + abstract)
         unix_listener.listen()
-        async with running(escape_spec(marker, allow_net=True)) as child:
+        async with running(escape_spec(marker, allow_net=True), seccomp_file) as child:
             port = listener.getsockname()[1]
             assert await call(child, "try_tcp", host="127.0.0.1", port=port) == {"ok": True, "error": None}
             assert await call(child, "try_abstract_unix", name=abstract) == {"ok": True, "error": None}
@@ -548,12 +590,12 @@ async def test_child_with_allow_net_shares_the_host_network(marker: str) -> None
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_sees_only_its_own_read_only_tree(marker: str, tmp_path: Path) -> None:
+async def test_child_sees_only_its_own_read_only_tree(marker: str, tmp_path: Path, seccomp_file: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "secret").write_text("host data")
     spec = escape_spec(marker)
-    async with running(spec) as child:
+    async with running(spec, seccomp_file) as child:
         assert await call(child, "try_write_plugin") == {"ok": False, "error": "EROFS"}
         root = await call(child, "list_dir", path="/")
         etc = await call(child, "list_dir", path="/etc")
@@ -585,9 +627,12 @@ async def test_child_sees_only_its_own_read_only_tree(marker: str, tmp_path: Pat
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_env_holds_only_declared_variables(marker: str, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_child_env_holds_only_declared_variables(
+    marker: str, monkeypatch: pytest.MonkeyPatch, seccomp_file: Path
+) -> None:
     monkeypatch.setenv("HOST_CANARY", "leaked")
-    async with running(escape_spec(marker, env={"ESCAPE_MARKER": marker, "DECLARED": "a\nb --x"})) as child:
+    spec = escape_spec(marker, env={"ESCAPE_MARKER": marker, "DECLARED": "a\nb --x"})
+    async with running(spec, seccomp_file) as child:
         env = await call(child, "read_env")
     assert "HOST_CANARY" not in env
     # PWD is bwrap's own, from --chdir.
@@ -596,8 +641,8 @@ async def test_child_env_holds_only_declared_variables(marker: str, monkeypatch:
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_sees_only_sandbox_pids_and_has_no_privileges(marker: str) -> None:
-    async with running(escape_spec(marker)) as child:
+async def test_child_sees_only_sandbox_pids_and_has_no_privileges(marker: str, seccomp_file: Path) -> None:
+    async with running(escape_spec(marker), seccomp_file) as child:
         pids = await call(child, "proc_pids")
         status = await call(child, "status")
     assert pids == [1, 2]  # bwrap's init and the server: nothing of the host
@@ -608,7 +653,7 @@ async def test_child_sees_only_sandbox_pids_and_has_no_privileges(marker: str) -
         "CapBnd": "0000000000000000",
         "CapAmb": "0000000000000000",
         "NoNewPrivs": "1",
-        "Seccomp": "0",  # no filter yet (SECURITY.md D6); a filter turns this into 2
+        "Seccomp": "2",  # a filter is loaded (SECURITY.md D6, D13); 0 would mean none
         "hostname": "mcp-sandbox",
         "sid": 1,  # --new-session: the session starts inside the sandbox, with no tty
         "tty_nr": 0,
@@ -618,13 +663,13 @@ async def test_child_sees_only_sandbox_pids_and_has_no_privileges(marker: str) -
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_inherits_no_fds_beyond_stdio(marker: str, tmp_path: Path) -> None:
+async def test_child_inherits_no_fds_beyond_stdio(marker: str, tmp_path: Path, seccomp_file: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("host secret")
     leaked = os.open(secret, os.O_RDONLY)
     os.set_inheritable(leaked, True)
     try:
-        async with running(escape_spec(marker)) as child:
+        async with running(escape_spec(marker), seccomp_file) as child:
             fds = await call(child, "list_fds")
     finally:
         os.close(leaked)
@@ -633,8 +678,8 @@ async def test_child_inherits_no_fds_beyond_stdio(marker: str, tmp_path: Path) -
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_stopping_the_child_ends_every_process_in_its_sandbox(marker: str) -> None:
-    async with running(escape_spec(marker)) as child:
+async def test_stopping_the_child_ends_every_process_in_its_sandbox(marker: str, seccomp_file: Path) -> None:
+    async with running(escape_spec(marker), seccomp_file) as child:
         await call(child, "spawn_daemon", path="/tmp/heartbeat")
         assert len(_marked(marker)) == 2  # the server and its detached daemon
     for _ in range(60):  # polls /proc for up to 3 s: there is no event to wait on
@@ -646,19 +691,25 @@ async def test_stopping_the_child_ends_every_process_in_its_sandbox(marker: str)
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_cannot_make_a_nested_user_namespace(marker: str) -> None:
-    async with running(escape_spec(marker)) as child:
-        assert await call(child, "try_unshare_user") == {"ok": False, "error": "ENOSPC"}
+async def test_child_cannot_make_a_nested_user_namespace(marker: str, seccomp_file: Path) -> None:
+    async with running(escape_spec(marker), seccomp_file) as child:
+        # The seccomp filter answers first; --disable-userns stands behind it (next test).
+        assert await call(child, "try_unshare_user") == {"ok": False, "error": "EPERM"}
 
 
 @needs_bwrap
-def test_nested_user_namespace_probe_succeeds_without_disable_userns() -> None:
-    # The control for the test above: the probe can succeed, so it is --disable-userns that stops it.
+def test_nested_user_namespace_is_stopped_by_seccomp_and_by_disable_userns_each(seccomp_file: Path) -> None:
+    # The controls for the test above: the probe can succeed, and each layer stops it alone.
+    def probe(argv: list[str]) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+
     spec = replace(escape_spec("unused"), command=sys.executable, args=("-c", UNSHARE_PROBE))
-    argv = build_command(spec)
-    assert subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip() == "28"  # ENOSPC
-    argv.remove("--disable-userns")
-    assert subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip() == "0"
+    argv = command(spec, seccomp_file)
+    assert probe(argv) == "1"  # EPERM: seccomp
+    unfiltered = _without_seccomp(argv)
+    assert probe(unfiltered) == "28"  # ENOSPC: --disable-userns
+    unfiltered.remove("--disable-userns")
+    assert probe(unfiltered) == "0"
 
 
 # --- resource limits -----------------------------------------------------------------------
@@ -666,9 +717,9 @@ def test_nested_user_namespace_probe_succeeds_without_disable_userns() -> None:
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_limits_deny_memory_open_files_and_file_size(marker: str) -> None:
+async def test_limits_deny_memory_open_files_and_file_size(marker: str, seccomp_file: Path) -> None:
     limits = replace(LIMITS, memory_bytes=512 * MiB, max_open_files=64, max_file_bytes=8 * MiB)
-    async with running(escape_spec(marker, limits=limits)) as child:
+    async with running(escape_spec(marker, limits=limits), seccomp_file) as child:
         assert await call(child, "try_alloc", mib=600) == {"ok": False, "error": "MemoryError"}
         assert await call(child, "try_alloc", mib=64) == {"ok": True, "error": None}
         opened = await call(child, "open_many", n=1000)
@@ -677,7 +728,7 @@ async def test_limits_deny_memory_open_files_and_file_size(marker: str) -> None:
 
 
 @needs_bwrap
-def test_cpu_limit_kills_a_spinning_child() -> None:
+def test_cpu_limit_kills_a_spinning_child(seccomp_file: Path) -> None:
     spec = replace(
         escape_spec("unused"),
         command=sys.executable,
@@ -685,20 +736,20 @@ def test_cpu_limit_kills_a_spinning_child() -> None:
         limits=replace(LIMITS, cpu_seconds=1),
     )
     started = time.monotonic()
-    done = subprocess.run(build_command(spec), capture_output=True, timeout=30)
+    done = subprocess.run(command(spec, seccomp_file), capture_output=True, timeout=30)
     assert done.returncode == 128 + signal.SIGKILL  # bwrap reports the child's signal this way
     assert time.monotonic() - started < 10
 
 
 @needs_bwrap
-def test_private_tmp_is_capped_at_tmp_bytes() -> None:
+def test_private_tmp_is_capped_at_tmp_bytes(seccomp_file: Path) -> None:
     spec = replace(
         escape_spec("unused"),
         command="/bin/sh",
         args=("-c", "head -c 20000000 /dev/zero > /tmp/f"),
         limits=replace(LIMITS, tmp_bytes=8 * MiB, max_file_bytes=64 * MiB),
     )
-    done = subprocess.run(build_command(spec), capture_output=True, text=True, timeout=30)
+    done = subprocess.run(command(spec, seccomp_file), capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and "No space left on device" in done.stderr
 
 
@@ -706,7 +757,7 @@ def test_private_tmp_is_capped_at_tmp_bytes() -> None:
 @pytest.mark.skipif(
     shutil.which("setpriv") is None, reason="setpriv (util-linux) is needed to drop to nobody"
 )
-def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root() -> None:
+def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root(seccomp_file: Path) -> None:
     # The same uid runs 12 other processes and two sandboxes at once: each sandbox still gets
     # its whole budget (prlimit runs inside the sandbox's user namespace; see sandbox.py).
     as_user = (
@@ -720,7 +771,7 @@ def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root() -> None:
         spec = SandboxSpec(plugin_dir, "/bin/sh", ("-c", FORK_LOOP), {}, False, limits)
         bombs = [
             subprocess.Popen(
-                [*as_user, *build_command(spec)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                [*as_user, *command(spec, seccomp_file)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
             )
             for _ in range(2)
         ]
@@ -737,8 +788,8 @@ def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root() -> None:
 
 
 @needs_bwrap
-def test_child_and_its_daemon_die_with_a_killed_host(marker: str) -> None:
-    argv = build_command(escape_spec(marker))
+def test_child_and_its_daemon_die_with_a_killed_host(marker: str, seccomp_file: Path) -> None:
+    argv = command(escape_spec(marker), seccomp_file)
     with subprocess.Popen(
         [sys.executable, str(HELPERS / "host.py"), json.dumps(argv)], stdout=subprocess.PIPE
     ) as host:
@@ -754,10 +805,10 @@ def test_child_and_its_daemon_die_with_a_killed_host(marker: str) -> None:
 
 @needs_bwrap
 def test_sweep_kills_a_sandbox_its_dead_host_left_but_spares_a_live_hosts(
-    marker: str, tmp_path: Path
+    marker: str, tmp_path: Path, seccomp_file: Path
 ) -> None:
     spec = replace(escape_spec(marker), command="/bin/sh", args=("-c", "sleep 60 & exec sleep 60"))
-    argv = build_command(spec)
+    argv = command(spec, seccomp_file)
     # Stands for bwrap #633: a host killed before bwrap armed PDEATHSIG leaves the sandbox alive.
     argv.remove("--die-with-parent")
     run_dir = tmp_path / "run"
@@ -824,7 +875,45 @@ def test_record_ignores_a_pid_that_is_not_a_live_child(tmp_path: Path) -> None:
     assert ledger.sweep() == []
 
 
+# --- file descriptors the host hands on ------------------------------------------------------
+
+
+def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off() -> None:
+    # SECURITY.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
+    # that passes fds to a process is children.py's spawn, and it passes a Launch's own
+    # (its seccomp filter); only launch.py makes a Launch with fds. Nothing sets close_fds,
+    # or makes an fd inheritable by hand.
+    passing, forbidden = [], []
+    packages = ("mcp_host", "owner_facade", "capabilities")
+    paths = sorted(path for package in packages for path in (SOURCES / package).rglob("*.py"))
+    for path in paths:
+        relative = path.relative_to(SOURCES).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), relative)):
+            if not isinstance(node, ast.Call):
+                continue
+            called = ast.unparse(node.func)
+            for keyword in node.keywords:
+                if keyword.arg == "pass_fds":
+                    passing.append((relative, called, ast.unparse(keyword.value)))
+                elif keyword.arg == "close_fds":
+                    forbidden.append((relative, f"{called}(close_fds=...)"))
+            if called.endswith(("set_inheritable", "set_handle_inheritable")):
+                forbidden.append((relative, called))
+    assert passing == [
+        ("mcp_host/children.py", "anyio.open_process", "launch.pass_fds"),
+        ("mcp_host/launch.py", "Launch", "(seccomp_fd,)"),
+    ]
+    assert forbidden == []
+
+
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _without_seccomp(argv: list[str]) -> list[str]:
+    """`argv` without `--seccomp FD`: bwrap then loads no filter (a control, never the host's)."""
+    index = argv.index("--seccomp")
+    return argv[:index] + argv[index + 2 :]
+
 
 
 def _marked(marker: str) -> set[int]:

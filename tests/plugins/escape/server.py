@@ -1,7 +1,8 @@
 """A hostile MCP server for the sandbox tests: each tool tries one way out of the sandbox.
 
 tests/test_sandbox.py starts this file under `mcp_host.sandbox.build_command` and asserts that
-every probe fails. It imports only the MCP SDK and the standard library (never `mcp_host`,
+every probe fails; tests/test_seccomp.py starts it as the host does and makes system calls
+(`try_syscalls`). It imports only the MCP SDK and the standard library (never `mcp_host`,
 which is not even mounted inside the sandbox). Probes report failures as data
 (`{ok, error}` with the errno name) so a test can assert the exact reason.
 """
@@ -9,6 +10,7 @@ which is not even mounted inside the sandbox). Probes report failures as data
 from __future__ import annotations
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -60,6 +62,95 @@ while True:
     with open(sys.argv[1], "a") as f:
         f.write(f"{os.getpid()} {time.monotonic()}\\n")
     time.sleep(0.1)
+"""
+
+
+# Flatpak's try-syscall, in Python: `python -c TRY_SYSCALL NAME...` makes each named call in a
+# forked child of a fresh single-threaded process (unshare(CLONE_NEWUSER) answers EINVAL in any
+# multithreaded one, and a killed probe must not take the server along) and prints
+# {name: "ok" | errno name | "SIG..." (killed) | "n/a" (no such call on this arch)} as JSON.
+# The arguments make each call fail harmlessly (bad fd, bad pointer) when it is allowed, so an
+# EPERM or ENOSYS can only come from the seccomp filter.
+TRY_SYSCALL = """
+import ctypes, errno, json, mmap, os, platform, signal, sys
+X86 = platform.machine() == "x86_64"
+NR = dict(zip(
+    ("ioctl clone clone3 chroot unshare setns mount open_tree keyctl ptrace bpf perf_event_open"
+     " userfaultfd personality fchmodat listen prctl getpid").split(),
+    (16, 56, 435, 161, 272, 308, 165, 428, 250, 101, 321, 298, 323, 135, 268, 50, 157, 39) if X86 else
+    (29, 220, 435, 51, 97, 268, 40, 428, 219, 117, 280, 241, 282, 92, 53, 201, 167, 172),
+))
+WRONG = 1  # a pointer the kernel cannot read: EFAULT once the call gets that far
+TIOCSTI, TIOCLINUX, TIOCNOTTY = 0x5412, 0x541C, 0x5422
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+PROBES = {
+    "ioctl_tiocsti": ("ioctl", -1, TIOCSTI, WRONG),
+    "ioctl_tiocsti_high_bits": ("ioctl", -1, 0xFFFFFFFF00000000 | TIOCSTI, WRONG),
+    "ioctl_tioclinux": ("ioctl", -1, TIOCLINUX, WRONG),
+    "ioctl_tiocnotty": ("ioctl", -1, TIOCNOTTY),
+    "ioctl_tiocnotty_devnull": ("ioctl", 0, TIOCNOTTY),
+    "clone3": ("clone3", WRONG, 88),
+    "clone_newuser": ("clone", CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0),
+    "clone_fork": ("clone", SIGCHLD, 0, 0, 0, 0),
+    "unshare_newuser": ("unshare", CLONE_NEWUSER),
+    "setns": ("setns", -1, 0),
+    "chroot": ("chroot", WRONG),
+    "mount": ("mount", WRONG, WRONG, WRONG, 0, 0),
+    "open_tree": ("open_tree", -1, WRONG, 0),
+    "keyctl": ("keyctl", 0xDEAD, 0, 0, 0, 0),
+    "ptrace": ("ptrace", 7, 999999, 0, 0),  # PTRACE_CONT of a pid that does not exist
+    "bpf": ("bpf", 0xDEAD, WRONG, 0),
+    "perf_event_open": ("perf_event_open", WRONG, 0, -1, -1, 0),
+    "userfaultfd": ("userfaultfd", 0xDEAD),
+    "personality_query": ("personality", 0xFFFFFFFF),
+    "personality_no_aslr": ("personality", 0x0040000),  # ADDR_NO_RANDOMIZE
+    "chmod": ("fchmodat", -100, WRONG, 0o700, 0),  # AT_FDCWD
+    "listen": ("listen", -1, 42),
+    "prctl": ("prctl", 37, WRONG, 0, 0, 0),  # PR_GET_CHILD_SUBREAPER
+    "x32_getpid": ("getpid | x32",),
+    "i386_getpid": ("int 0x80",),
+}
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def i386_getpid():
+    # mov eax, 20 (getpid in the i386 table); int 0x80; ret
+    code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    code.write(bytes.fromhex("b814000000cd80c3"))
+    address = ctypes.addressof(ctypes.c_char.from_buffer(code))
+    return ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+
+def probe(name):
+    call, *args = PROBES[name]
+    if call == "int 0x80":
+        return i386_getpid()
+    nr = NR["getpid"] | 0x40000000 if call == "getpid | x32" else NR[call]
+    result = libc.syscall(ctypes.c_long(nr), *(ctypes.c_ulong(arg % 2**64) for arg in args))
+    if result == 0 and call == "clone":
+        os._exit(0)  # the clone child: a copy of this process
+    return result
+
+def run(name):
+    if name not in PROBES:
+        return "unknown"
+    if not X86 and name in ("x32_getpid", "i386_getpid"):
+        return "n/a"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        result = probe(name)
+        os.write(write, str(ctypes.get_errno() if result == -1 else 0).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        code = answer.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return signal.Signals(os.WTERMSIG(status)).name
+    return "ok" if code == "0" else errno.errorcode[int(code)]
+
+print(json.dumps({name: run(name) for name in sys.argv[1:]}))
 """
 
 
@@ -180,6 +271,20 @@ def try_unshare_user() -> Outcome:
     done = subprocess.run([sys.executable, "-c", UNSHARE_PROBE], capture_output=True, text=True, timeout=10)
     code = int(done.stdout.strip())
     return Outcome(ok=code == 0, error=errno.errorcode.get(code) if code else None)
+
+
+@mcp.tool()
+def try_syscalls(names: list[str]) -> dict[str, str]:
+    """Make each named system call (TRY_SYSCALL's PROBES); name -> "ok", errno name, or signal."""
+    done = subprocess.run(
+        [sys.executable, "-c", TRY_SYSCALL, *names],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return dict(json.loads(done.stdout))
 
 
 @mcp.tool()
