@@ -138,6 +138,18 @@ _ENOSYS = ("clone3", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount",
 # (asm/unistd_64.h; asm-generic/unistd.h for aarch64). tests/test_seccomp.py checks them
 # against the headers where they are installed. A name missing from an arch's table does
 # not exist there (uselib, modify_ldt on aarch64).
+# Since Linux 5.1 new syscalls share one number on every architecture (from 424 on).
+_UNIFIED: Mapping[str, int] = {
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "clone3": 435,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+}
 _X86_64: Mapping[str, int] = {
     "ioctl": 16,
     "clone": 56,
@@ -177,15 +189,7 @@ _X86_64: Mapping[str, int] = {
     "kexec_file_load": 320,
     "bpf": 321,
     "userfaultfd": 323,
-    "open_tree": 428,
-    "move_mount": 429,
-    "fsopen": 430,
-    "fsconfig": 431,
-    "fsmount": 432,
-    "fspick": 433,
-    "clone3": 435,
-    "mount_setattr": 442,
-    "quotactl_fd": 443,
+    **_UNIFIED,
 }
 _AARCH64: Mapping[str, int] = {
     "ioctl": 29,
@@ -224,15 +228,7 @@ _AARCH64: Mapping[str, int] = {
     "bpf": 280,
     "userfaultfd": 282,
     "kexec_file_load": 294,
-    "open_tree": 428,
-    "move_mount": 429,
-    "fsopen": 430,
-    "fsconfig": 431,
-    "fsmount": 432,
-    "fspick": 433,
-    "clone3": 435,
-    "mount_setattr": 442,
-    "quotactl_fd": 443,
+    **_UNIFIED,
 }
 
 # By `os.uname().machine`: the hosts the program covers (their children are the host's own

@@ -1,12 +1,34 @@
-"""Helpers shared by the sandbox and pids-cgroup tests: reading a child's output, polling
-for process state, and the fork loop both use to probe a process cap."""
+"""Helpers shared by the sandbox, pids-cgroup, launch and seccomp tests: the bwrap marker,
+child limits, reading a child's output, polling for process state, and the fork loop that
+probes a process cap."""
 
 from __future__ import annotations
 
 import select
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
+
+import pytest
+
+from mcp_host.children import ChildLimits
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+)
+
+# Child limits for tests that drive a ChildPool directly (no host): generous start time, short backoff.
+CHILD_LIMITS = ChildLimits(
+    start_timeout_s=20.0,
+    idle_timeout_s=300.0,
+    max_line_bytes=1024 * 1024,
+    stderr_lines_per_s=20,
+    stderr_line_bytes=2048,
+    backoff_max_s=1.0,
+    crash_loop_threshold=5,
+    timeouts_before_recycle=3,
+)
 
 # Starts background sleeps until fork fails, then prints how many started. Only shell
 # builtins after the loop: once the cap is reached, nothing can fork any more.

@@ -15,28 +15,15 @@ from pathlib import Path
 import pytest
 
 from hosting import wait_until
-from mcp_host.children import ChildLimits, ChildPool
+from mcp_host.children import ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.launch import Launch, host_pids_cgroups, launch_for
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.plugins import Plugin, load_plugins
 from mcp_host.settings import Settings
-
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-)
+from processes import CHILD_LIMITS, needs_bwrap
 
 PLUGINS = Path(__file__).parent / "plugins"
-CHILD_LIMITS = ChildLimits(
-    start_timeout_s=20.0,
-    idle_timeout_s=300.0,
-    max_line_bytes=1024 * 1024,
-    stderr_lines_per_s=20,
-    stderr_line_bytes=2048,
-    backoff_max_s=1.0,
-    crash_loop_threshold=5,
-    timeouts_before_recycle=3,
-)
 
 
 @pytest.fixture

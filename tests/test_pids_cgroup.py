@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,11 +21,7 @@ from inline_snapshot import snapshot
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.sandbox import Limits, SandboxSpec, build_command
 from mcp_host.seccomp import open_filter
-from processes import FORK_LOOP, read_line, wait_until
-
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-)
+from processes import FORK_LOOP, needs_bwrap, read_line, wait_until
 
 # Any plugin folder will do: the fork bombs below are commands, not plugins.
 PLUGIN_DIR = (Path(__file__).parent / "plugins" / "escape").resolve()

@@ -47,11 +47,7 @@ from mcp_host.sandbox import (
     require_bwrap,
 )
 from mcp_host.seccomp import program
-from processes import FORK_LOOP, read_line, wait_until
-
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-)
+from processes import FORK_LOOP, needs_bwrap, read_line, wait_until
 
 ESCAPE = (Path(__file__).parent / "plugins" / "escape").resolve()
 SOURCES = Path(__file__).resolve().parent.parent

@@ -14,7 +14,6 @@ import errno
 import fcntl
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import host_settings, running_host
-from mcp_host.children import Child, ChildLimits, ChildPool
+from mcp_host.children import Child, ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.launch import Launch, host_pids_cgroups, launch_for
 from mcp_host.plugins import Plugin, load_plugins
@@ -52,22 +51,9 @@ from mcp_host.seccomp import (
     program,
 )
 from mcp_host.settings import Settings
-
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-)
+from processes import CHILD_LIMITS, needs_bwrap
 
 PLUGINS = Path(__file__).parent / "plugins"
-CHILD_LIMITS = ChildLimits(
-    start_timeout_s=20.0,
-    idle_timeout_s=300.0,
-    max_line_bytes=1024 * 1024,
-    stderr_lines_per_s=20,
-    stderr_line_bytes=2048,
-    backoff_max_s=1.0,
-    crash_loop_threshold=5,
-    timeouts_before_recycle=3,
-)
 
 ARCHES = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64}
 AUDIT_ARCH_I386 = 0x40000003
