@@ -24,17 +24,23 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .backchannel import BackChannel, BackChannelLimits, named_ops
 from .bindings import Bindings
 from .catalogue import Catalogue
 from .children import Child, ChildLimits, ChildPool
+from .config import ConfigStore
 from .database import open_database
+from .grants import GrantBook
+from .host_ops import OpServices
 from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
 from .owners import OwnerStore, ensure_owner_token
+from .plugin_store import PluginStores, StoreLimits
 from .plugins import LoadReport, Plugin, load_plugins
+from .quota import QuotaGate
 from .sandbox import SandboxLedger, require_bwrap
 from .session_cache import CachedSessionStore
-from .sessions import PostgresSessionStore
+from .sessions import PostgresSessionStore, SessionStore
 from .settings import Settings
 from .visitor_door import VisitorDoor
 from .visitor_http import SessionsEndpoint, VisitorMCPEndpoint, build_visitor_server, security_settings
@@ -56,6 +62,12 @@ class Host:
     owners: OwnerStore
     sessions_endpoint: SessionsEndpoint
     visitor_endpoint: VisitorMCPEndpoint
+    owner_id: str
+    sessions: SessionStore
+    config: ConfigStore
+    stores: PluginStores
+    grants: GrantBook
+    channel: BackChannel
     spawned: list[int] = field(default_factory=list)
 
 
@@ -70,6 +82,22 @@ def _child_limits(s: Settings) -> ChildLimits:
         crash_loop_threshold=s.child_crash_loop_threshold,
         timeouts_before_recycle=s.child_timeouts_before_recycle,
     )
+
+
+def _store_limits(s: Settings) -> StoreLimits:
+    return StoreLimits(
+        max_doc_bytes=s.store_max_doc_bytes,
+        max_doc_depth=s.store_max_doc_depth,
+        max_query_limit=s.store_max_query_limit,
+    )
+
+
+async def _ensure_stores(stores: PluginStores, plugins: tuple[Plugin, ...]) -> None:
+    """Create the store of every plugin that uses one (named a store op, or counts a quota)."""
+    for plugin in plugins:
+        uses_store = any(op.startswith("store.") for op in named_ops(plugin))
+        if uses_store or plugin.manifest.quota_gate() is not None:
+            await stores.ensure(plugin.manifest.kind, plugin.manifest.id)
 
 
 def _load(settings: Settings) -> LoadReport:
@@ -113,12 +141,20 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
     pool = ChildPool(
         _child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
     )
+    grants = GrantBook(budget=settings.grant_op_budget)
+    channel = BackChannel(
+        report.plugins,
+        grants,
+        BackChannelLimits(settings.host_op_max_message_bytes, settings.host_op_max_connections),
+        runtime_dir=settings.runtime_dir,
+    )
 
     def child_of(plugin: Plugin) -> Child:
-        return pool.child(plugin.manifest.id, lambda: launch_for(plugin, settings))
+        socket = channel.socket_for(plugin.manifest.id)
+        return pool.child(plugin.manifest.id, lambda: launch_for(plugin, settings, host_socket=socket))
 
     bindings = Bindings(child_of, list_timeout_s=settings.list_timeout_s)
-    async with pool, anyio.create_task_group() as background:
+    async with channel, pool, anyio.create_task_group() as background:
         if settings.prestart_children:
             # Children boot while the database starts: both take about a second.
             always = [p for p in report.plugins if p.manifest.kind == "capability" and p.manifest.acl == "always"]
@@ -128,10 +164,17 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             owner = await owners.ensure_single_owner()
             token_file = await ensure_owner_token(owners, owner, settings.data_dir)
             sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
+            stores = PluginStores(database.pool, _store_limits(settings))
+            await _ensure_stores(stores, report.plugins)
+            config = ConfigStore(database.pool)
+            quota = QuotaGate(stores, config, limit_ttl_s=settings.quota_limit_ttl_s)
+            channel.services = OpServices(stores=stores, config=config, owners=owners, quota=quota)
             door = VisitorDoor(
                 report.plugins,
                 bindings,
                 child_of,
+                grants=grants,
+                quota=quota,
                 meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
                 call_timeout_s=settings.call_timeout_s,
             )
@@ -152,6 +195,12 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                         sessions, owner.id, settings.base_url, settings.max_rest_body_bytes
                     ),
                     visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
+                    owner_id=owner.id,
+                    sessions=sessions,
+                    config=config,
+                    stores=stores,
+                    grants=grants,
+                    channel=channel,
                     spawned=spawned,
                 )
         background.cancel_scope.cancel()

@@ -14,15 +14,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .catalogue import CatalogueEntry, entry_for, invalid_entry
 from .errors import HostError
+from .plugin_store import PluginKind
 from .plugins import check_paths, load_plugins
 from .sandbox import require_bwrap
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .uninstall import Uninstalled
 
 __all__ = ["main"]
 
@@ -100,9 +104,7 @@ def _session_new(args: argparse.Namespace) -> int:
     try:
         answer = _http("POST", f"{url}/v1/sessions", {"visitor": visitor} if visitor else {})
     except urllib.error.HTTPError as exc:
-        print(
-            f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr
-        )
+        print(f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"mcp-host: no host at {url} ({exc}); start it with `mcp-host serve`", file=sys.stderr)
@@ -140,9 +142,7 @@ def _print_table(entries: Sequence[CatalogueEntry]) -> None:
     rows = [("ID", "KIND", "ACL", "REQUIRES", "VISITOR TOOLS", "STATUS")]
     for e in entries:
         status = e.status if not e.cause else f"{e.status}: {e.cause}"
-        rows.append(
-            (e.id, e.kind, e.acl, ",".join(e.requires) or "-", ",".join(e.visitor_tools) or "-", status)
-        )
+        rows.append((e.id, e.kind, e.acl, ",".join(e.requires) or "-", ",".join(e.visitor_tools) or "-", status))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) + "  " + row[-1])
@@ -173,6 +173,32 @@ async def _rotate_owner_token(settings: Settings) -> Path:
         return write_owner_token_file(settings.data_dir, token)
 
 
+def _uninstall(args: argparse.Namespace) -> int:
+    if not args.yes:
+        print(
+            f"mcp-host: this deletes every record, claim and config value of {args.plugin_id} for every owner;"
+            " run again with --yes to do it",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        done = anyio.run(_uninstall_now, _settings(args), args.kind, args.plugin_id)
+    except ValueError as exc:
+        print(f"mcp-host: {exc}", file=sys.stderr)
+        return 2
+    store = "dropped its store" if done.schema_dropped else "it had no store"
+    print(f"uninstalled {args.plugin_id}: {store}; deleted {done.config_rows_deleted} config row(s)")
+    return 0
+
+
+async def _uninstall_now(settings: Settings, kind: PluginKind, plugin_id: str) -> Uninstalled:
+    from .database import open_database
+    from .uninstall import uninstall
+
+    async with open_database(settings) as database:
+        return await uninstall(database.pool, kind, plugin_id)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -197,22 +223,25 @@ def _parser() -> argparse.ArgumentParser:
     common(caps_list)
     caps_list.set_defaults(run=_caps_list)
 
-    session = sub.add_parser("session", help="visitor sessions").add_subparsers(
-        dest="session_command", required=True
-    )
+    session = sub.add_parser("session", help="visitor sessions").add_subparsers(dest="session_command", required=True)
     new = session.add_parser("new", help="open a public visitor session on a running host")
     new.add_argument("--url", help="the host's base URL (default: from settings)")
     new.add_argument("--name")
     new.add_argument("--email")
     new.set_defaults(run=_session_new)
 
-    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(
-        dest="owner_command", required=True
-    )
+    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(dest="owner_command", required=True)
     token = owner.add_parser("token", help="print (or --rotate) the owner token")
     token.add_argument("--rotate", action="store_true")
     token.add_argument("--data-dir", dest="data_dir", type=Path)
     token.set_defaults(run=_owner_token)
+
+    remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
+    remove.add_argument("plugin_id")
+    remove.add_argument("--kind", choices=["capability", "connector"], default="capability")
+    remove.add_argument("--yes", action="store_true", help="really delete it")
+    remove.add_argument("--data-dir", dest="data_dir", type=Path)
+    remove.set_defaults(run=_uninstall)
     return parser
 
 

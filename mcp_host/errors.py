@@ -2,6 +2,7 @@
 
     HostError                       (base; never raised itself)
     ├── Denied                      denied
+    ├── QuotaExhausted              quota_exhausted
     ├── UnknownTool                 unknown
     ├── InvalidArguments            invalid_arguments
     ├── CallTimeout                 timeout
@@ -21,6 +22,7 @@ from typing import ClassVar
 __all__ = [
     "CallTimeout",
     "Denied",
+    "QuotaExhausted",
     "HostError",
     "InvalidArguments",
     "ManifestError",
@@ -42,6 +44,12 @@ class HostError(Exception):
 
 class Denied(HostError):
     code = "denied"
+
+
+class QuotaExhausted(HostError):
+    """The subject has used its quota of this capability (DESIGN.md "quota")."""
+
+    code = "quota_exhausted"
 
 
 class UnknownTool(HostError):

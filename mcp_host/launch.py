@@ -12,6 +12,7 @@ the host's tree.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import os
 import sys
@@ -26,7 +27,7 @@ from .sandbox import Limits, SandboxSpec, build_command
 from .seccomp import open_filter
 from .settings import Settings
 
-__all__ = ["Launch", "host_pids_cgroups", "launch_for"]
+__all__ = ["SOCKET_ENV", "SOCKET_INSIDE", "Launch", "host_pids_cgroups", "launch_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +83,30 @@ def _interpreter_dirs() -> tuple[Path, ...]:
     return tuple(sorted(dirs))
 
 
-def launch_for(plugin: Plugin, settings: Settings) -> Launch:
+# Where a sandboxed child finds its host-op socket and (for `command: python`) the plugin kit.
+SOCKET_INSIDE = "/run/mcp-host/ops.sock"
+SOCKET_ENV = "MCP_HOST_SOCKET"
+_KIT_INSIDE = "/opt/mcp-host/lib"
+_KIT_PACKAGE = "mcp_host_kit"
+
+
+@functools.cache
+def _kit_dir() -> Path | None:
+    """The plugin kit's package folder on the host, or None when it is not installed."""
+    spec = importlib.util.find_spec(_KIT_PACKAGE)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).resolve().parent
+
+
+def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None = None) -> Launch:
     """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, under
     its own seccomp filter's fd, in a new pids cgroup when the host has them. The caller must
     pass `pass_fds` to the spawn, then `close_passed_fds` and `release` it.
+
+    host_socket: the plugin's host-op socket (only for a plugin that named host ops); it is
+    bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
+    `command: python` children also see the plugin kit, read-only, on their PYTHONPATH.
 
     Raises `SandboxUnavailable` when the sandbox cannot be had (bwrap or prlimit missing, no
     seccomp filter), ValueError for a manifest value that cannot be passed safely; nothing is
@@ -94,10 +115,17 @@ def launch_for(plugin: Plugin, settings: Settings) -> Launch:
     transport = plugin.manifest.transport
     if transport is None or transport.command is None:
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
-    command = sys.executable if transport.command == "python" else transport.command
+    python = transport.command == "python"
+    command = sys.executable if python else transport.command
     env = dict(transport.env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    sandboxed = settings.sandbox == "on"
+    kit = _kit_dir() if python else None
+    if kit is not None:
+        env["PYTHONPATH"] = _KIT_INSIDE if sandboxed else str(kit.parent)
+    if host_socket is not None:
+        env[SOCKET_ENV] = SOCKET_INSIDE if sandboxed else str(host_socket)
     spec = SandboxSpec(
         plugin_dir=plugin.folder,
         command=command,
@@ -112,8 +140,10 @@ def launch_for(plugin: Plugin, settings: Settings) -> Launch:
             max_file_bytes=settings.child_max_file_bytes,
         ),
         extra_ro_binds=_interpreter_dirs(),
+        ro_binds_at=((kit, f"{_KIT_INSIDE}/{_KIT_PACKAGE}"),) if kit is not None else (),
+        socket_binds=((host_socket, SOCKET_INSIDE),) if host_socket is not None else (),
     )
-    if settings.sandbox == "off":
+    if not sandboxed:
         argv = build_command(spec, sandbox=False)
         logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
         return Launch(argv=argv, cwd=plugin.folder, env=env)

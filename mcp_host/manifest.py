@@ -44,6 +44,7 @@ from mcp_host.text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_s
 
 __all__ = [
     "CATEGORY_RE",
+    "HOST_OPS",
     "MANIFEST_NAME",
     "PLUGIN_ID_RE",
     "TOOL_NAME_RE",
@@ -85,6 +86,22 @@ _RESERVED_ENV_PREFIX = "MCP_HOST_"
 
 T = TypeVar("T")
 
+# The host ops a manifest may name (DESIGN.md "Plugin ABI"); `host_ops.OPS` implements exactly
+# these. Naming any other op is a load error: a plugin must not start expecting an op it lacks.
+HOST_OPS = frozenset(
+    {
+        "store.insert",
+        "store.query",
+        "store.count",
+        "store.update",
+        "store.delete",
+        "store.claim",
+        "store.release",
+        "config.get",
+        "owner.meta",
+    }
+)
+
 
 # ---------------------------------------------------------------------------------------------
 # Text and names
@@ -111,7 +128,15 @@ Category = Annotated[StrictStr, _grammar(CATEGORY_RE, "a category name (a-z 0-9 
 ToolName = Annotated[StrictStr, _grammar(TOOL_NAME_RE, "a tool name (A-Z a-z 0-9 _ -, at most 64)")]
 DottedName = Annotated[StrictStr, _grammar(_DOTTED_NAME_RE, "a name of a-z 0-9 _ . (at most 64)")]
 Key = Annotated[StrictStr, _grammar(_KEY_RE, "a key (a-z 0-9 _, starting with a letter, at most 64)")]
-HostOp = Annotated[StrictStr, _grammar(_HOST_OP_RE, "a host op name (e.g. store.insert)")]
+def _known_op(value: str) -> str:
+    if value not in HOST_OPS:
+        raise ValueError(f"{shown(value)} is not a host op this host offers ({', '.join(sorted(HOST_OPS))})")
+    return value
+
+
+HostOp = Annotated[
+    StrictStr, _grammar(_HOST_OP_RE, "a host op name (e.g. store.insert)"), AfterValidator(_known_op)
+]
 Requirement = Annotated[StrictStr, _grammar(_REQUIREMENT_RE, 'a requirement of the form "category:action"')]
 Title = Annotated[StrictStr, StringConstraints(max_length=MAX_TITLE_CHARS), _text("title")]
 Label = Annotated[StrictStr, StringConstraints(max_length=MAX_TITLE_CHARS), _text("label")]
@@ -239,11 +264,18 @@ class OwnerTool(_Model):
 
 
 class Quota(_Model):
-    """Quota counted as rows of `collection` whose `subject_field` is the session's subject."""
+    """Quota counted as rows of `collection` whose `subject_field` is the session's subject.
 
-    config_key: Key
-    collection: Key
-    subject_field: Key
+    A declaration missing a part loads (with a warning) but gates nothing: see
+    `Manifest.quota_gate`.
+    """
+
+    config_key: Key | None = None
+    collection: Key | None = None
+    subject_field: Key | None = None
+
+    def missing(self) -> list[str]:
+        return [name for name in ("config_key", "collection", "subject_field") if getattr(self, name) is None]
 
 
 class ClaimGate(_Model):
@@ -375,9 +407,18 @@ class Manifest(_Model):
         problem = next(itertools.chain(_connector_problems(self), _quota_problems(self)), None)
         if problem is not None:
             raise _problem(*problem)
-        for message in _mismatches(self):
+        for message in itertools.chain(_mismatches(self), _quota_gaps(self)):
             _warn(info, message)
         return self
+
+    def quota_gate(self) -> Quota | None:
+        """The quota to enforce: the declaration when it is complete and its key declared, else None."""
+        quota = self.quota
+        if quota is None or quota.missing() or not any(
+            field.key == quota.config_key for fields in self.config_lists().values() for field in fields
+        ):
+            return None
+        return quota
 
     def config_lists(self) -> dict[str, tuple[ConfigField, ...]]:
         """The four config scopes by manifest key: config, code_config, role_config, key_config."""
@@ -403,18 +444,29 @@ def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
             yield name, "only a connector declares this"
 
 
+def _quota_declared(manifest: Manifest) -> list[tuple[str, ConfigField]]:
+    key = manifest.quota.config_key if manifest.quota else None
+    return [(scope, f) for scope, fields in manifest.config_lists().items() for f in fields if f.key == key]
+
+
 def _quota_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
-    if manifest.quota is None:
+    if manifest.quota is None or manifest.quota.config_key is None:
         return
     key = manifest.quota.config_key
-    declared = [
-        (scope, field) for scope, fields in manifest.config_lists().items() for field in fields if field.key == key
-    ]
-    if not declared:
-        yield "quota.config_key", f"{shown(key)} is not a declared config field"
-    for scope, field in declared:
+    for scope, field in _quota_declared(manifest):
         if field.type != "int":
             yield "quota.config_key", f"{shown(key)} is a {field.type} field in {scope}; a quota needs int"
+
+
+def _quota_gaps(manifest: Manifest) -> Iterator[str]:
+    """A quota that cannot be enforced: it loads, gates nothing, and says why."""
+    quota = manifest.quota
+    if quota is None:
+        return
+    if quota.missing():
+        yield f"quota: incomplete (missing {', '.join(quota.missing())}); no quota is enforced"
+    elif not _quota_declared(manifest):
+        yield f"quota: {shown(quota.config_key)} is not a declared config field; no quota is enforced"
 
 
 def _mismatches(manifest: Manifest) -> Iterator[str]:

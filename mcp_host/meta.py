@@ -82,6 +82,10 @@ def visitor_meta(raw: Mapping[str, Any] | None, caps: MetaCaps) -> dict[str, Any
     return kept
 
 
-def forwarded_meta(visitor: Mapping[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The `_meta` of the forwarded call: the visitor's cleaned keys plus the trusted scope."""
-    return {**visitor, SESSION_KEY: dict(scope)}
+def forwarded_meta(visitor: Mapping[str, Any], scope: Mapping[str, Any], grant: str | None = None) -> dict[str, Any]:
+    """The `_meta` of the forwarded call: the visitor's cleaned keys, the trusted scope, and
+    the call's grant token when its plugin named host ops."""
+    meta = {**visitor, SESSION_KEY: dict(scope)}
+    if grant is not None:
+        meta[GRANT_KEY] = grant
+    return meta

@@ -125,6 +125,11 @@ class OwnerStore:
             await persist(token)
             return token
 
+    async def get(self, owner_id: str) -> Owner | None:
+        """The owner `owner_id`, or None."""
+        row = await self._pool.fetchrow(f"SELECT {_OWNER_COLUMNS} FROM mcp_host.owners WHERE id = $1", owner_id)
+        return None if row is None else _owner_from_row(row)
+
     async def verify_token(self, token: str) -> Owner | None:
         """The owner whose live token this is; None otherwise.
 

@@ -148,7 +148,8 @@ class SandboxSpec:
     env: the child's variables, over `BASE_ENV`.
     allow_net: keep the host's network namespace (and bind the resolver and CA files).
     extra_ro_binds: absolute host paths (the interpreter's prefixes), read-only at the same path.
-    socket_binds: (host path, path inside), bound read-write.
+    ro_binds_at: (host path, path inside), read-only (the plugin kit at a fixed path).
+    socket_binds: (host path, path inside), bound read-write (the plugin's host-op socket).
     """
 
     plugin_dir: Path
@@ -158,6 +159,7 @@ class SandboxSpec:
     allow_net: bool
     limits: Limits
     extra_ro_binds: tuple[Path, ...] = ()
+    ro_binds_at: tuple[tuple[Path, str], ...] = ()
     socket_binds: tuple[tuple[Path, str], ...] = ()
 
 
@@ -264,6 +266,7 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     etc = _ETC_ALWAYS + (_ETC_NET if spec.allow_net else ())
     args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
     args += [arg for path in spec.extra_ro_binds for arg in ("--ro-bind", str(path), str(path))]
+    args += [arg for host, inside in spec.ro_binds_at for arg in ("--ro-bind", str(host), inside)]
     args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
     args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
     return args
@@ -339,9 +342,10 @@ def _check_spec(spec: SandboxSpec) -> None:
         _check_path("extra_ro_binds", str(path))
         if str(path) == "/":
             raise ValueError("extra_ro_binds: binding / would expose the whole host")
-    for host, inside in spec.socket_binds:
-        _check_path("socket_binds host path", str(host))
-        _check_path("socket_binds inside path", inside)
+    for what, binds in (("ro_binds_at", spec.ro_binds_at), ("socket_binds", spec.socket_binds)):
+        for host, inside in binds:
+            _check_path(f"{what} host path", str(host))
+            _check_path(f"{what} inside path", inside)
 
 
 def _check_text(what: str, value: str) -> None:

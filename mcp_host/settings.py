@@ -73,6 +73,22 @@ class Settings(BaseSettings):
     # `child_max_processes` tasks when one is usable there (mcp_host/pids_cgroup.py, `PidsCgroups`).
     cgroup_root: Path = Path("/sys/fs/cgroup")
 
+    # The back-channel (host ops). Each plugin that names ops gets one unix socket under
+    # `runtime_dir` (a fresh private folder under the system temp dir when unset: socket
+    # paths must stay under 108 bytes, so not under a deep data dir).
+    runtime_dir: Path | None = None
+    host_op_max_message_bytes: int = Field(default=1 * MiB, ge=4096)
+    host_op_max_connections: int = Field(default=16, ge=1)
+    # Host ops one forwarded call may make (its grant's budget).
+    grant_op_budget: int = Field(default=256, ge=1)
+    # How long a quota limit read for a visitor's list or call is reused; the write that
+    # would pass the cap always reads it afresh (quota.py).
+    quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
+    # The plugin store
+    store_max_doc_bytes: int = Field(default=256 * 1024, ge=1024)
+    store_max_doc_depth: int = Field(default=32, ge=2)
+    store_max_query_limit: int = Field(default=500, ge=1)
+
     # How long a verified session token is trusted without asking the database again
     # (see session_cache.py); 0 asks every time.
     auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)

@@ -1,56 +1,68 @@
 """The visitor door: what a visitor session may list and call, and the forwarding of calls.
 
 Above: `visitor_http` (the MCP server on each session's endpoint). Below: `bindings` (the
-assembled tool list), `children` (the forwarded call), `meta` (what `_meta` travels).
+assembled tool list), `children` (the forwarded call), `meta` (what `_meta` travels), `grants`
+(the token a child's host ops present while the call runs) and `quota`.
 
 This is the one boundary of the visitor face that turns exceptions into wire errors: a
 `HostError` becomes a tool result with `isError: true` and `{code, message}`; anything else
 is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
 "Not allowed" looks like "not there": a tool the session may not see gets the same
 `unknown` answer as a tool that does not exist; the log says which.
+
+Quota: a capability whose subject has nothing left leaves the session's list and its calls
+get `quota_exhausted`; a quota that cannot be read hides the capability (fail closed). The
+remaining figures ride the `tools/list` result's `_meta["mcp-host/quota"]`. A call whose
+`store.insert` was refused by the quota while it ran is answered `quota_exhausted`, whatever
+the child made of the refusal.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp.shared.dispatcher import ProgressFnT
 
+from .backchannel import named_ops
 from .bindings import Bindings
 from .children import Child
-from .errors import HostError, UnknownTool
+from .errors import HostError, QuotaExhausted, Unavailable, UnknownTool
+from .grants import CallScope, GrantBook
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
+from .quota import QuotaGate, QuotaState
 from .sessions import Session
+from .tool_results import error_result
 
-__all__ = ["VisitorDoor", "error_result"]
+__all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList", "error_result"]
+
+QUOTA_META_KEY = "mcp-host/quota"
+# A quota that could not be read: the capability is treated as having nothing left (fail closed).
+_UNREADABLE = QuotaState(limit=0, used=0)
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class VisitorList:
+    """A session's tools, and its quota figures by capability id."""
 
-def error_result(code: str, message: str) -> types.CallToolResult:
-    """A refused or failed call, as DESIGN.md's error vocabulary says."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"code": code, "message": message},
-        is_error=True,
-    )
+    tools: list[types.Tool]
+    quota: dict[str, QuotaState] = field(default_factory=dict)
 
-
-def session_scope(session: Session) -> dict[str, Any]:
-    """The trusted `mcp-host/session` value (DESIGN.md "Plugin ABI")."""
-    return {
-        "owner_id": session.owner_id,
-        "session_id": session.id,
-        "mode": session.mode,
-        "subject": session.subject.model_dump() if session.subject else None,
-        "visitor": session.visitor.model_dump() if session.visitor else None,
-        "role": session.role.id,
-    }
+    def meta(self) -> dict[str, Any] | None:
+        if not self.quota:
+            return None
+        return {
+            QUOTA_META_KEY: {
+                pid: {"limit": q.limit, "used": q.used, "remaining": q.remaining} for pid, q in self.quota.items()
+            }
+        }
 
 
 class VisitorDoor:
@@ -60,6 +72,8 @@ class VisitorDoor:
         bindings: Bindings,
         child_of: Callable[[Plugin], Child],
         *,
+        grants: GrantBook,
+        quota: QuotaGate,
         meta_caps: MetaCaps,
         call_timeout_s: float,
     ) -> None:
@@ -67,6 +81,8 @@ class VisitorDoor:
         self._by_id = {p.manifest.id: p for p in self._capabilities}
         self._bindings = bindings
         self._child_of = child_of
+        self._grants = grants
+        self._quota = quota
         self._meta_caps = meta_caps
         self._call_timeout_s = call_timeout_s
 
@@ -75,9 +91,29 @@ class VisitorDoor:
         granted = set(session.role.capabilities)
         return [p for p in self._capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
 
-    async def list_tools(self, session: Session) -> list[types.Tool]:
-        toolset = await self._bindings.assemble(self.visible(session), fresh=True)
-        return toolset.listed()
+    async def list_tools(self, session: Session) -> VisitorList:
+        visible = self.visible(session)
+        states = await self._quota_states(session, visible)
+        listed = [p for p in visible if p.manifest.id not in states or states[p.manifest.id].remaining > 0]
+        toolset = await self._bindings.assemble(listed, fresh=True)
+        return VisitorList(toolset.listed(), {pid: s for pid, s in states.items() if s is not _UNREADABLE})
+
+    async def _quota_states(self, session: Session, visible: list[Plugin]) -> dict[str, QuotaState]:
+        """The quota of each gated capability; one that cannot be read counts as exhausted."""
+        gated = [p for p in visible if p.manifest.quota_gate() is not None]
+        if session.subject is None or not gated:
+            return {}
+        states: dict[str, QuotaState] = {}
+
+        async def read(plugin: Plugin) -> None:
+            state = await self._read_quota(plugin, session, "its tools are hidden")
+            if state is not None:
+                states[plugin.manifest.id] = state
+
+        async with anyio.create_task_group() as tg:
+            for plugin in gated:
+                tg.start_soon(read, plugin)
+        return states
 
     async def call_tool(
         self,
@@ -115,18 +151,48 @@ class VisitorDoor:
                 self._why_unknown(session, name),
             )
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
-        child = self._child_of(self._by_id[binding.capability])
-        result = await child.call_tool(
-            name,
-            arguments,
-            forwarded_meta(kept, session_scope(session)),
-            timeout_s=self._call_timeout_s,
-            progress=progress,
-        )
+        plugin = self._by_id[binding.capability]
+        await self._check_quota(plugin, session)
+        child = self._child_of(plugin)
+        scope = CallScope(session.owner_id, session)
+        if not named_ops(plugin):
+            meta_out = forwarded_meta(kept, scope.wire())
+            result = await child.call_tool(name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress)
+        else:
+            with self._grants.issue(plugin.manifest.id, scope, name) as (token, grant):
+                meta_out = forwarded_meta(kept, scope.wire(), token)
+                result = await child.call_tool(
+                    name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress
+                )
+            if QuotaExhausted.code in grant.refusals:
+                raise QuotaExhausted("this session's quota for the capability is used up")
         if result.meta:
             # The host answers as itself: the child's serverInfo stamp does not travel.
             result.meta.pop("io.modelcontextprotocol/serverInfo", None)
         return result
+
+    async def _check_quota(self, plugin: Plugin, session: Session) -> None:
+        if session.subject is None or plugin.manifest.quota_gate() is None:
+            return
+        state = await self._read_quota(plugin, session, "the call is refused")
+        if state is _UNREADABLE:
+            raise Unavailable("the capability is unavailable right now")
+        if state is not None and state.remaining <= 0:
+            raise QuotaExhausted("this session's quota for the capability is used up")
+
+    async def _read_quota(self, plugin: Plugin, session: Session, consequence: str) -> QuotaState | None:
+        """The session's quota of `plugin`; `_UNREADABLE` (nothing left) when it cannot be read."""
+        try:
+            return await self._quota.state(plugin, session.owner_id, session.subject)
+        except Exception:
+            logger.warning(
+                "%s: quota of subject %s could not be read; %s",
+                plugin.manifest.id,
+                session.subject,
+                consequence,
+                exc_info=True,
+            )
+            return _UNREADABLE
 
     def _why_unknown(self, session: Session, name: str) -> str:
         """Why `name` is refused, for the log only: the visitor gets `unknown` either way."""

@@ -68,7 +68,8 @@ def build_visitor_server(door: VisitorDoor, input_schema: Callable[[str], Mappin
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=await door.list_tools(_session_of(ctx)))
+        listed = await door.list_tools(_session_of(ctx))
+        return types.ListToolsResult(tools=listed.tools, _meta=listed.meta())
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

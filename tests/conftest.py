@@ -13,7 +13,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -62,21 +62,33 @@ def _directory_outside_pytest() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-async def database_url(postgres_server: str) -> AsyncIterator[str]:
-    """A DSN for a fresh, empty database of this test alone."""
+@asynccontextmanager
+async def fresh_database(postgres_server: str) -> AsyncIterator[str]:
+    """A DSN for a new, empty database on `postgres_server`, dropped on exit.
+
+    For fixtures wider than one test (a module's shared host); tests take `database_url`.
+    """
     name = f"test_{secrets.token_hex(6)}"
     admin = await asyncpg.connect(postgres_server)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    yield _dsn_with_database(postgres_server, name)
-    admin = await asyncpg.connect(postgres_server)
     try:
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        yield _dsn_with_database(postgres_server, name)
     finally:
-        await admin.close()
+        admin = await asyncpg.connect(postgres_server)
+        try:
+            await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def database_url(postgres_server: str) -> AsyncIterator[str]:
+    """A DSN for a fresh, empty database of this test alone."""
+    async with fresh_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture

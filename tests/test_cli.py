@@ -13,11 +13,17 @@ import anyio
 import anyio.to_thread
 import pytest
 from inline_snapshot import snapshot
+from pydantic import SecretStr
 
 from hosting import PLUGINS, free_port, host_settings, running_host
 from mcp_host.cli import main
+from mcp_host.config import ConfigStore
+from mcp_host.database import open_database
 from mcp_host.manifest import MANIFEST_NAME
-from mcp_host.owners import write_owner_token_file
+from mcp_host.owners import OwnerStore, write_owner_token_file
+from mcp_host.plugin_store import PluginStores, store_schema
+from mcp_host.plugins import load_plugins
+from mcp_host.settings import Settings
 
 ECHO = PLUGINS / "echo"
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
@@ -174,7 +180,7 @@ def test_console_script_prints_usage_and_passes_the_exit_status_on(tmp_path: Pat
 
     assert (usage.returncode, usage.stdout.splitlines()[0]) == (
         0,
-        "usage: mcp-host [-h] {serve,check,caps,session,owner} ...",
+        "usage: mcp-host [-h] {serve,check,caps,session,owner,uninstall} ...",
     )
     assert (refused.returncode, refused.stdout) == (
         1,
@@ -212,3 +218,41 @@ test.echo  capability  always  -         echo,whoami,sleep,die  not_started
 ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
 test.echo  capability  always  -         echo,whoami,sleep,die  healthy
 """)
+
+
+def test_uninstall_asks_for_yes_before_deleting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["uninstall", "notes"]) == 1
+    assert "run again with --yes" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_uninstall_drops_the_plugins_store_and_config_and_nothing_else(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_HOST_DATABASE_URL", database_url)
+    settings = Settings(database_url=SecretStr(database_url), data_dir=tmp_path)
+    notes = load_plugins(None, [PLUGINS / "notes"]).plugins[0]
+    async with open_database(settings) as database:
+        owner = await OwnerStore(database.pool).ensure_single_owner()
+        stores = PluginStores(database.pool)
+        for plugin_id in ("notes", "forger"):
+            await (await stores.ensure("capability", plugin_id)).insert(owner.id, "things", {"n": 1})
+        await (
+            ConfigStore(database.pool)
+            .for_plugin("notes", notes.manifest)
+            .set(owner.id, "owner", "", {"greeting": "hi"})
+        )
+
+        code = await anyio.to_thread.run_sync(
+            main, ["uninstall", "notes", "--yes", "--data-dir", str(tmp_path)], abandon_on_cancel=False
+        )
+
+        assert code == 0
+        assert capsys.readouterr().out == "uninstalled notes: dropped its store; deleted 1 config row(s)\n"
+        schemas = {r["nspname"] for r in await database.pool.fetch("SELECT nspname FROM pg_namespace")}
+        assert store_schema("capability", "notes") not in schemas
+        assert await stores.bound("capability", "forger").count(owner.id, "things") == 1
+        assert await ConfigStore(database.pool).for_plugin("notes", notes.manifest).get(owner.id, "owner") == {
+            "greeting": "hello",
+            "page_size": 10,
+        }

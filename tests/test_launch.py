@@ -24,6 +24,7 @@ from mcp_host.settings import Settings
 from processes import CHILD_LIMITS, needs_bwrap
 
 PLUGINS = Path(__file__).parent / "plugins"
+KIT = Path(__file__).resolve().parent.parent / "mcp_host_kit"
 
 
 @pytest.fixture
@@ -132,3 +133,49 @@ def test_unsandboxed_launch_has_no_pids_cgroup(echo: Plugin) -> None:
     assert launch.cgroup is None
     assert launch.argv[0] == "/usr/bin/env"
     assert launch.cwd == echo.folder
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_plugin_that_named_host_ops_gets_its_socket_bound_and_named(tmp_path: Path) -> None:
+    forger = load_plugins(None, [PLUGINS / "forger"]).plugins[0]
+    socket = tmp_path / "ops.sock"
+
+    launch = launch_for(forger, Settings(), host_socket=socket)
+    await launch.release()
+
+    argv = launch.argv
+    at = argv.index(str(socket))
+    assert argv[at - 1 : at + 2] == ["--bind", str(socket), "/run/mcp-host/ops.sock"]
+    at = argv.index("MCP_HOST_SOCKET")
+    assert argv[at - 1 : at + 2] == ["--setenv", "MCP_HOST_SOCKET", "/run/mcp-host/ops.sock"]
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_plugin_without_host_ops_gets_no_socket_and_no_variable(echo: Plugin) -> None:
+    launch = launch_for(echo, Settings())
+    await launch.release()
+
+    assert "MCP_HOST_SOCKET" not in launch.argv
+    assert not any(arg.endswith(".sock") for arg in launch.argv)
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_python_plugin_sees_the_kit_read_only_on_its_path(echo: Plugin) -> None:
+    launch = launch_for(echo, Settings())
+    await launch.release()
+
+    at = launch.argv.index(str(KIT))
+    assert launch.argv[at - 1 : at + 2] == ["--ro-bind", str(KIT), "/opt/mcp-host/lib/mcp_host_kit"]
+    at = launch.argv.index("PYTHONPATH")
+    assert launch.argv[at + 1] == "/opt/mcp-host/lib"
+
+
+def test_unsandboxed_plugin_is_told_the_host_path_of_its_socket(tmp_path: Path) -> None:
+    forger = load_plugins(None, [PLUGINS / "forger"]).plugins[0]
+
+    launch = launch_for(forger, Settings(sandbox="off"), host_socket=tmp_path / "ops.sock")
+
+    assert f"MCP_HOST_SOCKET={tmp_path / 'ops.sock'}" in launch.argv

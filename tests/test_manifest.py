@@ -227,9 +227,7 @@ Second line,	tabbed.
 def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(tmp_path / "caldav", CONNECTOR))
 
-    assert manifest.model_dump(
-        mode="json", include={"kind", "category", "verbs", "settings", "transport"}
-    ) == (
+    assert manifest.model_dump(mode="json", include={"kind", "category", "verbs", "settings", "transport"}) == (
         snapshot(
             {
                 "kind": "connector",
@@ -352,9 +350,7 @@ def test_read_manifest_reports_every_problem_in_the_file(tmp_path: Path) -> None
 
 BAD_MANIFESTS = [
     # unknown keys, at the top and nested
-    pytest.param(
-        "id: demo\ncolour: red\n", snapshot(("colour", "unknown key 'colour'")), id="unknown-top-level-key"
-    ),
+    pytest.param("id: demo\ncolour: red\n", snapshot(("colour", "unknown key 'colour'")), id="unknown-top-level-key"),
     pytest.param(
         "id: demo\ntransport: {command: python, sandbox: {colour: red}}\n",
         snapshot(("transport.sandbox.colour", "unknown key 'colour'")),
@@ -580,9 +576,7 @@ BAD_MANIFESTS = [
         id="owner-tool-name-uppercase",
     ),
     # YAML itself
-    pytest.param(
-        "id: demo\nid: other\n", snapshot(("id", "duplicate key 'id' (line 2)")), id="duplicate-yaml-key"
-    ),
+    pytest.param("id: demo\nid: other\n", snapshot(("id", "duplicate key 'id' (line 2)")), id="duplicate-yaml-key"),
     pytest.param(
         "id: demo\ntransport:\n  command: python\n  command: node\n",
         snapshot(("transport.command", "duplicate key 'command' (line 4)")),
@@ -658,9 +652,7 @@ BAD_MANIFESTS = [
     ),
     pytest.param(
         "id: demo\nvisitor_tool_requires: {a: [calendar]}\n",
-        snapshot(
-            ("visitor_tool_requires.a.0", "'calendar' is not a requirement of the form \"category:action\"")
-        ),
+        snapshot(("visitor_tool_requires.a.0", "'calendar' is not a requirement of the form \"category:action\"")),
         id="requirement-without-action",
     ),
     # hostile text (SECURITY A11)
@@ -711,9 +703,7 @@ BAD_MANIFESTS = [
     ),
     pytest.param(
         'id: demo\nowner_tools: [{name: a, tool: a, description: "\\x9b31m"}]\n',
-        snapshot(
-            ("owner_tools.0.description", "description contains a control character (U+009B) at index 0")
-        ),
+        snapshot(("owner_tools.0.description", "description contains a control character (U+009B) at index 0")),
         id="tool-description-c1",
     ),
     # transport (SECURITY D12)
@@ -734,9 +724,7 @@ BAD_MANIFESTS = [
     ),
     pytest.param(
         "id: demo\ntransport: {command: --privileged}\n",
-        snapshot(
-            ("transport.command", "must be a program name or path, not empty and not starting with '-'")
-        ),
+        snapshot(("transport.command", "must be a program name or path, not empty and not starting with '-'")),
         id="command-leading-dash",
     ),
     pytest.param(
@@ -746,9 +734,7 @@ BAD_MANIFESTS = [
     ),
     pytest.param(
         "id: demo\ntransport: {command: python, env: {MCP_HOST_SOCKET: /tmp/x}}\n",
-        snapshot(
-            ("transport.env.MCP_HOST_SOCKET", "'MCP_HOST_SOCKET' is reserved for the host (MCP_HOST_*)")
-        ),
+        snapshot(("transport.env.MCP_HOST_SOCKET", "'MCP_HOST_SOCKET' is reserved for the host (MCP_HOST_*)")),
         id="env-key-reserved",
     ),
     pytest.param(
@@ -768,9 +754,7 @@ BAD_MANIFESTS = [
     ),
     pytest.param(
         "id: demo\ntransport: {kind: http, url: 'file:///etc/passwd'}\n",
-        snapshot(
-            ("transport.url", "must be an http:// or https:// URL without spaces or control characters")
-        ),
+        snapshot(("transport.url", "must be an http:// or https:// URL without spaces or control characters")),
         id="url-not-http",
     ),
     pytest.param(
@@ -831,22 +815,60 @@ BAD_MANIFESTS = [
     ),
     # quota
     pytest.param(
-        "id: demo\nquota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
-        snapshot(("quota.config_key", "'max_bookings' is not a declared config field")),
-        id="quota-key-not-declared",
-    ),
-    pytest.param(
         "id: demo\nconfig: [{key: max_bookings, type: string}]\n"
         "quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
         snapshot(("quota.config_key", "'max_bookings' is a string field in config; a quota needs int")),
         id="quota-key-not-int",
     ),
     pytest.param(
-        "id: demo\nquota: {config_key: max_bookings}\n",
-        snapshot(("quota.collection", "required")),
-        id="quota-incomplete",
+        "id: demo\ntransport: {command: python, sandbox: {host_ops: [store.insert, shell.exec]}}\n",
+        snapshot(
+            (
+                "transport.sandbox.host_ops.1",
+                "'shell.exec' is not a host op this host offers (config.get, owner.meta, store.claim, store.count,"
+                " store.delete, store.insert, store.query, store.release, store.update)",
+            )
+        ),
+        id="host-op-unknown",
     ),
 ]
+
+
+@pytest.mark.parametrize(
+    ("text", "warning"),
+    [
+        pytest.param(
+            "id: demo\nquota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
+            snapshot("quota: 'max_bookings' is not a declared config field; no quota is enforced"),
+            id="quota-key-not-declared",
+        ),
+        pytest.param(
+            "id: demo\ncode_config: [{key: max_bookings, type: int}]\nquota: {config_key: max_bookings}\n",
+            snapshot("quota: incomplete (missing collection, subject_field); no quota is enforced"),
+            id="quota-incomplete",
+        ),
+    ],
+)
+def test_quota_that_cannot_be_enforced_loads_with_a_warning_and_gates_nothing(
+    tmp_path: Path, text: str, warning: str
+) -> None:
+    (tmp_path / MANIFEST_NAME).write_text(text)
+
+    result = read_manifest(tmp_path)
+
+    assert result.manifest is not None and result.manifest.quota_gate() is None
+    assert result.warnings == (warning,)
+
+
+def test_complete_quota_is_the_gate(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_text(
+        "id: demo\ncode_config: [{key: max_bookings, type: int}]\n"
+        "quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n"
+    )
+
+    manifest = load_manifest(tmp_path)
+
+    assert manifest.quota_gate() == manifest.quota
 
 
 @pytest.mark.parametrize(("text", "expected"), BAD_MANIFESTS)

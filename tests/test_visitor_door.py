@@ -144,12 +144,14 @@ async def test_child_sees_only_declared_environment(
     monkeypatch.setenv("MCP_HOST_TEST_CANARY", "secret-canary")
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         _, result = await _whoami(host, None)
+        # PYTHONPATH: the plugin kit (command: python). No MCP_HOST_SOCKET: echo named no host ops.
         assert result.structured_content["env"] == [
             "HOME",
             "LANG",
             "PATH",
             "PWD",
             "PYTHONDONTWRITEBYTECODE",
+            "PYTHONPATH",
             "PYTHONUNBUFFERED",
         ]
         assert result.structured_content["pid"] == 2  # its own pid namespace: bwrap's init is 1

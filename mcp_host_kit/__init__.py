@@ -1,0 +1,44 @@
+"""mcp_host_kit: what a plugin of mcp-host imports to reach the host.
+
+    kit = Kit(__file__)                      # once, next to the MCPServer
+
+    @mcp.tool()
+    @tool_errors                             # a HostOpError becomes {code, message}, isError
+    async def note_add(text: str, ctx: Context) -> dict[str, Any]:
+        host = kit.host(ctx)                 # this call's grant and session
+        return {"id": await host.store.insert("notes", {"text": text})}
+
+Under the host, ops travel over the back-channel socket named by `MCP_HOST_SOCKET`;
+without it (`python server.py`, the MCP Inspector) they are emulated in memory from the
+plugin's `manifest.yaml`. The kit depends on the MCP SDK alone (PyYAML only standalone) and
+never on `mcp_host`. README.md next to this file is the plugin author's guide.
+"""
+
+from .errors import Denied, HostOpError, InvalidArguments, QuotaExhausted, Unavailable, error_result, tool_errors
+from .host import Config, ConfigValues, Host, Owner, Record, Store
+from .kit import SOCKET_ENV, Kit
+from .session import GRANT_KEY, SESSION_KEY, TEST_SESSION, SessionInfo, Subject, Visitor
+
+__all__ = [
+    "GRANT_KEY",
+    "SESSION_KEY",
+    "SOCKET_ENV",
+    "TEST_SESSION",
+    "Config",
+    "ConfigValues",
+    "Denied",
+    "Host",
+    "HostOpError",
+    "InvalidArguments",
+    "Kit",
+    "Owner",
+    "QuotaExhausted",
+    "Record",
+    "SessionInfo",
+    "Store",
+    "Subject",
+    "Unavailable",
+    "Visitor",
+    "error_result",
+    "tool_errors",
+]
