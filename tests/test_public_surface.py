@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
@@ -19,3 +21,20 @@ def test_module_declares_an_all_whose_names_exist(name: str) -> None:
     assert isinstance(public, list), f"{name} has no __all__"
     missing = [n for n in public if not hasattr(module, n)]
     assert missing == []
+
+
+BUSINESS_WORDS = re.compile(
+    r"(?<![a-z])(booking|bookings|booked|calendar|calendars|mail|mails)(?![a-z])", re.IGNORECASE
+)
+
+
+def test_the_host_knows_no_business_word() -> None:
+    """The host executes declarations: what a capability is about never appears in its code."""
+    root = Path(mcp_host.__file__).parent
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in sorted([*root.rglob("*.py"), *root.rglob("*.sql")])
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if BUSINESS_WORDS.search(line)
+    ]
+    assert found == []
