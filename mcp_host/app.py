@@ -24,11 +24,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from .access import Access
 from .backchannel import BackChannel, BackChannelLimits, named_ops
 from .bindings import Bindings
 from .catalogue import Catalogue
 from .children import Child, ChildLimits, ChildPool
 from .config import ConfigStore
+from .connections import Connections
+from .connector_gateway import ConnectorGateway
 from .database import open_database
 from .grants import GrantBook
 from .host_ops import OpServices
@@ -38,10 +41,13 @@ from .owners import OwnerStore, ensure_owner_token
 from .plugin_store import PluginStores, StoreLimits
 from .plugins import LoadReport, Plugin, load_plugins
 from .quota import QuotaGate
+from .requirements import RequirementGate
 from .sandbox import SandboxLedger, require_bwrap
+from .secrets_box import SecretBox, load_host_key
 from .session_cache import CachedSessionStore
 from .sessions import PostgresSessionStore, SessionStore
 from .settings import Settings
+from .throttle import FailureThrottle, ThrottleLimits
 from .visitor_door import VisitorDoor
 from .visitor_http import SessionsEndpoint, VisitorMCPEndpoint, build_visitor_server, security_settings
 
@@ -68,6 +74,9 @@ class Host:
     stores: PluginStores
     grants: GrantBook
     channel: BackChannel
+    access: Access
+    connections: Connections
+    connectors: ConnectorGateway
     spawned: list[int] = field(default_factory=list)
 
 
@@ -81,6 +90,20 @@ def _child_limits(s: Settings) -> ChildLimits:
         backoff_max_s=s.child_restart_backoff_max_s,
         crash_loop_threshold=s.child_crash_loop_threshold,
         timeouts_before_recycle=s.child_timeouts_before_recycle,
+    )
+
+
+def _secret(settings: Settings) -> str | None:
+    return settings.secret_key.get_secret_value() if settings.secret_key is not None else None
+
+
+def _throttle_limits(s: Settings) -> ThrottleLimits:
+    return ThrottleLimits(
+        free_failures=s.access_failures_free,
+        window_s=s.access_failure_window_s,
+        base_delay_s=s.access_failure_delay_s,
+        max_delay_s=s.access_failure_delay_max_s,
+        max_clients=s.access_failure_clients_max,
     )
 
 
@@ -167,14 +190,33 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             stores = PluginStores(database.pool, _store_limits(settings))
             await _ensure_stores(stores, report.plugins)
             config = ConfigStore(database.pool)
+            # Revoking a code or key here drops its sessions' cached authentications at once.
+            access = Access(database.pool, config, report.plugins, sessions, on_revoked=sessions.forget_subject)
+            await access.ensure_defaults(owner.id)
             quota = QuotaGate(stores, config, limit_ttl_s=settings.quota_limit_ttl_s)
-            channel.services = OpServices(stores=stores, config=config, owners=owners, quota=quota)
+            connections = Connections(
+                database.pool,
+                SecretBox(load_host_key(settings.data_dir, _secret(settings))),
+                {p.manifest.id: p for p in report.plugins if p.manifest.kind == "connector"},
+                ttl_s=settings.connections_ttl_s,
+            )
+            connectors = ConnectorGateway(
+                connections,
+                child_of,
+                call_timeout_s=settings.call_timeout_s,
+                can_perform_ttl_s=settings.can_perform_ttl_s,
+            )
+            connections.on_change.append(connectors.forget)
+            channel.services = OpServices(
+                stores=stores, config=config, owners=owners, quota=quota, connectors=connectors
+            )
             door = VisitorDoor(
                 report.plugins,
                 bindings,
                 child_of,
                 grants=grants,
                 quota=quota,
+                requirements=RequirementGate(connections, connectors),
                 meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
                 call_timeout_s=settings.call_timeout_s,
             )
@@ -192,7 +234,11 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     owner_token_file=token_file,
                     owners=owners,
                     sessions_endpoint=SessionsEndpoint(
-                        sessions, owner.id, settings.base_url, settings.max_rest_body_bytes
+                        access,
+                        FailureThrottle(_throttle_limits(settings)),
+                        owner.id,
+                        settings.base_url,
+                        settings.max_rest_body_bytes,
                     ),
                     visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
                     owner_id=owner.id,
@@ -201,6 +247,9 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     stores=stores,
                     grants=grants,
                     channel=channel,
+                    access=access,
+                    connections=connections,
+                    connectors=connectors,
                     spawned=spawned,
                 )
         background.cancel_scope.cancel()

@@ -187,7 +187,8 @@ class BackChannel:
             grant = self._grants.redeem((meta or {}).get(GRANT_KEY), pid)
             if self.services is None:
                 raise Unavailable("the host is starting")
-            return structured_result(await run_op(name, arguments, plugin, grant, self.services))
+            answer = await run_op(name, arguments, plugin, grant, self.services)
+            return answer if isinstance(answer, types.CallToolResult) else structured_result(answer)
         except Denied as exc:
             logger.warning("%s: host op %r denied: %s", pid, name[:64], exc.message)
             return error_result(Denied.code, "denied")

@@ -3,6 +3,7 @@
     HostError                       (base; never raised itself)
     ├── Denied                      denied
     ├── QuotaExhausted              quota_exhausted
+    ├── Unconfigured                unconfigured
     ├── UnknownTool                 unknown
     ├── InvalidArguments            invalid_arguments
     ├── CallTimeout                 timeout
@@ -28,6 +29,7 @@ __all__ = [
     "ManifestError",
     "TransportFailure",
     "Unavailable",
+    "Unconfigured",
     "UnknownTool",
 ]
 
@@ -50,6 +52,12 @@ class QuotaExhausted(HostError):
     """The subject has used its quota of this capability (DESIGN.md "quota")."""
 
     code = "quota_exhausted"
+
+
+class Unconfigured(HostError):
+    """What the call needs has not been set up by the owner (e.g. no connector connected)."""
+
+    code = "unconfigured"
 
 
 class UnknownTool(HostError):

@@ -21,7 +21,8 @@ import mcp.types as types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import ConfigScope, ConfigStore, declared, read_values
-from .errors import InvalidArguments, QuotaExhausted, Unavailable
+from .connector_gateway import ConnectorGateway
+from .errors import Denied, InvalidArguments, QuotaExhausted, Unavailable
 from .grants import Grant
 from .owners import OwnerStore
 from .plugin_store import PluginStore, PluginStores
@@ -41,6 +42,7 @@ class OpServices:
     config: ConfigStore
     owners: OwnerStore
     quota: QuotaGate
+    connectors: ConnectorGateway
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,12 @@ class OwnerMeta(_Args):
     field: Literal["name", "email", "timezone"]
 
 
+class ConnectorInvoke(_Args):
+    category: str
+    verb: str
+    args: JsonObject = Field(default_factory=dict)
+
+
 async def _store_insert(call: _Call, args: StoreInsert) -> JsonObject:
     scope = call.grant.scope
     check = await call.services.quota.insert_check(call.plugin, call.owner_id, scope.subject, args.collection)
@@ -179,7 +187,14 @@ async def _owner_meta(call: _Call, args: OwnerMeta) -> JsonObject:
     return {"value": getattr(owner, args.field)}
 
 
-Handler = Callable[[_Call, Any], Awaitable[JsonObject]]
+async def _connector_invoke(call: _Call, args: ConnectorInvoke) -> types.CallToolResult:
+    # A capability reaches only the categories its manifest requires.
+    if args.category not in call.plugin.manifest.requires:
+        raise Denied(f"category {args.category[:32]!r} is not in its requires")
+    return await call.services.connectors.invoke(call.owner_id, args.category, args.verb, args.args)
+
+
+Handler = Callable[[_Call, Any], Awaitable[JsonObject | types.CallToolResult]]
 
 
 @dataclass(frozen=True)
@@ -207,14 +222,21 @@ OPS: dict[str, Op] = {
         Op("store.release", StoreRelease, _store_release, "Give a claimed key back."),
         Op("config.get", ConfigGet, _config_get, "This plugin's declared config for this call."),
         Op("owner.meta", OwnerMeta, _owner_meta, "One of the owner's name, email, timezone."),
+        Op(
+            "connector.invoke",
+            ConnectorInvoke,
+            _connector_invoke,
+            "Call a verb of the owner's connector for a category this plugin requires.",
+        ),
     )
 }
 
 
 async def run_op(
     name: str, arguments: Mapping[str, Any] | None, plugin: Plugin, grant: Grant, services: OpServices
-) -> JsonObject:
-    """Run op `name` (one the plugin named; the caller checked) for `grant`.
+) -> JsonObject | types.CallToolResult:
+    """Run op `name` (one the plugin named; the caller checked) for `grant`: its structured
+    answer, or (`connector.invoke`) the connector's own result.
 
     Raises InvalidArguments for arguments that do not fit the op, and the HostErrors of the
     parts below.

@@ -8,7 +8,10 @@ request). Only successful checks are cached, keyed on the session id and the tok
 (never the token), for `ttl_s` seconds; failures always reach the store, so a wrong token is
 never "remembered" as right. Ending a session on this replica drops its entry at once; on
 another replica an ended session can be served for at most `ttl_s` (default 1 s) — the price
-of the cache, and why it is short. `ttl_s = 0` turns it off.
+of the cache, and why it is short. `ttl_s = 0` turns it off. Likewise revoking an access code
+or API key on this replica drops the entries of its sessions at once (`forget_subject`, called
+by the revoking path through the composition root), so their next request reads the
+revocation; another replica may serve the stale "live" answer for at most `ttl_s`.
 """
 
 from __future__ import annotations
@@ -76,3 +79,10 @@ class CachedSessionStore:
         for key in [k for k in self._hits if k[0] == session_id]:
             del self._hits[key]
         return await self._store.end(session_id)
+
+    def forget_subject(self, owner_id: str, subject: Subject) -> None:
+        """Drop the cached authentications of every session of `subject` (its credential was
+        revoked): their next request asks the store."""
+        stale = [k for k, (_, s) in self._hits.items() if s.subject == subject and s.owner_id == owner_id]
+        for key in stale:
+            del self._hits[key]

@@ -9,6 +9,10 @@ sessions, the visitor MCP endpoint that authenticates every request, and the own
 A session id is 32 lowercase hex characters; its token is 256 bits from `secrets` (SECURITY
 E5). Only the token's sha256 digest is stored, and it is compared in constant time. A
 malformed id is answered before any query, so junk never reaches the database.
+
+Authenticating a code or API-key session also reads its credential's row (migration 003) in
+the same query: a revoked credential gives `credential_revoked = True`. Only a row that says
+so counts; credential rows are never deleted.
 """
 
 from __future__ import annotations
@@ -118,6 +122,9 @@ class Session(BaseModel):
     role: RoleSnapshot
     created_at: datetime
     ended_at: datetime | None = None
+    # The access code or API key it was opened with has been revoked since: the session
+    # stays authenticated but may use nothing (the visitor door shows it no tool).
+    credential_revoked: bool = False
 
     @model_validator(mode="after")
     def _subject_matches_mode(self) -> Session:
@@ -145,11 +152,14 @@ class SessionStore(Protocol):
         ...
 
     async def authenticate(self, session_id: str, token: str) -> Session | None:
-        """The live session `session_id` if `token` is its token; otherwise None."""
+        """The live session `session_id` if `token` is its token; otherwise None.
+
+        The session says whether its credential has been revoked (`credential_revoked`).
+        """
         ...
 
     async def get(self, session_id: str) -> Session | None:
-        """The session `session_id`, live or ended; None if there is none."""
+        """The session `session_id`, live or ended, with `credential_revoked`; None if none."""
         ...
 
     async def end(self, session_id: str) -> bool:
@@ -183,6 +193,15 @@ def _new_credentials() -> tuple[str, str, bytes]:
 
 
 _COLUMNS = "id, owner_id, mode, subject, visitor, role, created_at, ended_at"
+# Whether the code or key session `s` was opened with is revoked; public sessions have none.
+_REVOKED = """
+    CASE s.mode
+        WHEN 'code' THEN EXISTS (SELECT 1 FROM mcp_host.access_codes c
+            WHERE c.id = s.subject ->> 'id' AND c.owner_id = s.owner_id AND c.revoked_at IS NOT NULL)
+        WHEN 'api_key' THEN EXISTS (SELECT 1 FROM mcp_host.api_keys k
+            WHERE k.id = s.subject ->> 'id' AND k.owner_id = s.owner_id AND k.revoked_at IS NOT NULL)
+        ELSE false
+    END AS credential_revoked"""
 
 
 class PostgresSessionStore:
@@ -224,7 +243,7 @@ class PostgresSessionStore:
         if digest is None or not is_session_id(session_id):
             return None
         row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS}, token_hash FROM mcp_host.sessions WHERE id = $1 AND ended_at IS NULL",
+            f"SELECT {_COLUMNS}, token_hash, {_REVOKED} FROM mcp_host.sessions s WHERE id = $1 AND ended_at IS NULL",
             session_id,
         )
         if row is None or not hmac.compare_digest(row["token_hash"], digest):
@@ -234,7 +253,9 @@ class PostgresSessionStore:
     async def get(self, session_id: str) -> Session | None:
         if not is_session_id(session_id):
             return None
-        row = await self._pool.fetchrow(f"SELECT {_COLUMNS} FROM mcp_host.sessions WHERE id = $1", session_id)
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s WHERE id = $1", session_id
+        )
         return None if row is None else _session_from_row(row)
 
     async def end(self, session_id: str) -> bool:
@@ -257,6 +278,7 @@ def _session_from_row(row: asyncpg.Record) -> Session:
         role=RoleSnapshot.model_validate(row["role"]),
         created_at=row["created_at"],
         ended_at=row["ended_at"],
+        credential_revoked=row.get("credential_revoked", False),
     )
 
 
@@ -271,6 +293,17 @@ class InMemorySessionStore:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
+        # The twin of a credential row's `revoked_at`: (owner id, subject) revoked.
+        self._revoked: set[tuple[str, Subject]] = set()
+
+    def revoke_subject(self, owner_id: str, subject: Subject) -> None:
+        """Mark `subject`'s credential revoked, as revoking its row does in Postgres."""
+        self._revoked.add((owner_id, subject))
+
+    def _as_stored(self, session: Session) -> Session:
+        if session.subject is None or (session.owner_id, session.subject) not in self._revoked:
+            return session
+        return session.model_copy(update={"credential_revoked": True})
 
     async def open(
         self,
@@ -308,12 +341,12 @@ class InMemorySessionStore:
         entry = self._entries.get(session_id)
         if entry is None or entry.session.ended_at is not None:
             return None
-        return entry.session if hmac.compare_digest(entry.token_hash, digest) else None
+        return self._as_stored(entry.session) if hmac.compare_digest(entry.token_hash, digest) else None
 
     async def get(self, session_id: str) -> Session | None:
         await anyio.lowlevel.checkpoint()
         entry = self._entries.get(session_id) if is_session_id(session_id) else None
-        return None if entry is None else entry.session
+        return None if entry is None else self._as_stored(entry.session)
 
     async def end(self, session_id: str) -> bool:
         await anyio.lowlevel.checkpoint()

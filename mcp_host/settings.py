@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     # How long a quota limit read for a visitor's list or call is reused; the write that
     # would pass the cap always reads it afresh (quota.py).
     quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
+    # Connectors. The host key that seals connector secrets: base64 of 32 bytes, shared by
+    # replicas; unset, a key file in the data dir is made at first start.
+    secret_key: SecretStr | None = None
+    # How long a connector's `can_perform` answer and an owner's connected categories are
+    # reused (connecting or disconnecting on this replica drops them at once).
+    can_perform_ttl_s: float = Field(default=30.0, ge=0)
+    connections_ttl_s: float = Field(default=1.0, ge=0)
     # The plugin store
     store_max_doc_bytes: int = Field(default=256 * 1024, ge=1024)
     store_max_doc_depth: int = Field(default=32, ge=2)
@@ -99,6 +106,18 @@ class Settings(BaseSettings):
     meta_max_keys: int = Field(default=16, ge=1)
     meta_max_depth: int = Field(default=4, ge=1)
     meta_max_bytes: int = Field(default=4096, ge=256)
+
+    # -- Access: slowing down wrong codes and keys at POST /v1/sessions (throttle.py) ------
+    # Per client address, within a sliding window: the first `access_failures_free`
+    # failures are answered at once; each later one waits `access_failure_delay_s`, doubling,
+    # capped at `access_failure_delay_max_s`. At most `access_failure_clients_max` clients
+    # are remembered (per replica).
+    access_failures_free: int = Field(default=5, ge=0)
+    access_failure_window_s: float = Field(default=300.0, gt=0)
+    access_failure_delay_s: float = Field(default=0.25, ge=0)
+    access_failure_delay_max_s: float = Field(default=4.0, ge=0, le=60)
+    access_failure_clients_max: int = Field(default=10_000, ge=1)
+    # -- end of Access ---------------------------------------------------------------------
 
     @field_validator("plugins", mode="before")
     @classmethod

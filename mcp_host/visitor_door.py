@@ -36,6 +36,7 @@ from .grants import CallScope, GrantBook
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
 from .quota import QuotaGate, QuotaState
+from .requirements import RequirementGate
 from .sessions import Session
 from .tool_results import error_result
 
@@ -74,6 +75,7 @@ class VisitorDoor:
         *,
         grants: GrantBook,
         quota: QuotaGate,
+        requirements: RequirementGate,
         meta_caps: MetaCaps,
         call_timeout_s: float,
     ) -> None:
@@ -83,20 +85,30 @@ class VisitorDoor:
         self._child_of = child_of
         self._grants = grants
         self._quota = quota
+        self._requirements = requirements
         self._meta_caps = meta_caps
         self._call_timeout_s = call_timeout_s
 
     def visible(self, session: Session) -> list[Plugin]:
-        """Capabilities this session may see: `acl: always`, or granted by its role snapshot."""
+        """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
+        none once the code or key it was opened with has been revoked."""
+        if session.credential_revoked:
+            return []
         granted = set(session.role.capabilities)
         return [p for p in self._capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
 
+    async def reachable(self, session: Session) -> list[Plugin]:
+        """The visible capabilities whose required connector categories the owner has connected."""
+        return await self._requirements.connected(session.owner_id, self.visible(session))
+
     async def list_tools(self, session: Session) -> VisitorList:
-        visible = self.visible(session)
-        states = await self._quota_states(session, visible)
-        listed = [p for p in visible if p.manifest.id not in states or states[p.manifest.id].remaining > 0]
+        reachable = await self.reachable(session)
+        states = await self._quota_states(session, reachable)
+        listed = [p for p in reachable if p.manifest.id not in states or states[p.manifest.id].remaining > 0]
         toolset = await self._bindings.assemble(listed, fresh=True)
-        return VisitorList(toolset.listed(), {pid: s for pid, s in states.items() if s is not _UNREADABLE})
+        hidden = await self._requirements.hidden_tools(session.owner_id, listed)
+        tools = [tool for tool in toolset.listed() if tool.name not in hidden]
+        return VisitorList(tools, {pid: s for pid, s in states.items() if s is not _UNREADABLE})
 
     async def _quota_states(self, session: Session, visible: list[Plugin]) -> dict[str, QuotaState]:
         """The quota of each gated capability; one that cannot be read counts as exhausted."""
@@ -141,8 +153,12 @@ class VisitorDoor:
         progress: ProgressFnT | None,
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
-        toolset = await self._bindings.assemble(self.visible(session), fresh=False)
+        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
         binding = toolset.tools.get(name)
+        if binding is not None and name in await self._requirements.hidden_tools(
+            session.owner_id, [self._by_id[binding.capability]]
+        ):
+            binding = None  # the owner's connection cannot do what it needs: as if it were not there
         if binding is None:
             logger.info(
                 "session %s: tool %r refused as unknown (%s)",
@@ -196,10 +212,15 @@ class VisitorDoor:
 
     def _why_unknown(self, session: Session, name: str) -> str:
         """Why `name` is refused, for the log only: the visitor gets `unknown` either way."""
+        if session.credential_revoked:
+            return "the session's access code or API key was revoked"
         visible = {p.manifest.id for p in self.visible(session)}
         for pid in self._bindings.last_seen_in(name):
             if pid not in visible:
                 return f"exists in {pid}, which this session may not see"
+            manifest = self._by_id[pid].manifest if pid in self._by_id else None
+            if manifest is not None and (manifest.requires or name in manifest.visitor_tool_requires):
+                return f"{pid} needs a connector the owner has not connected, or one that cannot do what it needs"
             return f"exposed by {pid} but withheld: {self._bindings.causes.get(pid)}"
         for plugin in self._capabilities:
             if plugin.manifest.id not in visible and name in (plugin.manifest.visitor_tools or ()):

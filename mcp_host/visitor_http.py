@@ -1,7 +1,13 @@
 """The visitor face over HTTP: `POST /v1/sessions` and each session's MCP endpoint.
 
 Above: `app` (the composition root mounts these routes). Below: `visitor_door` (what a
-session may list and call) and `sessions` (who a bearer token is).
+session may list and call), `sessions` (who a bearer token is), `access` (which credential
+opens which session) and `throttle` (slowing down wrong credentials).
+
+`POST /v1/sessions` takes `{code?, visitor?}` and an optional `Authorization: Bearer <API
+key>`: a code opens a code session, a key an API-key session, neither a public session while
+the owner allows them. A wrong, expired, used-up or revoked code or key gets one fixed 401
+that does not say which; a client that keeps failing waits longer and longer for it.
 
 One low-level MCP `Server` serves every session; the session is known per request from the
 bearer token, checked before the SDK sees the request (a session URL is a name, never proof:
@@ -18,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
@@ -27,15 +34,19 @@ from mcp.server.caching import CacheHint
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from opentelemetry import trace
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from .sessions import RoleSnapshot, Session, SessionStore, Visitor
+from .access import Access
+from .sessions import Session, SessionStore, Visitor
+from .throttle import FailureThrottle
 from .visitor_door import VisitorDoor
 
 __all__ = [
+    "NO_CREDENTIAL",
+    "REFUSED",
     "SessionsEndpoint",
     "VisitorMCPEndpoint",
     "build_visitor_server",
@@ -47,7 +58,9 @@ logger = logging.getLogger(__name__)
 SCOPE_KEY = "mcp_host.session"
 SERVER_NAME = "mcp-host"
 SERVER_VERSION = "0.1.0"
-PUBLIC_ROLE = RoleSnapshot(id="public", capabilities=(), config={})
+# The one answer to a code or key that was not accepted, whatever was wrong with it.
+REFUSED = {"error": "unauthorized", "message": "the access code or API key was not accepted"}
+NO_CREDENTIAL = {"error": "unauthorized", "message": "this host opens sessions only with an access code or an API key"}
 
 
 def _session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
@@ -119,9 +132,9 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-def _unauthorized() -> Response:
+def _unauthorized(body: Mapping[str, str] | None = None) -> Response:
     return JSONResponse(
-        {"error": "unauthorized", "message": "unknown session or wrong bearer token"},
+        body or {"error": "unauthorized", "message": "unknown session or wrong bearer token"},
         status_code=401,
         headers={"WWW-Authenticate": 'Bearer realm="mcp-host"'},
     )
@@ -150,14 +163,23 @@ class VisitorMCPEndpoint:
 
 class _NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    code: str | None = Field(default=None, min_length=1, max_length=256)
     visitor: Visitor | None = None
 
 
-class SessionsEndpoint:
-    """`POST /v1/sessions`: open a public visitor session."""
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
-    def __init__(self, sessions: SessionStore, owner_id: str, base_url: str, max_body_bytes: int) -> None:
-        self._sessions = sessions
+
+class SessionsEndpoint:
+    """`POST /v1/sessions`: open a code, API-key or public visitor session."""
+
+    def __init__(
+        self, access: Access, throttle: FailureThrottle, owner_id: str, base_url: str, max_body_bytes: int
+    ) -> None:
+        self._access = access
+        self._throttle = throttle
         self._owner_id = owner_id
         self._base_url = base_url
         self._max_body_bytes = max_body_bytes
@@ -179,11 +201,23 @@ class SessionsEndpoint:
             payload = _NewSession.model_validate_json(body or b"{}")
         except ValidationError as exc:
             problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
-            return JSONResponse({"error": "invalid_request", "message": "; ".join(problems)}, status_code=400)
-        session, token = await self._sessions.open(
-            owner_id=self._owner_id, mode="public", visitor=payload.visitor, role=PUBLIC_ROLE
-        )
-        logger.info("session %s opened (public)", session.id)
+            return _invalid("; ".join(problems))
+        has_key = "authorization" in request.headers
+        if has_key and payload.code is not None:
+            return _invalid("give an access code or an API key, not both")
+        if payload.code is not None:
+            opened = await self._access.open_with_code(self._owner_id, payload.code, payload.visitor)
+        elif has_key:
+            key = _bearer(request.scope)
+            opened = None if key is None else await self._access.open_with_key(self._owner_id, key, payload.visitor)
+        else:
+            opened = await self._access.open_public(self._owner_id, payload.visitor)
+            if opened is None:
+                return _unauthorized(NO_CREDENTIAL)
+        if opened is None:
+            return await self._refused(request)
+        session, token = opened
+        logger.info("session %s opened (%s)", session.id, session.mode)
         return JSONResponse(
             {
                 "session_id": session.id,
@@ -193,6 +227,18 @@ class SessionsEndpoint:
             status_code=201,
             headers={"Cache-Control": "no-store"},
         )
+
+    async def _refused(self, request: Request) -> Response:
+        client = _client(request.scope)
+        delay = self._throttle.failed(client)
+        logger.info("session refused: a code or key from %s was not accepted (answered after %.2f s)", client, delay)
+        if delay > 0:
+            await anyio.sleep(delay)
+        return _unauthorized(REFUSED)
+
+
+def _invalid(message: str) -> Response:
+    return JSONResponse({"error": "invalid_request", "message": message}, status_code=400)
 
 
 async def _read_capped(request: Request, cap: int) -> bytes | None:

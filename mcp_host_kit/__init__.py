@@ -8,36 +8,53 @@
         host = kit.host(ctx)                 # this call's grant and session
         return {"id": await host.store.insert("notes", {"text": text})}
 
+A connector reads the owner's settings for its category with `kit.connection(ctx)`.
+
 Under the host, ops travel over the back-channel socket named by `MCP_HOST_SOCKET`;
 without it (`python server.py`, the MCP Inspector) they are emulated in memory from the
 plugin's `manifest.yaml`. The kit depends on the MCP SDK alone (PyYAML only standalone) and
 never on `mcp_host`. README.md next to this file is the plugin author's guide.
 """
 
-from .errors import Denied, HostOpError, InvalidArguments, QuotaExhausted, Unavailable, error_result, tool_errors
+from .connection import CONNECTION_KEY, ConnectionInfo
+from .errors import (
+    Denied,
+    HostOpError,
+    InvalidArguments,
+    QuotaExhausted,
+    Unavailable,
+    Unconfigured,
+    error_result,
+    tool_errors,
+)
 from .host import Config, ConfigValues, Host, Owner, Record, Store
 from .kit import SOCKET_ENV, Kit
+from .server import PluginServer
 from .session import GRANT_KEY, SESSION_KEY, TEST_SESSION, SessionInfo, Subject, Visitor
 
 __all__ = [
+    "CONNECTION_KEY",
     "GRANT_KEY",
     "SESSION_KEY",
     "SOCKET_ENV",
     "TEST_SESSION",
     "Config",
     "ConfigValues",
+    "ConnectionInfo",
     "Denied",
     "Host",
     "HostOpError",
     "InvalidArguments",
     "Kit",
     "Owner",
+    "PluginServer",
     "QuotaExhausted",
     "Record",
     "SessionInfo",
     "Store",
     "Subject",
     "Unavailable",
+    "Unconfigured",
     "Visitor",
     "error_result",
     "tool_errors",

@@ -4,6 +4,7 @@
     ├── Denied                      denied
     ├── QuotaExhausted              quota_exhausted
     ├── InvalidArguments            invalid_arguments
+    ├── Unconfigured                unconfigured (a connector's call carries no usable connection)
     └── Unavailable                 unavailable (also: the socket broke, the host did not answer)
 
 Above: the plugin's tools, which catch these or let `tool_errors` turn them into an `isError`
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidArguments",
     "QuotaExhausted",
     "Unavailable",
+    "Unconfigured",
     "error_for",
     "error_result",
     "tool_errors",
@@ -79,8 +81,18 @@ class Unavailable(HostOpError):
         super().__init__(self.default_code, message)
 
 
-_BY_CODE: dict[str, type[Denied | QuotaExhausted | InvalidArguments | Unavailable]] = {
-    cls.default_code: cls for cls in (Denied, QuotaExhausted, InvalidArguments, Unavailable)
+class Unconfigured(HostOpError):
+    """A connector's call carries no connection, or settings the connector cannot use: the
+    owner has to connect (again) before the call can work."""
+
+    default_code = "unconfigured"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(self.default_code, message)
+
+
+_BY_CODE: dict[str, type[Denied | QuotaExhausted | InvalidArguments | Unavailable | Unconfigured]] = {
+    cls.default_code: cls for cls in (Denied, QuotaExhausted, InvalidArguments, Unavailable, Unconfigured)
 }
 
 

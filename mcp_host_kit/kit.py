@@ -1,4 +1,5 @@
-"""The plugin's handle on the host: `kit = Kit(__file__)` once, `kit.host(ctx)` in each tool.
+"""The plugin's handle on the host: `kit = Kit(__file__)` once, `kit.host(ctx)` in each tool
+(and, in a connector, `kit.connection(ctx)`).
 
 Above: the plugin's server module. Below: `host` (typed ops) over one of two backends,
 chosen once from the environment: the back-channel socket in `MCP_HOST_SOCKET` (`channel`),
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .channel import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S, SocketChannel
+from .connection import ConnectionInfo, connection_of
 from .errors import Unavailable
 from .host import Backend, Host
 from .local import LocalHost
@@ -83,6 +85,15 @@ class Kit:
             session = TEST_SESSION
         backend: Backend = _FromHost() if grant is not None else self._emulation()
         return Host(backend, grant=grant, session=session)
+
+    def connection(self, source: CallSource) -> ConnectionInfo:
+        """The owner's connection a connector's call carries (`_meta["mcp-host/connection"]`):
+        `owner_id`, `category` and the decrypted `settings`. Use it for this call only.
+
+        Raises `Unconfigured` when the call carries none or a malformed one. The same under
+        the host and standalone: a standalone test passes the connection in the call's `_meta`.
+        """
+        return connection_of(source)
 
     async def aclose(self) -> None:
         """Close idle back-channel connections of the running event loop (tests; shutdown)."""

@@ -71,7 +71,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2]
+        assert await apply_migrations(conn) == [1, 2, 3, 4]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -79,9 +79,20 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
         )
     finally:
         await conn.close()
-    assert [tuple(r) for r in recorded] == [(1, "core"), (2, "config")]
+    assert [tuple(r) for r in recorded] == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
     assert [r["table_name"] for r in tables] == snapshot(
-        ["config_values", "owner_tokens", "owners", "schema_migrations", "sessions"]
+        [
+            "access_codes",
+            "api_keys",
+            "config_values",
+            "connections",
+            "host_settings",
+            "owner_tokens",
+            "owners",
+            "roles",
+            "schema_migrations",
+            "sessions",
+        ]
     )
 
 
@@ -93,7 +104,7 @@ async def test_open_database_migrates_and_a_second_start_applies_nothing(
         first = [tuple(r) for r in await db.pool.fetch(query)]
     async with open_database(_settings(tmp_path, database_url)) as db:
         second = [tuple(r) for r in await db.pool.fetch(query)]
-    assert [row[:2] for row in first] == [(1, "core"), (2, "config")]
+    assert [row[:2] for row in first] == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
     assert second == first
 
 
@@ -206,8 +217,8 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2]]
-    assert recorded == [(1, "core"), (2, "config")]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4]]
+    assert recorded == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
 
 
 # -- the pool -----------------------------------------------------------------------------
@@ -327,7 +338,7 @@ async def test_without_a_url_the_embedded_server_runs_under_the_data_dir(
             ]
     pgdata = (postgres_dir / "postgres").resolve()
     assert data_directory == str(pgdata)
-    assert recorded == [(1, "core"), (2, "config")]
+    assert recorded == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
     assert not (pgdata / "postmaster.pid").exists()  # stopped on exit
     assert any(f"data in {pgdata}" in r.getMessage() for r in caplog.records)
 

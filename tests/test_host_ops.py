@@ -34,5 +34,6 @@ def test_op_arguments_are_described_for_plugin_authors() -> None:
             "store.release": ["collection", "key"],
             "config.get": [],
             "owner.meta": ["field"],
+            "connector.invoke": ["category", "verb"],
         }
     )

@@ -1,11 +1,11 @@
-"""The token cache in front of the session store: hits, misses, expiry, ending."""
+"""The token cache in front of the session store: hits, misses, expiry, ending, revocation."""
 
 from __future__ import annotations
 
 import pytest
 
 from mcp_host.session_cache import CachedSessionStore
-from mcp_host.sessions import InMemorySessionStore, Session, public_role
+from mcp_host.sessions import InMemorySessionStore, Session, Subject, public_role
 
 pytestmark = pytest.mark.anyio
 
@@ -82,3 +82,25 @@ async def test_cache_is_bounded() -> None:
     first, first_token = opened[0]
     await cache.authenticate(first.id, first_token)  # evicted by the third: asks again
     assert backing.checks == 4
+
+
+async def test_forgetting_a_subject_drops_its_sessions_at_once_and_no_others() -> None:
+    backing, clock = CountingStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=5.0, clock=clock)
+    spring, other_code = Subject(kind="code", id="c_1"), Subject(kind="code", id="c_2")
+    opened = [
+        await cache.open(owner_id="o1", mode="code", visitor=None, subject=spring, role=public_role()),
+        await cache.open(owner_id="o1", mode="code", visitor=None, subject=spring, role=public_role()),
+        await cache.open(owner_id="o1", mode="code", visitor=None, subject=other_code, role=public_role()),
+        await cache.open(owner_id="o2", mode="code", visitor=None, subject=spring, role=public_role()),
+    ]
+    for session, token in opened:
+        assert await cache.authenticate(session.id, token) == session
+    backing.revoke_subject("o1", spring)
+    assert backing.checks == 4
+
+    cache.forget_subject("o1", spring)
+
+    answers = [await cache.authenticate(session.id, token) for session, token in opened]
+    assert [a.credential_revoked if a else None for a in answers] == [True, True, False, False]
+    assert backing.checks == 6  # only the two sessions of o1's revoked code asked the store again

@@ -8,7 +8,7 @@ import logging
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -17,6 +17,8 @@ import pytest
 from inline_snapshot import Is, snapshot
 from pydantic import SecretStr, ValidationError
 
+from mcp_host.access import Access
+from mcp_host.config import ConfigStore
 from mcp_host.database import PgPool, open_database
 from mcp_host.owners import OwnerStore
 from mcp_host.sessions import (
@@ -24,6 +26,7 @@ from mcp_host.sessions import (
     PostgresSessionStore,
     RoleSnapshot,
     Session,
+    SessionMode,
     SessionStore,
     Subject,
     Visitor,
@@ -86,6 +89,7 @@ async def test_open_returns_a_live_session_with_a_hex_id_and_a_256_bit_token(
             "visitor": {"name": "Ada", "email": "ada@example.org"},
             "role": {"id": "public", "capabilities": (), "config": {}},
             "ended_at": None,
+            "credential_revoked": False,
         }
     )
 
@@ -149,9 +153,7 @@ async def test_an_ended_session_is_refused_but_still_readable(store: SessionStor
     assert ended.model_copy(update={"ended_at": None}) == session
 
 
-async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(
-    store: SessionStore, owner_id: str
-) -> None:
+async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(store: SessionStore, owner_id: str) -> None:
     role = ROLE.model_copy(deep=True)
     session, token = await store.open(
         owner_id=owner_id,
@@ -169,6 +171,52 @@ async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(
         Subject(kind="code", id="c-42"),
         Visitor(name="Grace", email=None),
     )
+
+
+async def _credential(
+    request: pytest.FixtureRequest, store: SessionStore, owner_id: str, kind: str
+) -> tuple[Subject, Callable[[], Awaitable[None]]]:
+    """A subject of `kind` whose credential exists, and how to revoke it in this store."""
+    if isinstance(store, InMemorySessionStore):
+        subject = Subject(kind=kind, id=f"{kind[0]}_{'0' * 16}")  # type: ignore[arg-type]
+
+        async def revoke_in_memory() -> None:
+            store.revoke_subject(owner_id, subject)
+
+        return subject, revoke_in_memory
+    pool: PgPool = request.getfixturevalue("pool")  # the store's own database, made already
+    access = Access(pool, ConfigStore(pool), (), store)
+    await access.ensure_defaults(owner_id)
+    if kind == "code":
+        _, code = await access.create_code(owner_id, "public")
+        subject = Subject(kind="code", id=code.id)
+
+        async def revoke_code() -> None:
+            assert await access.revoke_code(owner_id, code.id)
+
+        return subject, revoke_code
+    _, key = await access.create_api_key(owner_id, "public")
+
+    async def revoke_key() -> None:
+        assert await access.revoke_api_key(owner_id, key.id)
+
+    return Subject(kind="api_key", id=key.id), revoke_key
+
+
+@pytest.mark.parametrize("kind", ["code", "api_key"])
+async def test_a_session_of_a_revoked_credential_still_authenticates_but_says_so(
+    request: pytest.FixtureRequest, store: SessionStore, owner_id: str, kind: SessionMode
+) -> None:
+    subject, revoke = await _credential(request, store, owner_id, kind)
+    session, token = await store.open(owner_id=owner_id, mode=kind, visitor=None, subject=subject, role=ROLE)
+    other, other_token = await store.open(owner_id=owner_id, mode="public", visitor=None, role=public_role())
+    assert await store.authenticate(session.id, token) == session
+    assert session.credential_revoked is False
+    await revoke()
+    revoked = session.model_copy(update={"credential_revoked": True})
+    assert await store.authenticate(session.id, token) == revoked
+    assert await store.get(session.id) == revoked
+    assert await store.authenticate(other.id, other_token) == other
 
 
 @pytest.mark.parametrize(
@@ -195,9 +243,7 @@ async def test_the_token_is_not_stored_in_clear(pool: PgPool) -> None:
     session, token = await PostgresSessionStore(pool).open(
         owner_id=owner.id, mode="public", visitor=Visitor(name="Ada"), role=public_role()
     )
-    row = await pool.fetchrow(
-        "SELECT s.*, s::text AS whole FROM mcp_host.sessions s WHERE id = $1", session.id
-    )
+    row = await pool.fetchrow("SELECT s.*, s::text AS whole FROM mcp_host.sessions s WHERE id = $1", session.id)
     assert row is not None
     assert row["token_hash"] == hashlib.sha256(token.encode()).digest()
     assert token not in row["whole"]

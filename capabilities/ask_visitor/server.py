@@ -21,9 +21,7 @@ class Answer(BaseModel):
 
 
 @mcp.tool()
-async def ask_visitor(
-    question: str, choices: list[str] | None = None, ctx: Context | None = None
-) -> dict[str, Any]:
+async def ask_visitor(question: str, choices: list[str] | None = None, ctx: Context | None = None) -> dict[str, Any]:
     """Ask the visitor a question; optional `choices` lists the answers to pick from."""
     question = question.strip()[:500]
     options = [c.strip()[:100] for c in (choices or [])][:10]

@@ -1,0 +1,78 @@
+"""Slowing down a client that keeps presenting wrong credentials.
+
+Above: the sessions endpoint, which records each refused code or key by the client's address
+and waits the answer's delay before sending its 401. Below: nothing but a clock.
+
+Each client (the peer address of the HTTP connection) has a sliding window of recent
+failures. Up to `free_failures` within `window_s` cost nothing; every further one is answered
+after `base_delay_s`, doubling with each failure, capped at `max_delay_s`. A client's
+failures never slow another client, and a success changes nothing. Memory is bounded: at most
+`max_clients` clients are tracked (the least recently failing are forgotten first) and each
+keeps only as many timestamps as it takes to reach the cap.
+
+The record lives in this replica's memory: each replica slows down what it sees. That is a
+brake on guessing, not an account lockout; a code or key has 128 bits or more of entropy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["FailureThrottle", "ThrottleLimits"]
+
+
+@dataclass(frozen=True)
+class ThrottleLimits:
+    """How many failures are free within the window, and how the delay grows after them."""
+
+    free_failures: int = 5
+    window_s: float = 300.0
+    base_delay_s: float = 0.25
+    max_delay_s: float = 4.0
+    max_clients: int = 10_000
+
+    def delay_after(self, failures: int) -> float:
+        """The wait before answering a client's `failures`-th failure within the window."""
+        over = failures - self.free_failures
+        if over <= 0 or self.base_delay_s <= 0:
+            return 0.0
+        return min(self.max_delay_s, self.base_delay_s * (1 << min(over - 1, 62)))
+
+    def kept(self) -> int:
+        """Failures worth remembering per client: the free ones plus the steps to the cap."""
+        steps = 1
+        if self.base_delay_s > 0 and self.max_delay_s > self.base_delay_s:
+            steps += math.ceil(math.log2(self.max_delay_s / self.base_delay_s))
+        return self.free_failures + steps
+
+
+class FailureThrottle:
+    """Failures by client, in a bounded sliding window."""
+
+    def __init__(self, limits: ThrottleLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limits = limits
+        self._clock = clock
+        self._kept = limits.kept()
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def failed(self, client: str) -> float:
+        """Record a failure of `client`; return how long to wait before answering it."""
+        now = self._clock()
+        times = self._failures.pop(client, None)
+        if times is None:
+            times = deque(maxlen=self._kept)
+        while times and times[0] <= now - self._limits.window_s:
+            times.popleft()
+        times.append(now)
+        self._failures[client] = times  # most recently failing last
+        while len(self._failures) > self._limits.max_clients:
+            self._failures.popitem(last=False)
+        return self._limits.delay_after(len(times))
+
+    def tracked(self) -> int:
+        """How many clients are remembered."""
+        return len(self._failures)
