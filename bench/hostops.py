@@ -29,17 +29,19 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import asyncpg
+import httpx2
 from legs import http_client, timed
 from procs import Processes
 from pydantic import SecretStr
 from servers import REPO, start_host
 
+from mcp_host.access import Access
 from mcp_host.config import ConfigStore
 from mcp_host.database import open_database
-from mcp_host.manifest import load_manifest
 from mcp_host.owners import OwnerStore
 from mcp_host.plugin_store import store_schema
-from mcp_host.sessions import PostgresSessionStore, RoleSnapshot, Subject
+from mcp_host.plugins import load_plugins
+from mcp_host.sessions import PostgresSessionStore
 from mcp_host.settings import Settings
 
 PLUGIN = Path(__file__).resolve().parent / "ops_plugin"
@@ -63,20 +65,20 @@ def _ms(samples_ns: list[int]) -> dict[str, float]:
 
 
 async def _code_session(dsn: str, workdir: Path, base_url: str) -> tuple[str, str, str]:
-    """A session of access code BENCH with a (never reached) limit: every call passes the gate."""
+    """A session opened with an access code whose (never reached) limit puts every call
+    through the quota gate; the code is made as the owner would, the session as a visitor."""
     settings = Settings(database_url=SecretStr(dsn), data_dir=workdir / "bench-client")
+    plugins = load_plugins(None, [PLUGIN]).plugins
     async with open_database(settings) as db:
         owner = await OwnerStore(db.pool).ensure_single_owner()
-        manifest = load_manifest(PLUGIN)
-        await ConfigStore(db.pool).for_plugin(manifest.id, manifest).set(owner.id, "code", "BENCH", {"max_uses": 10**9})
-        session, token = await PostgresSessionStore(db.pool).open(
-            owner_id=owner.id,
-            mode="code",
-            visitor=None,
-            subject=Subject(kind="code", id="BENCH"),
-            role=RoleSnapshot(id="bench", capabilities=(), config={}),
-        )
-    return f"{base_url}/v1/sessions/{session.id}/mcp", token, owner.id
+        access = Access(db.pool, ConfigStore(db.pool), plugins, PostgresSessionStore(db.pool))
+        code, _ = await access.create_code(owner.id, "public", {"bench_ops": {"max_uses": 10**9}})
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(f"{base_url}/v1/sessions", json={"code": code})
+    if response.status_code != 201:
+        raise RuntimeError(f"POST /v1/sessions with a code answered {response.status_code}: {response.text}")
+    body = response.json()
+    return body["mcp_url"], body["token"], owner.id
 
 
 async def _direct_counts(dsn: str, owner_id: str, n: int) -> list[int]:

@@ -11,8 +11,8 @@ E5). Only the token's sha256 digest is stored, and it is compared in constant ti
 malformed id is answered before any query, so junk never reaches the database.
 
 Authenticating a code or API-key session also reads its credential's row (migration 003) in
-the same query: a revoked credential gives `credential_revoked = True`. Only a row that says
-so counts; credential rows are never deleted.
+the same query: a revoked credential gives `credential_revoked = True`, and so does one whose
+row cannot be found (fail closed; credential rows are never deleted).
 """
 
 from __future__ import annotations
@@ -193,13 +193,14 @@ def _new_credentials() -> tuple[str, str, bytes]:
 
 
 _COLUMNS = "id, owner_id, mode, subject, visitor, role, created_at, ended_at"
-# Whether the code or key session `s` was opened with is revoked; public sessions have none.
+# Whether the code or key session `s` was opened with is no longer live: revoked, or gone
+# (fail closed: a subject whose credential row cannot be found counts as revoked).
 _REVOKED = """
     CASE s.mode
-        WHEN 'code' THEN EXISTS (SELECT 1 FROM mcp_host.access_codes c
-            WHERE c.id = s.subject ->> 'id' AND c.owner_id = s.owner_id AND c.revoked_at IS NOT NULL)
-        WHEN 'api_key' THEN EXISTS (SELECT 1 FROM mcp_host.api_keys k
-            WHERE k.id = s.subject ->> 'id' AND k.owner_id = s.owner_id AND k.revoked_at IS NOT NULL)
+        WHEN 'code' THEN NOT EXISTS (SELECT 1 FROM mcp_host.access_codes c
+            WHERE c.id = s.subject ->> 'id' AND c.owner_id = s.owner_id AND c.revoked_at IS NULL)
+        WHEN 'api_key' THEN NOT EXISTS (SELECT 1 FROM mcp_host.api_keys k
+            WHERE k.id = s.subject ->> 'id' AND k.owner_id = s.owner_id AND k.revoked_at IS NULL)
         ELSE false
     END AS credential_revoked"""
 

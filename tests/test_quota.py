@@ -22,26 +22,26 @@ from inline_snapshot import snapshot
 
 from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host
 from mcp_host.config import PluginConfig
-from mcp_host.sessions import RoleSnapshot, Subject
 from processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
 
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
-GUESTS = RoleSnapshot(id="guests", capabilities=(), config={})
+
+
+async def new_code(running: RunningHost, max_notes: int | None = None) -> tuple[str, str]:
+    """A new access code (of the `public` role) and its id; `max_notes` goes into its code_config."""
+    config = {"notes": {"max_notes": max_notes}} if max_notes is not None else None
+    text, code = await running.host.access.create_code(running.host.owner_id, "public", config)
+    return text, code.id
 
 
 async def code_session(running: RunningHost, code: str, base_url: str | None = None) -> dict[str, Any]:
-    """A live session opened with access code `code` (its subject), as `RunningHost.client` takes it."""
-    session, token = await running.host.sessions.open(
-        owner_id=running.host.owner_id,
-        mode="code",
-        visitor=None,
-        subject=Subject(kind="code", id=code),
-        role=GUESTS,
-    )
+    """A session opened with access code `code` through `POST /v1/sessions` (of `base_url`'s host)."""
     url = (base_url or running.url).rstrip("/")
-    return {"session_id": session.id, "token": token, "mcp_url": f"{url}/v1/sessions/{session.id}/mcp"}
+    response = await running.http.post(f"{url}/v1/sessions", json={"code": code})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
 
 
 def notes_config(running: RunningHost) -> PluginConfig:
@@ -57,8 +57,8 @@ async def call(running: RunningHost, session: dict[str, Any], tool: str, **argum
 
 async def test_quota_exhausted_hides_tool_and_refuses_call(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
-        await notes_config(running).set(running.host.owner_id, "code", "SPRING", {"max_notes": 2})
-        session = await code_session(running, "SPRING")
+        code, _ = await new_code(running, max_notes=2)
+        session = await code_session(running, code)
         async with running.client(session) as client:
             added = await client.call_tool("note_add", {"text": "one"})
             # An update cannot move the row out of the subject's count.
@@ -80,11 +80,11 @@ async def test_quota_exhausted_hides_tool_and_refuses_call(tmp_path: Path, datab
 
 async def test_public_sessions_and_unset_limits_are_never_counted(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
-        config = notes_config(running)
-        await config.set(running.host.owner_id, "code", "ZERO", {"max_notes": 0})
+        zero_code, _ = await new_code(running, max_notes=0)
+        unset_code, _ = await new_code(running)
         public = await running.new_session()
-        unset = await code_session(running, "UNSET")
-        zero = await code_session(running, "ZERO")
+        unset = await code_session(running, unset_code)
+        zero = await code_session(running, zero_code)
         for session in (public, unset, zero):
             outcomes = [await call(running, session, "note_add", text=str(n)) for n in range(3)]
             assert [error for error, _ in outcomes] == [False, False, False]
@@ -98,8 +98,8 @@ async def test_quota_that_cannot_be_read_hides_the_tools_and_says_why(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
-        await notes_config(running).set(running.host.owner_id, "code", "SPRING", {"max_notes": 5})
-        session = await code_session(running, "SPRING")
+        code, code_id = await new_code(running, max_notes=5)
+        session = await code_session(running, code)
         await running.host.stores.drop("capability", "notes")  # the count now fails
         caplog.set_level(logging.WARNING, "mcp_host")
 
@@ -109,7 +109,7 @@ async def test_quota_that_cannot_be_read_hides_the_tools_and_says_why(
 
         assert [t.name for t in listed.tools] == []
         assert refused.is_error and (refused.structured_content or {})["code"] == "unavailable"
-        assert any("notes: quota of subject" in r.getMessage() and "SPRING" in r.getMessage() for r in caplog.records)
+        assert any("notes: quota of subject" in r.getMessage() and code_id in r.getMessage() for r in caplog.records)
 
 
 @asynccontextmanager
@@ -150,8 +150,8 @@ async def test_quota_race_across_two_host_processes_has_exactly_n_winners(tmp_pa
         running_host(host_settings(tmp_path, database_url, ["notes"])) as running,
         second_host(tmp_path, database_url) as other_url,
     ):
-        await notes_config(running).set(running.host.owner_id, "code", "RACE", {"max_notes": cap})
-        sessions = [await code_session(running, "RACE", other_url if n % 2 else None) for n in range(callers)]
+        code, code_id = await new_code(running, max_notes=cap)
+        sessions = [await code_session(running, code, other_url if n % 2 else None) for n in range(callers)]
         # Warm both hosts' children first, so the calls below really overlap.
         for session in sessions[:2]:
             async with running.client(session) as client:
@@ -175,7 +175,7 @@ async def test_quota_race_across_two_host_processes_has_exactly_n_winners(tmp_pa
             [(False, None)] * cap + [(True, "quota_exhausted")] * (callers - cap), key=str
         )
         store = running.host.stores.bound("capability", "notes")
-        assert await store.count(running.host.owner_id, "notes", {"subject_id": "RACE"}) == cap
+        assert await store.count(running.host.owner_id, "notes", {"subject_id": code_id}) == cap
 
 
 async def test_concurrent_claims_through_the_host_have_one_winner(tmp_path: Path, database_url: str) -> None:
@@ -199,8 +199,9 @@ async def test_plugin_reads_declared_config_at_its_scopes_with_defaults(tmp_path
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
         config = notes_config(running)
         await config.set(running.host.owner_id, "owner", "", {"greeting": "welcome"})
-        await config.set(running.host.owner_id, "code", "SPRING", {"max_notes": 3})
-        session = await code_session(running, "SPRING")
+        code, code_id = await new_code(running)
+        await config.set(running.host.owner_id, "code", code_id, {"max_notes": 3})
+        session = await code_session(running, code)
 
         error, answer = await call(running, session, "config_show")
 
@@ -222,7 +223,8 @@ async def test_plugin_sees_the_trusted_session_and_the_owner_fields(tmp_path: Pa
             await conn.execute("UPDATE mcp_host.owners SET timezone = 'Europe/Paris'")
         finally:
             await conn.close()
-        session = await code_session(running, "SPRING")
+        code, code_id = await new_code(running)
+        session = await code_session(running, code)
 
         _, who = await call(running, session, "whoami")
         _, timezone = await call(running, session, "owner_timezone")
@@ -231,8 +233,8 @@ async def test_plugin_sees_the_trusted_session_and_the_owner_fields(tmp_path: Pa
             "owner_id": running.host.owner_id,
             "session_id": session["session_id"],
             "mode": "code",
-            "subject": {"kind": "code", "id": "SPRING"},
+            "subject": {"kind": "code", "id": code_id},
             "visitor": None,
-            "role": "guests",
+            "role": "public",
         }
         assert timezone == {"timezone": "Europe/Paris"}

@@ -153,23 +153,27 @@ async def test_an_ended_session_is_refused_but_still_readable(store: SessionStor
     assert ended.model_copy(update={"ended_at": None}) == session
 
 
-async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(store: SessionStore, owner_id: str) -> None:
+async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(
+    request: pytest.FixtureRequest, store: SessionStore, owner_id: str
+) -> None:
+    subject, _ = await _credential(request, store, owner_id, "code")
     role = ROLE.model_copy(deep=True)
     session, token = await store.open(
         owner_id=owner_id,
         mode="code",
         visitor=Visitor(name="Grace"),
-        subject=Subject(kind="code", id="c-42"),
+        subject=subject,
         role=role,
     )
     role.config["calendar.book"]["max"] = 99  # the caller's object changes; the snapshot must not
     assert await store.get(session.id) == session
     assert await store.authenticate(session.id, token) == session
     assert session.role == ROLE
-    assert (session.mode, session.subject, session.visitor) == (
+    assert (session.mode, session.subject, session.visitor, session.credential_revoked) == (
         "code",
-        Subject(kind="code", id="c-42"),
+        subject,
         Visitor(name="Grace", email=None),
+        False,
     )
 
 
@@ -248,6 +252,19 @@ async def test_the_token_is_not_stored_in_clear(pool: PgPool) -> None:
     assert row["token_hash"] == hashlib.sha256(token.encode()).digest()
     assert token not in row["whole"]
     assert token.encode() not in bytes(row["token_hash"])
+
+
+@pytest.mark.parametrize("kind", ["code", "api_key"])
+async def test_a_session_whose_credential_cannot_be_found_counts_as_revoked(pool: PgPool, kind: str) -> None:
+    owner = await OwnerStore(pool).ensure_single_owner()
+    store = PostgresSessionStore(pool)
+    session, token = await store.open(
+        owner_id=owner.id, mode=kind, visitor=None, subject=Subject(kind=kind, id="made-up"), role=public_role()
+    )
+
+    authenticated = await store.authenticate(session.id, token)
+
+    assert authenticated is not None and authenticated.credential_revoked is True
 
 
 async def test_a_malformed_session_id_never_reaches_the_database(database_url: str) -> None:

@@ -173,8 +173,17 @@ async def test_role_granted_capability_is_hidden_from_public_sessions(
         async with host.client(session) as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["echo", "whoami", "sleep", "die"]
             refused = await client.call_tool("only_a", {})
-            assert refused.structured_content is not None
-            assert refused.structured_content["code"] == "unknown"
+            missing = await client.call_tool("only_z", {})
+            # exactly what a tool that exists nowhere gets (the name it was asked for aside)
+            assert refused.structured_content == {
+                "code": "unknown",
+                "message": "no tool named 'only_a' is available in this session",
+            }
+            assert missing.structured_content == {
+                "code": "unknown",
+                "message": "no tool named 'only_z' is available in this session",
+            }
+            assert refused.is_error is missing.is_error is True
         assert len(host.host.spawned) == 1  # twin_a never started for a session that cannot see it
         # the visitor hears `unknown`, as for a tool that does not exist; the log says which it was
         assert (
