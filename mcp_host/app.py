@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,7 +25,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, build_owner_server
+
 from .access import Access
+from .audit import AuditLog
 from .backchannel import BackChannel, BackChannelLimits, named_ops
 from .bindings import Bindings
 from .catalogue import Catalogue
@@ -37,7 +41,9 @@ from .grants import GrantBook
 from .host_ops import OpServices
 from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
-from .owners import OwnerStore, ensure_owner_token
+from .owner_calls import OwnerCalls
+from .owners import OWNER_TOKEN_FILE, OwnerStore, ensure_owner_token
+from .pins import PinBook, Pins
 from .plugin_store import PluginStores, StoreLimits
 from .plugins import LoadReport, Plugin, load_plugins
 from .quota import QuotaGate
@@ -68,6 +74,7 @@ class Host:
     owners: OwnerStore
     sessions_endpoint: SessionsEndpoint
     visitor_endpoint: VisitorMCPEndpoint
+    owner_endpoint: OwnerMCPEndpoint
     owner_id: str
     sessions: SessionStore
     config: ConfigStore
@@ -77,6 +84,10 @@ class Host:
     access: Access
     connections: Connections
     connectors: ConnectorGateway
+    audit: AuditLog
+    pins: PinBook | None = None
+    owner_token_new: bool = False
+    """The owner token was made by this start (so `serve` shows it once, on the terminal)."""
     spawned: list[int] = field(default_factory=list)
 
 
@@ -185,6 +196,13 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
         async with open_database(settings) as database:
             owners = OwnerStore(database.pool)
             owner = await owners.ensure_single_owner()
+            # Tool pinning: a child's tool whose definition the owner has not approved stays
+            # hidden. Attached now (the bindings exist before the database, for prestart).
+            pins = Pins(database.pool) if settings.pin_tools else None
+            if pins is not None:
+                await pins.load()
+            bindings.pins = pins
+            first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
             token_file = await ensure_owner_token(owners, owner, settings.data_dir)
             sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
             stores = PluginStores(database.pool, _store_limits(settings))
@@ -225,12 +243,35 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
                 max_request_body_size=settings.max_body_bytes,
             )
-            async with manager.run():
+            audit = AuditLog(database.pool)
+            catalogue = Catalogue(report, pool, bindings)
+            owner_door = OwnerDoor(
+                OwnerServices(
+                    plugins=report.plugins,
+                    catalogue=catalogue,
+                    config=config,
+                    access=access,
+                    sessions=sessions,
+                    connections=connections,
+                    connectors=connectors,
+                    calls=OwnerCalls(
+                        report.plugins, child_of, grants=grants, call_timeout_s=settings.call_timeout_s
+                    ),
+                    audit=audit,
+                    pins=pins,
+                )
+            )
+            owner_manager = StreamableHTTPSessionManager(
+                build_owner_server(owner_door),
+                security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
+                max_request_body_size=settings.max_body_bytes,
+            )
+            async with manager.run(), owner_manager.run():
                 yield Host(
                     settings=settings,
                     report=report,
                     pool=pool,
-                    catalogue=Catalogue(report, pool, bindings),
+                    catalogue=catalogue,
                     owner_token_file=token_file,
                     owners=owners,
                     sessions_endpoint=SessionsEndpoint(
@@ -241,6 +282,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                         settings.max_rest_body_bytes,
                     ),
                     visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
+                    owner_endpoint=OwnerMCPEndpoint(owners, owner_manager),
                     owner_id=owner.id,
                     sessions=sessions,
                     config=config,
@@ -250,6 +292,9 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     access=access,
                     connections=connections,
                     connectors=connectors,
+                    audit=audit,
+                    pins=pins,
+                    owner_token_new=first_token and token_file is not None,
                     spawned=spawned,
                 )
         background.cancel_scope.cancel()
@@ -336,6 +381,7 @@ def create_app(settings: Settings) -> HostApp:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/v1/catalogue", catalogue, methods=["GET"]),
             Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"]),
+            Route(OWNER_PATH, _Deferred(app, "owner_endpoint"), methods=["GET", "POST", "DELETE"]),
             Route(
                 "/v1/sessions/{session_id}/mcp",
                 _Deferred(app, "visitor_endpoint"),
@@ -351,11 +397,16 @@ def _announce(host: Host) -> None:
     plugins = ", ".join(p.manifest.id for p in host.report.plugins) or "none"
     logger.info("mcp-host ready on %s (plugins: %s)", s.base_url, plugins)
     logger.info(
-        "owner endpoint: %s/v1/owner/mcp (served once the owner door lands; the owner token is in %s;"
-        " `mcp-host owner token` prints it)",
+        "owner endpoint: %s%s (the owner token is in %s; `mcp-host owner token` prints it)",
         s.base_url,
+        OWNER_PATH,
         host.owner_token_file,
     )
+    if host.owner_token_new and host.owner_token_file is not None:
+        # Once, on the terminal only (never into the log): the owner connects with it.
+        token = host.owner_token_file.read_text().strip()
+        sys.stdout.write(f"\n  owner token (shown once; `mcp-host owner token` prints it again): {token}\n\n")
+        sys.stdout.flush()
     logger.info(
         "open a visitor session: curl -s -X POST %s/v1/sessions -H 'content-type: application/json' -d '{}'",
         s.base_url,

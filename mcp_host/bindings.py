@@ -10,7 +10,10 @@ Reconciliation rules (issue 2):
 - a child that cannot be started or answered is left out, and its cause is logged and kept
   for the catalogue (never a silent empty list);
 - a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
-- a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged.
+- a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged;
+- with `pins` (SECURITY.md E8), each newly vetted list is recorded with them, and a tool whose
+  definition is not the one the owner approved is withheld until the owner approves it; the
+  catalogue and the log say it is pending owner approval.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import mcp.types as types
 from .children import Child
 from .errors import HostError
 from .manifest import TOOL_NAME_RE
+from .pins import PinBook
 from .plugins import Plugin
 from .text_safety import check_text, check_tool_schema
 
@@ -58,9 +62,18 @@ class Toolset:
 class Bindings:
     """Assembles toolsets; remembers per-capability causes for the catalogue."""
 
-    def __init__(self, child_of: Callable[[Plugin], Child], *, list_timeout_s: float) -> None:
+    def __init__(
+        self, child_of: Callable[[Plugin], Child], *, list_timeout_s: float, pins: PinBook | None = None
+    ) -> None:
         self._child_of = child_of
         self._list_timeout_s = list_timeout_s
+        self.pins = pins
+        """The tool pins; None shows every safe tool. Set before the first visitor is served."""
+        # plugin id -> the vetted list the pins last recorded
+        self._observed: dict[str, tuple[types.Tool, ...]] = {}
+        # plugin id -> (a vetted list, the pins' version, the tools of it approved as they are)
+        self._pinned: dict[str, tuple[tuple[types.Tool, ...], int, tuple[types.Tool, ...]]] = {}
+        self._withheld: dict[str, tuple[str, ...]] = {}
         self._reported: dict[str, frozenset[str]] = {}
         # plugin id -> (the child's list as last vetted, the tools of it that passed)
         self._vetted: dict[str, tuple[tuple[types.Tool, ...], tuple[types.Tool, ...]]] = {}
@@ -87,7 +100,7 @@ class Bindings:
             if cached is None:
                 to_ask.append(plugin)
             else:
-                lists[plugin.manifest.id] = self._safe(plugin, cached)
+                lists[plugin.manifest.id] = await self._vet(plugin, cached)
 
         async def collect(plugin: Plugin) -> None:
             try:
@@ -97,7 +110,7 @@ class Bindings:
                 existing = self._peek_cause(plugin)
                 unavailable[plugin.manifest.id] = existing or exc.message
                 return
-            lists[plugin.manifest.id] = self._safe(plugin, real)
+            lists[plugin.manifest.id] = await self._vet(plugin, real)
 
         if len(to_ask) == 1:
             await collect(to_ask[0])
@@ -106,6 +119,32 @@ class Bindings:
                 for plugin in to_ask:
                     tg.start_soon(collect, plugin)
         return self._merge(capabilities, lists, unavailable)
+
+    async def _vet(self, plugin: Plugin, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
+        """The tools of `tools` a visitor may be shown: safe, and approved when pinning is on."""
+        safe = self._safe(plugin, tools)
+        if self.pins is None:
+            return safe
+        pid = plugin.manifest.id
+        if self._observed.get(pid) is not safe:  # `_safe` returns the same tuple while nothing changed
+            try:
+                await self.pins.observe(plugin, safe)
+                self._observed[pid] = safe
+            except Exception:  # fail closed: a changed tool stays hidden; the next list retries
+                logger.warning("%s: its tool definitions could not be recorded", pid, exc_info=True)
+        return self._approved(pid, safe, self.pins)
+
+    def _approved(self, pid: str, safe: tuple[types.Tool, ...], pins: PinBook) -> tuple[types.Tool, ...]:
+        last = self._pinned.get(pid)
+        if last is not None and last[0] is safe and last[1] == pins.version:
+            return last[2]
+        kept = tuple(t for t in safe if pins.approved(pid, t))
+        if len(kept) == len(safe):
+            kept = safe  # the same object: merges keyed on it stay cached
+        approved = {id(t) for t in kept}
+        self._withheld[pid] = tuple(t.name for t in safe if id(t) not in approved)
+        self._pinned[pid] = (safe, pins.version, kept)
+        return kept
 
     def _safe(self, plugin: Plugin, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
         """The tools that pass the safety checks; a list equal to the last one is not re-checked."""
@@ -205,6 +244,7 @@ class Bindings:
                 for name, ids in sorted(collisions.items())
                 if pid in ids
             ]
+            clashes.extend(f"tool {name!r} is pending owner approval" for name in self._withheld.get(pid, ()))
             if pid in unavailable:
                 clashes.insert(0, f"left out of tool lists: {unavailable[pid]}")
             if clashes:

@@ -162,6 +162,22 @@ def _owner_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _owner_bridge(args: argparse.Namespace) -> int:
+    from .owner_bridge import run_owner_bridge
+
+    settings = _settings(args)
+    token_file = settings.data_dir / "owner-token"
+    try:
+        token = token_file.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        token = ""
+    if not token:
+        print(f"mcp-host: no owner token at {token_file}; start the host once", file=sys.stderr)
+        return 1
+    anyio.run(run_owner_bridge, (args.url or settings.base_url).rstrip("/"), token)
+    return 0
+
+
 async def _rotate_owner_token(settings: Settings) -> Path:
     from .database import open_database
     from .owners import OwnerStore, write_owner_token_file
@@ -230,7 +246,13 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--email")
     new.set_defaults(run=_session_new)
 
-    owner = sub.add_parser("owner", help="the owner's credentials").add_subparsers(dest="owner_command", required=True)
+    owner_door = sub.add_parser(
+        "owner", help="the owner endpoint on stdio (a bridge to a running host); `owner token`: the credential"
+    )
+    owner_door.add_argument("--url", help="the host's base URL (default: from settings)")
+    owner_door.add_argument("--data-dir", dest="data_dir", type=Path)
+    owner_door.set_defaults(run=_owner_bridge)
+    owner = owner_door.add_subparsers(dest="owner_command")
     token = owner.add_parser("token", help="print (or --rotate) the owner token")
     token.add_argument("--rotate", action="store_true")
     token.add_argument("--data-dir", dest="data_dir", type=Path)

@@ -80,6 +80,9 @@ class CachedSessionStore:
             del self._hits[key]
         return await self._store.end(session_id)
 
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        return await self._store.list_live(owner_id, limit=limit)
+
     def forget_subject(self, owner_id: str, subject: Subject) -> None:
         """Drop the cached authentications of every session of `subject` (its credential was
         revoked): their next request asks the store."""

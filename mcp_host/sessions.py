@@ -166,6 +166,10 @@ class SessionStore(Protocol):
         """End a live session; True if this call ended it, False if unknown or already ended."""
         ...
 
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        """`owner_id`'s live sessions, newest first, at most `limit`."""
+        ...
+
 
 def is_session_id(value: object) -> bool:
     """Whether `value` has the grammar of a session id (32 lowercase hex characters)."""
@@ -268,6 +272,15 @@ class PostgresSessionStore:
         )
         return status == "UPDATE 1"
 
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        rows = await self._pool.fetch(
+            f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s "
+            "WHERE owner_id = $1 AND ended_at IS NULL ORDER BY created_at DESC, id LIMIT $2",
+            owner_id,
+            limit,
+        )
+        return [_session_from_row(row) for row in rows]
+
 
 def _session_from_row(row: asyncpg.Record) -> Session:
     return Session(
@@ -356,3 +369,12 @@ class InMemorySessionStore:
             return False
         entry.session = entry.session.model_copy(update={"ended_at": datetime.now(UTC)})
         return True
+
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        await anyio.lowlevel.checkpoint()
+        live = [
+            self._as_stored(e.session)
+            for e in self._entries.values()
+            if e.session.owner_id == owner_id and e.session.ended_at is None
+        ]
+        return sorted(live, key=lambda s: s.created_at, reverse=True)[:limit]

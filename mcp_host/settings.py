@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     store_max_doc_depth: int = Field(default=32, ge=2)
     store_max_query_limit: int = Field(default=500, ge=1)
 
+    # Tool pinning (pins.py, SECURITY.md E8): a plugin tool whose definition the owner has not
+    # approved is hidden from visitors. Off shows every safe tool as its child lists it.
+    pin_tools: bool = True
+
     # How long a verified session token is trusted without asking the database again
     # (see session_cache.py); 0 asks every time.
     auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)

@@ -45,6 +45,7 @@ from .throttle import FailureThrottle
 from .visitor_door import VisitorDoor
 
 __all__ = [
+    "bearer_token",
     "NO_CREDENTIAL",
     "REFUSED",
     "SessionsEndpoint",
@@ -123,7 +124,8 @@ def security_settings(host: str, port: int, extra_hosts: list[str]) -> Transport
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer_token(scope: Scope) -> str | None:
+    """The bearer token of an ASGI request's `Authorization` header, or None."""
     for key, value in scope.get("headers", ()):
         if key == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
@@ -149,7 +151,7 @@ class VisitorMCPEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))
-        token = _bearer(scope)
+        token = bearer_token(scope)
         session = await self._sessions.authenticate(session_id, token) if token else None
         if session is None:
             await _unauthorized()(scope, receive, send)
@@ -208,7 +210,7 @@ class SessionsEndpoint:
         if payload.code is not None:
             opened = await self._access.open_with_code(self._owner_id, payload.code, payload.visitor)
         elif has_key:
-            key = _bearer(request.scope)
+            key = bearer_token(request.scope)
             opened = None if key is None else await self._access.open_with_key(self._owner_id, key, payload.visitor)
         else:
             opened = await self._access.open_public(self._owner_id, payload.visitor)

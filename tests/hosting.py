@@ -63,6 +63,7 @@ def host_settings(tmp_path: Path, database_url: str, plugins: list[str], **overr
         "call_timeout_s": 10.0,
         "child_idle_timeout_s": 300.0,
         "prestart_children": False,  # tests count spawns; test_app covers prestart
+        "pin_tools": False,  # tests of other things use --plugins test plugins; test_pins turns it on
     }
     values.update(overrides)
     return Settings(**values)

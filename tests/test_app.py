@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hosting import host_settings, running_host, wait_until
+from hosting import free_port, host_settings, running_host, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -43,3 +43,20 @@ def test_serve_without_bubblewrap_refuses_to_start_and_says_how_to_install(tmp_p
     assert "bubblewrap (bwrap) is not on PATH" in done.stderr
     assert "apt-get install bubblewrap" in done.stderr
     assert not (tmp_path / "data" / "postgres").exists()  # nothing was started
+
+
+@pytest.mark.anyio
+async def test_the_owner_token_is_shown_once_on_the_terminal_at_first_start(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo"])
+    async with running_host(settings) as first:
+        assert first.host.owner_token_file is not None
+        token = first.host.owner_token_file.read_text().strip()
+    shown = capsys.readouterr().out
+    async with running_host(settings.model_copy(update={"port": free_port()})):
+        pass
+
+    assert f"owner token (shown once; `mcp-host owner token` prints it again): {token}" in shown
+    assert token not in capsys.readouterr().out
+    assert all(token not in r.getMessage() for r in caplog.records)

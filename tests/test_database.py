@@ -31,6 +31,9 @@ from mcp_host.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
+# Every migration this host ships, as `schema_migrations` records them.
+MIGRATED = [(1, "core"), (2, "config"), (3, "access"), (4, "connections"), (5, "pins"), (6, "audit")]
+
 
 def _settings(data_dir: Path, dsn: str | None = None) -> Settings:
     return Settings(data_dir=data_dir, database_url=None if dsn is None else SecretStr(dsn))
@@ -71,7 +74,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -79,11 +82,12 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
         )
     finally:
         await conn.close()
-    assert [tuple(r) for r in recorded] == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
+    assert [tuple(r) for r in recorded] == MIGRATED
     assert [r["table_name"] for r in tables] == snapshot(
         [
             "access_codes",
             "api_keys",
+            "audit",
             "config_values",
             "connections",
             "host_settings",
@@ -92,6 +96,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "roles",
             "schema_migrations",
             "sessions",
+            "tool_pins",
         ]
     )
 
@@ -104,7 +109,7 @@ async def test_open_database_migrates_and_a_second_start_applies_nothing(
         first = [tuple(r) for r in await db.pool.fetch(query)]
     async with open_database(_settings(tmp_path, database_url)) as db:
         second = [tuple(r) for r in await db.pool.fetch(query)]
-    assert [row[:2] for row in first] == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
+    assert [row[:2] for row in first] == MIGRATED
     assert second == first
 
 
@@ -217,8 +222,8 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4]]
-    assert recorded == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6]]
+    assert recorded == MIGRATED
 
 
 # -- the pool -----------------------------------------------------------------------------
@@ -338,7 +343,7 @@ async def test_without_a_url_the_embedded_server_runs_under_the_data_dir(
             ]
     pgdata = (postgres_dir / "postgres").resolve()
     assert data_directory == str(pgdata)
-    assert recorded == [(1, "core"), (2, "config"), (3, "access"), (4, "connections")]
+    assert recorded == MIGRATED
     assert not (pgdata / "postmaster.pid").exists()  # stopped on exit
     assert any(f"data in {pgdata}" in r.getMessage() for r in caplog.records)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import mcp_host
+import owner_facade
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(mcp_host.__path__, "mcp_host."))
 
@@ -38,3 +39,33 @@ def test_the_host_knows_no_business_word() -> None:
         if BUSINESS_WORDS.search(line)
     ]
     assert found == []
+
+
+FACADE_MODULES = sorted(m.name for m in pkgutil.walk_packages(owner_facade.__path__, "owner_facade."))
+_FROM_IMPORT = re.compile(r"^from (mcp_host(?:\.\w+)*) import \(?([^)]*?)\)?$", re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("name", ["owner_facade", *FACADE_MODULES])
+def test_facade_module_declares_an_all_whose_names_exist(name: str) -> None:
+    module = importlib.import_module(name)
+    public = getattr(module, "__all__", None)
+    assert isinstance(public, list), f"{name} has no __all__"
+    assert [n for n in public if not hasattr(module, n)] == []
+
+
+def test_the_owner_facade_imports_only_the_hosts_public_surface() -> None:
+    root = Path(owner_facade.__file__).parent
+    private = []
+    for path in sorted(root.glob("*.py")):
+        for module_name, names in _FROM_IMPORT.findall(path.read_text()):
+            public = getattr(importlib.import_module(module_name), "__all__", [])
+            imported = [n.strip().split(" as ")[0] for n in names.replace("\n", " ").split(",") if n.strip()]
+            private += [f"{path.name}: {module_name}.{n}" for n in imported if n not in public]
+    assert private == []
+
+
+def test_only_the_composition_root_imports_the_owner_facade() -> None:
+    root = Path(mcp_host.__file__).parent
+    pattern = re.compile(r"^\s*(from|import) owner_facade", re.MULTILINE)
+    importers = sorted(p.name for p in root.rglob("*.py") if pattern.search(p.read_text()))
+    assert importers == ["app.py"]

@@ -1,0 +1,280 @@
+"""Tool pins: each plugin tool's definition as the owner approved it (SECURITY.md E8, rug pulls).
+
+Above: `bindings`, which reports every newly vetted child list (`observe`) and hides from
+visitors each tool whose live definition is not the approved one (`approved`, answered from
+memory); the owner's door lists what waits (`pending`) and approves it (`approve`).
+Below: asyncpg (`mcp_host.tool_pins`, host-wide: a tool's definition is its plugin's, not an
+owner's).
+
+A pin is the sha256 of the canonical JSON of the tool's whole definition — name, title,
+description, input and output schema, annotations — so a schema-only change counts. A
+builtin's tool is approved the first time the host sees it (it was installed with the host);
+a tool of a plugin added with `--plugins` starts pending. Any later change, a builtin's too,
+is pending until the owner approves the definition as it is then.
+
+Each replica keeps the approved hashes in memory: listing and calling cost no query. An
+approval made on another replica reaches this one when it next observes that plugin's list
+changing, or at its next start; until then the tool stays hidden here (fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+import mcp.types as types
+
+from .plugins import Plugin
+
+if TYPE_CHECKING:
+    from .database import PgPool
+
+__all__ = ["MemoryPins", "PendingTool", "PinBook", "Pins", "definition_hash", "definition_of"]
+
+logger = logging.getLogger(__name__)
+
+
+def definition_of(tool: types.Tool) -> dict[str, Any]:
+    """The parts of `tool` a pin covers, under their wire names; an absent part is None."""
+    annotations = tool.annotations
+    return {
+        "name": tool.name,
+        "title": tool.title,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+        "annotations": (
+            None if annotations is None else annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+        ),
+    }
+
+
+def definition_hash(definition: Mapping[str, Any]) -> bytes:
+    """sha256 of `definition` as canonical JSON: sorted keys, no whitespace, UTF-8."""
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+@dataclass(frozen=True)
+class PendingTool:
+    """A tool waiting for the owner: its approved definition (None if never approved) and the
+    definition its plugin shows now."""
+
+    plugin_id: str
+    tool: str
+    approved: dict[str, Any] | None
+    seen: dict[str, Any]
+    seen_at: datetime
+
+
+class PinBook(Protocol):
+    """The pins as `bindings` and the owner's door use them."""
+
+    @property
+    def version(self) -> int:
+        """Grows whenever an approved hash in memory changes (lets callers cache their filtering)."""
+        ...
+
+    async def load(self) -> None:
+        """Read every approved hash into memory (at start)."""
+        ...
+
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
+        """Record `tools` as `plugin`'s live definitions; return the names approved as they are."""
+        ...
+
+    def approved(self, plugin_id: str, tool: types.Tool) -> bool:
+        """Whether `tool`, exactly as it is, is the approved definition (from memory only)."""
+        ...
+
+    async def pending(self) -> list[PendingTool]:
+        """Every tool whose live definition is not approved, by plugin id and name."""
+        ...
+
+    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
+        """Approve the tool's definition as last seen; what it was before, or None if no such tool."""
+        ...
+
+
+class _Approvals:
+    """The in-memory half both implementations share: approved hashes and the warn-once log."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[tuple[str, str], bytes] = {}
+        self.version = 0
+        self._warned: set[tuple[str, str, bytes]] = set()
+
+    def put(self, plugin_id: str, tool: str, digest: bytes | None) -> None:
+        key = (plugin_id, tool)
+        if self.hashes.get(key) == digest:
+            return
+        if digest is None:
+            self.hashes.pop(key, None)
+        else:
+            self.hashes[key] = digest
+        self.version += 1
+
+    def approved(self, plugin_id: str, tool: types.Tool) -> bool:
+        digest = self.hashes.get((plugin_id, tool.name))
+        return digest is not None and digest == definition_hash(definition_of(tool))
+
+    def settle(self, plugin_id: str, seen: Mapping[str, bytes], approved: Mapping[str, bytes | None]) -> set[str]:
+        """Take the approved hashes read back for `seen`; the names approved as seen."""
+        ok: set[str] = set()
+        for name, digest in seen.items():
+            self.put(plugin_id, name, approved[name])
+            if approved[name] == digest:
+                ok.add(name)
+            elif (plugin_id, name, digest) not in self._warned:
+                self._warned.add((plugin_id, name, digest))
+                why = "it is new" if approved[name] is None else "its definition changed since it was approved"
+                logger.warning("%s: tool %r is hidden, pending owner approval: %s", plugin_id, name, why)
+        return ok
+
+
+def _definitions(tools: Sequence[types.Tool]) -> dict[str, tuple[dict[str, Any], bytes]]:
+    # Sorted by name: replicas upserting the same rows take their locks in one order.
+    found: dict[str, tuple[dict[str, Any], bytes]] = {}
+    for tool in sorted(tools, key=lambda t: t.name):
+        definition = definition_of(tool)
+        found[tool.name] = (definition, definition_hash(definition))
+    return found
+
+
+_UPSERT = """
+INSERT INTO mcp_host.tool_pins AS p
+    (plugin_id, tool, seen_hash, seen_definition, approved_hash, approved_definition, approved_at)
+VALUES ($1, $2, $3::bytea, $4::jsonb, CASE WHEN $5 THEN $3::bytea END, CASE WHEN $5 THEN $4::jsonb END,
+        CASE WHEN $5 THEN now() END)
+ON CONFLICT (plugin_id, tool) DO UPDATE
+    SET seen_hash = EXCLUDED.seen_hash, seen_definition = EXCLUDED.seen_definition, seen_at = now()
+RETURNING p.approved_hash
+"""
+
+# The old approved definition comes from the locked sub-select: RETURNING sees new values only.
+_APPROVE = """
+UPDATE mcp_host.tool_pins AS p
+SET approved_hash = p.seen_hash, approved_definition = p.seen_definition, approved_at = now()
+FROM (
+    SELECT plugin_id, tool, approved_definition FROM mcp_host.tool_pins
+    WHERE plugin_id = $1 AND tool = $2 FOR UPDATE
+) AS old
+WHERE p.plugin_id = old.plugin_id AND p.tool = old.tool
+RETURNING old.approved_definition, p.seen_definition, p.seen_hash, p.seen_at
+"""
+
+
+class Pins:
+    """The pins in Postgres, with this replica's approved hashes in memory."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+        self._memory = _Approvals()
+
+    @property
+    def version(self) -> int:
+        return self._memory.version
+
+    async def load(self) -> None:
+        rows = await self._pool.fetch(
+            "SELECT plugin_id, tool, approved_hash FROM mcp_host.tool_pins WHERE approved_hash IS NOT NULL"
+        )
+        for row in rows:
+            self._memory.put(row["plugin_id"], row["tool"], bytes(row["approved_hash"]))
+
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
+        pid = plugin.manifest.id
+        seen = _definitions(tools)
+        approved: dict[str, bytes | None] = {}
+        # One statement per tool, each atomic on its own: a replica upserting the same rows at
+        # once waits for the other's row and updates it (ON CONFLICT), never fails.
+        async with self._pool.acquire() as conn:
+            for name, (definition, digest) in seen.items():
+                stored = await conn.fetchval(_UPSERT, pid, name, digest, definition, plugin.builtin)
+                approved[name] = None if stored is None else bytes(stored)
+        return self._memory.settle(pid, {n: d for n, (_, d) in seen.items()}, approved)
+
+    def approved(self, plugin_id: str, tool: types.Tool) -> bool:
+        return self._memory.approved(plugin_id, tool)
+
+    async def pending(self) -> list[PendingTool]:
+        rows = await self._pool.fetch(
+            "SELECT plugin_id, tool, approved_definition, seen_definition, seen_at FROM mcp_host.tool_pins "
+            "WHERE approved_hash IS DISTINCT FROM seen_hash ORDER BY plugin_id, tool"
+        )
+        return [
+            PendingTool(r["plugin_id"], r["tool"], r["approved_definition"], r["seen_definition"], r["seen_at"])
+            for r in rows
+        ]
+
+    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
+        row = await self._pool.fetchrow(_APPROVE, plugin_id, tool_name)
+        if row is None:
+            return None
+        self._memory.put(plugin_id, tool_name, bytes(row["seen_hash"]))
+        logger.info("%s: tool %r approved by the owner", plugin_id, tool_name)
+        return PendingTool(plugin_id, tool_name, row["approved_definition"], row["seen_definition"], row["seen_at"])
+
+
+@dataclass
+class _Row:
+    seen: dict[str, Any]
+    seen_hash: bytes
+    seen_at: datetime
+    approved: dict[str, Any] | None = None
+    approved_hash: bytes | None = None
+
+
+class MemoryPins:
+    """The pins in memory: `Pins`' rules without a database, for unit tests of logic."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], _Row] = {}
+        self._memory = _Approvals()
+
+    @property
+    def version(self) -> int:
+        return self._memory.version
+
+    async def load(self) -> None:
+        for (pid, name), row in self._rows.items():
+            self._memory.put(pid, name, row.approved_hash)
+
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
+        pid = plugin.manifest.id
+        seen = _definitions(tools)
+        now = datetime.now(UTC)
+        for name, (definition, digest) in seen.items():
+            row = self._rows.get((pid, name))
+            if row is None:
+                row = self._rows[(pid, name)] = _Row(definition, digest, now)
+                if plugin.builtin:
+                    row.approved, row.approved_hash = definition, digest
+            else:
+                row.seen, row.seen_hash, row.seen_at = definition, digest, now
+        approved = {name: self._rows[(pid, name)].approved_hash for name in seen}
+        return self._memory.settle(pid, {n: d for n, (_, d) in seen.items()}, approved)
+
+    def approved(self, plugin_id: str, tool: types.Tool) -> bool:
+        return self._memory.approved(plugin_id, tool)
+
+    async def pending(self) -> list[PendingTool]:
+        return [
+            PendingTool(pid, name, row.approved, row.seen, row.seen_at)
+            for (pid, name), row in sorted(self._rows.items())
+            if row.approved_hash != row.seen_hash
+        ]
+
+    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
+        row = self._rows.get((plugin_id, tool_name))
+        if row is None:
+            return None
+        before = PendingTool(plugin_id, tool_name, row.approved, row.seen, row.seen_at)
+        row.approved, row.approved_hash = row.seen, row.seen_hash
+        self._memory.put(plugin_id, tool_name, row.seen_hash)
+        return before

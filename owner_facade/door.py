@@ -1,0 +1,90 @@
+"""The owner door: dispatching owner tool calls from the table, its error boundary, its audit.
+
+Above: `http` (the owner's MCP endpoint). Below: `tools` (the table) and `services`.
+
+This is the one boundary of the owner face that turns exceptions into wire errors: a
+`HostError` becomes a tool result with `isError: true` and `{code, message}`; arguments that
+do not fit a tool's model are `invalid_arguments` naming the field; anything else is logged
+with its traceback and answered opaquely — `str(exc)` never reaches a caller. Every call,
+whatever its outcome, writes one audit row (`mcp_host.audit`), with secret values left out.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mcp.types as types
+from pydantic import ValidationError
+
+from mcp_host.errors import HostError, InvalidArguments, UnknownTool
+from mcp_host.tool_results import error_result, structured_result
+
+from .services import OwnerServices
+from .tools import TOOLS, OwnerTool
+
+__all__ = ["OwnerDoor"]
+
+logger = logging.getLogger("owner_facade")
+
+_MAX_PROBLEMS = 5
+
+
+def _invalid(exc: ValidationError) -> InvalidArguments:
+    problems = [f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()[:_MAX_PROBLEMS]]
+    return InvalidArguments("; ".join(problems))
+
+
+class OwnerDoor:
+    def __init__(self, services: OwnerServices) -> None:
+        self._services = services
+
+    def list_tools(self) -> list[types.Tool]:
+        return [tool.listed() for tool in TOOLS.values()]
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = TOOLS.get(name)
+        return tool.input_schema() if tool is not None else None
+
+    async def call_tool(self, owner_id: str, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Answer one owner tool call and audit it; never raises for a refused or failed call."""
+        tool = TOOLS.get(name)
+        arguments = arguments or {}
+        try:
+            if tool is None:
+                raise UnknownTool(f"no owner tool named {name[:64]!r}")
+            result = await self._run(tool, owner_id, arguments)
+        except HostError as exc:
+            logger.info("owner %s: %s -> %s: %s", owner_id, name[:64], exc.code, exc.message)
+            result = error_result(exc.code, exc.message)
+        except Exception:
+            logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
+            result = error_result("unavailable", "the call failed inside the host")
+        await self._audit(owner_id, name, tool, arguments, result)
+        return result
+
+    async def _run(self, tool: OwnerTool[Any], owner_id: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            parsed = tool.model.model_validate(arguments)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        answer = await tool.handler(self._services, owner_id, parsed)
+        return answer if isinstance(answer, types.CallToolResult) else structured_result(answer)
+
+    async def _audit(
+        self,
+        owner_id: str,
+        name: str,
+        tool: OwnerTool[Any] | None,
+        arguments: dict[str, Any],
+        result: types.CallToolResult,
+    ) -> None:
+        outcome = "ok"
+        if result.is_error:
+            code = (result.structured_content or {}).get("code")
+            outcome = code if isinstance(code, str) and code else "error"
+        try:
+            summary = tool.summary(arguments) if tool is not None else {}
+            await self._services.audit.record(owner_id, name[:64] or "?", summary, outcome[:64])
+        except Exception:
+            logger.exception("owner %s: the audit row of %s could not be written", owner_id, name[:64])

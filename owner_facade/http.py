@@ -1,0 +1,96 @@
+"""The owner's MCP endpoint over HTTP: `/v1/owner/mcp`, with the owner token as bearer.
+
+Above: the composition root (`mcp_host.app`), which builds the server and routes the path
+here. Below: `door` (the tools) and `mcp_host.owners` (whose token this is).
+
+The token is verified on every request before the SDK sees it; a missing or wrong token, or
+a visitor session's token, gets 401. The owner is put in the ASGI scope, where the server's
+handlers find it. One low-level MCP `Server` behind a `StreamableHTTPSessionManager` serves
+both protocol eras, with the same DNS-rebinding protection as the visitor endpoint (Host and
+Origin checked: SECURITY.md E6); a 2025-11-25 `Mcp-Session-Id` is bound to the owner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from opentelemetry import trace
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from mcp_host.owners import Owner, OwnerStore
+from mcp_host.visitor_http import bearer_token
+
+from .door import OwnerDoor
+
+__all__ = ["OWNER_PATH", "OwnerMCPEndpoint", "build_owner_server"]
+
+OWNER_PATH = "/v1/owner/mcp"
+SCOPE_KEY = "mcp_host.owner"
+SERVER_NAME = "mcp-host-owner"
+SERVER_VERSION = "0.1.0"
+
+
+def _owner_of(ctx: ServerRequestContext[Any, Any]) -> Owner:
+    request = ctx.request
+    owner = request.scope.get(SCOPE_KEY) if request is not None else None
+    if not isinstance(owner, Owner):  # the endpoint always sets it; fail closed if not
+        raise PermissionError("request reached the owner server without an owner")
+    return owner
+
+
+def build_owner_server(door: OwnerDoor) -> Server[Any]:
+    """The MCP server behind `/v1/owner/mcp`."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        _owner_of(ctx)
+        return types.ListToolsResult(tools=door.list_tools())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await door.call_tool(_owner_of(ctx).id, params.name, params.arguments)
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        get_tool_input_schema=door.input_schema,
+    )
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        # As on the visitor endpoint: no span per message when nothing records them.
+        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    return server
+
+
+class OwnerMCPEndpoint:
+    """ASGI endpoint of `/v1/owner/mcp`: verify the owner token, then hand to the SDK."""
+
+    def __init__(self, owners: OwnerStore, manager: StreamableHTTPSessionManager) -> None:
+        self._owners = owners
+        self._manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = bearer_token(scope)
+        owner = await self._owners.verify_token(token) if token else None
+        if owner is None:
+            response = JSONResponse(
+                {"error": "unauthorized", "message": "the owner endpoint needs the owner token"},
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="mcp-host-owner"'},
+            )
+            await response(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = owner
+        # The token itself never goes into the scope.
+        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"owner:{owner.id}", scopes=[]))
+        await self._manager.handle_request(scope, receive, send)

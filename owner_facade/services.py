@@ -1,0 +1,42 @@
+"""What the owner door works with: the host's parts, handed over by the composition root.
+
+Above: `tools` and `door`. Below: `mcp_host`'s public surface only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp_host.access import Access
+from mcp_host.audit import AuditLog
+from mcp_host.catalogue import Catalogue
+from mcp_host.config import ConfigBackend
+from mcp_host.connections import Connections
+from mcp_host.connector_gateway import ConnectorGateway
+from mcp_host.owner_calls import OwnerCalls
+from mcp_host.pins import PinBook
+from mcp_host.plugins import Plugin
+from mcp_host.sessions import SessionStore
+
+__all__ = ["OwnerServices"]
+
+
+@dataclass(frozen=True)
+class OwnerServices:
+    plugins: tuple[Plugin, ...]
+    catalogue: Catalogue
+    config: ConfigBackend
+    access: Access
+    sessions: SessionStore
+    connections: Connections
+    connectors: ConnectorGateway
+    calls: OwnerCalls
+    audit: AuditLog
+    pins: PinBook | None = None
+    """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
+
+    def plugin(self, plugin_id: str, kind: str) -> Plugin | None:
+        for plugin in self.plugins:
+            if plugin.manifest.id == plugin_id and plugin.manifest.kind == kind:
+                return plugin
+        return None

@@ -1,0 +1,423 @@
+"""The owner tools: one handler per tool, registered in one table (`TOOLS`).
+
+Above: `door` (dispatch, error boundary, audit). Below: `services` (the host's parts) and
+`models` (each tool's arguments). A handler returns a dict, answered as structured content,
+or — for the tools that run a plugin's own tool — that tool's result as it came back.
+Handlers raise `mcp_host`'s `HostError`s; the door turns them into `{code, message}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import mcp.types as types
+from pydantic import BaseModel
+
+from mcp_host.audit import summarize
+from mcp_host.config import SCOPES, ConfigScope, declared
+from mcp_host.connections import Connection
+from mcp_host.credentials import is_code_id, is_key_id
+from mcp_host.errors import HostError, InvalidArguments, Unconfigured, UnknownTool
+from mcp_host.pins import PendingTool
+from mcp_host.plugins import Plugin
+
+from .models import (
+    ApiKeyCreate,
+    ApiKeyRevoke,
+    AuditList,
+    CapabilityInvoke,
+    CodeCreate,
+    CodeRevoke,
+    ConfigGet,
+    ConfigSet,
+    ConnectorConnect,
+    ConnectorDisconnect,
+    ConnectorInvoke,
+    HostSettingsSet,
+    NoArguments,
+    RolePut,
+    SessionEnd,
+    ToolApprove,
+)
+from .services import OwnerServices
+
+__all__ = ["TOOLS", "Answer", "OwnerTool"]
+
+A = TypeVar("A", bound=BaseModel)
+Answer = dict[str, Any] | types.CallToolResult
+Summary = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class OwnerTool(Generic[A]):
+    """A row of the table: the tool as listed, its argument model, its handler, its audit summary."""
+
+    name: str
+    description: str
+    model: type[A]
+    handler: Callable[[OwnerServices, str, A], Awaitable[Answer]]
+    summary: Summary = summarize
+
+    def listed(self) -> types.Tool:
+        return types.Tool(name=self.name, description=self.description, input_schema=self.input_schema())
+
+    def input_schema(self) -> dict[str, Any]:
+        return self.model.model_json_schema()
+
+
+# -- capabilities -----------------------------------------------------------------------------
+
+
+async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    status = {entry.id: entry for entry in s.catalogue.entries()}
+    connected = await s.connections.categories(owner_id)
+    listed = []
+    for plugin in s.plugins:
+        m = plugin.manifest
+        entry = status.get(m.id)
+        owner_values = await s.config.for_plugin(m.id, m).get(owner_id, "owner")
+        config: dict[str, list[dict[str, Any]]] = {}
+        for scope in SCOPES:
+            fields = [f.model_dump(mode="json") for f in declared(m, scope)]
+            if scope == "owner":
+                fields = [{**f, "value": owner_values.get(f["key"])} for f in fields]
+            config[scope] = fields
+        listed.append(
+            {
+                "id": m.id,
+                "kind": m.kind,
+                "title": m.title,
+                "description": m.description,
+                "acl": m.acl,
+                "requires": [{"category": c, "connected": c in connected} for c in m.requires],
+                "visitor_tools": list(m.visitor_tools),
+                "owner_tools": [
+                    {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                    for t in m.owner_tools
+                ],
+                "config": config,
+                "quota": m.quota.model_dump(mode="json") if m.quota is not None else None,
+                "claim_gate": m.claim_gate.model_dump(mode="json") if m.claim_gate is not None else None,
+                "status": entry.status if entry is not None else "not_started",
+                "cause": entry.cause if entry is not None else None,
+            }
+        )
+    return {"capabilities": listed}
+
+
+async def _capability_invoke(s: OwnerServices, owner_id: str, a: CapabilityInvoke) -> Answer:
+    return await s.calls.invoke(owner_id, a.capability, a.tool, a.arguments)
+
+
+# -- connectors -------------------------------------------------------------------------------
+
+
+def _connection(c: Connection) -> dict[str, Any]:
+    return {
+        "category": c.category,
+        "connector": c.connector,
+        "settings": c.settings,
+        "secrets_set": list(c.secrets_set),
+        "connected_at": c.connected_at.isoformat(),
+    }
+
+
+async def _connectors_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    connections = {c.category: c for c in await s.connections.list(owner_id)}
+    listed = []
+    for plugin in s.plugins:
+        m = plugin.manifest
+        if m.kind != "connector":
+            continue
+        connection = connections.get(m.category or "")
+        listed.append(
+            {
+                "id": m.id,
+                "title": m.title,
+                "description": m.description,
+                "category": m.category,
+                "verbs": list(m.verbs or ()),
+                "settings": [st.model_dump(mode="json") for st in m.settings or ()],
+                "connection": _connection(connection) if connection and connection.connector == m.id else None,
+            }
+        )
+    return {"connectors": listed}
+
+
+async def _connector_invoke(s: OwnerServices, owner_id: str, a: ConnectorInvoke) -> Answer:
+    return await s.connectors.invoke(owner_id, a.category, a.verb, a.args)
+
+
+async def _connector_connect(s: OwnerServices, owner_id: str, a: ConnectorConnect) -> Answer:
+    connection = await s.connections.connect(owner_id, a.connector, a.settings)
+    answer: dict[str, Any] = {"connection": _connection(connection)}
+    plugin = s.plugin(a.connector, "connector")
+    if plugin is not None and "connected" in (plugin.manifest.verbs or ()):
+        # The connector's own word on whether the settings work (one call to its child).
+        try:
+            checked = await s.connectors.invoke(owner_id, connection.category, "connected", {})
+            answer["connected"] = checked.structured_content
+        except HostError as exc:
+            answer["connected"] = {"code": exc.code, "message": exc.message}
+    return answer
+
+
+async def _connector_disconnect(s: OwnerServices, owner_id: str, a: ConnectorDisconnect) -> Answer:
+    return {"disconnected": await s.connections.disconnect(owner_id, a.category)}
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+async def _scope_id(s: OwnerServices, owner_id: str, scope: ConfigScope, given: str | None) -> str:
+    """The stored scope id for `given`: "" for the owner, a code's id for its text or id."""
+    if scope == "owner":
+        if given:
+            raise InvalidArguments("scope_id: the owner scope takes no scope_id")
+        return ""
+    if not given:
+        raise InvalidArguments(f"scope_id: the {scope} scope needs one")
+    if scope == "code":
+        code_id = await s.access.credentials.code_id(owner_id, given)
+        if code_id is None:
+            raise InvalidArguments("scope_id: no access code of this owner is that code or id")
+        return code_id
+    if scope == "role":
+        if not await s.access.roles.exists(owner_id, given):
+            raise InvalidArguments(f"scope_id: no role {given[:64]!r}")
+        return given
+    if not is_key_id(given) or given not in {k.id for k in await s.access.list_api_keys(owner_id)}:
+        raise InvalidArguments(f"scope_id: no API key with id {given[:64]!r}")
+    return given
+
+
+def _capability(s: OwnerServices, capability: str) -> Plugin:
+    plugin = s.plugin(capability, "capability")
+    if plugin is None:
+        raise InvalidArguments(f"capability: no capability named {capability[:80]!r} is loaded")
+    return plugin
+
+
+async def _config_get(s: OwnerServices, owner_id: str, a: ConfigGet) -> Answer:
+    plugin = _capability(s, a.capability)
+    scope_id = await _scope_id(s, owner_id, a.scope, a.scope_id)
+    values = await s.config.for_plugin(plugin.manifest.id, plugin.manifest).get(owner_id, a.scope, scope_id)
+    return {"capability": plugin.manifest.id, "scope": a.scope, "scope_id": scope_id or None, "values": values}
+
+
+async def _config_set(s: OwnerServices, owner_id: str, a: ConfigSet) -> Answer:
+    plugin = _capability(s, a.capability)
+    scope_id = await _scope_id(s, owner_id, a.scope, a.scope_id)
+    handle = s.config.for_plugin(plugin.manifest.id, plugin.manifest)
+    values = await handle.set(owner_id, a.scope, scope_id, a.values)
+    return {"capability": plugin.manifest.id, "scope": a.scope, "scope_id": scope_id or None, "values": values}
+
+
+def _config_summary(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A code scope's `scope_id` may be the code's text: keep it only when it is an id."""
+    scope_id = arguments.get("scope_id")
+    text = arguments.get("scope") == "code" and scope_id is not None and not is_code_id(scope_id)
+    return summarize(arguments, secret={"scope_id"} if text else ())
+
+
+# -- roles, codes, keys -----------------------------------------------------------------------
+
+
+async def _role_put(s: OwnerServices, owner_id: str, a: RolePut) -> Answer:
+    role = await s.access.put_role(owner_id, a.id, a.capabilities, a.config)
+    return role.model_dump(mode="json")
+
+
+async def _roles_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    return {"roles": [r.model_dump(mode="json") for r in await s.access.list_roles(owner_id)]}
+
+
+async def _code_create(s: OwnerServices, owner_id: str, a: CodeCreate) -> Answer:
+    text, code = await s.access.create_code(owner_id, a.role, a.config, expires_at=a.expires_at, max_uses=a.max_uses)
+    return {"code": text, **code.model_dump(mode="json")}
+
+
+async def _codes_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    return {"codes": [c.model_dump(mode="json") for c in await s.access.list_codes(owner_id)]}
+
+
+async def _code_revoke(s: OwnerServices, owner_id: str, a: CodeRevoke) -> Answer:
+    return {"revoked": await s.access.revoke_code(owner_id, a.code)}
+
+
+def _code_summary(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep a code's id (it names the code), never its text."""
+    code = arguments.get("code")
+    return {**summarize(arguments), "code": code} if is_code_id(code) else summarize(arguments)
+
+
+async def _api_key_create(s: OwnerServices, owner_id: str, a: ApiKeyCreate) -> Answer:
+    text, key = await s.access.create_api_key(owner_id, a.role, a.config)
+    return {"key": text, **key.model_dump(mode="json")}
+
+
+async def _api_keys_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    return {"api_keys": [k.model_dump(mode="json") for k in await s.access.list_api_keys(owner_id)]}
+
+
+async def _api_key_revoke(s: OwnerServices, owner_id: str, a: ApiKeyRevoke) -> Answer:
+    return {"revoked": await s.access.revoke_api_key(owner_id, a.id)}
+
+
+# -- sessions, audit, host settings -----------------------------------------------------------
+
+
+async def _sessions_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    listed = [
+        {
+            "session_id": session.id,
+            "mode": session.mode,
+            "subject": session.subject.model_dump(mode="json") if session.subject else None,
+            "visitor": session.visitor.model_dump(mode="json") if session.visitor else None,
+            "role": session.role.id,
+            "created_at": session.created_at.isoformat(),
+            "credential_revoked": session.credential_revoked,
+        }
+        for session in await s.sessions.list_live(owner_id)
+    ]
+    return {"sessions": listed}
+
+
+async def _session_end(s: OwnerServices, owner_id: str, a: SessionEnd) -> Answer:
+    session = await s.sessions.get(a.session_id)
+    if session is None or session.owner_id != owner_id:
+        raise UnknownTool(f"no session {a.session_id[:64]!r}")
+    return {"ended": await s.sessions.end(session.id)}
+
+
+# -- tool pinning ---------------------------------------------------------------------------------
+
+
+def _pending(tool: PendingTool) -> dict[str, Any]:
+    return {
+        "capability": tool.plugin_id,
+        "tool": tool.tool,
+        "approved": tool.approved,
+        "live": tool.seen,
+        "seen_at": tool.seen_at.isoformat(),
+    }
+
+
+async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    """Tools hidden until approved: new ones, and ones whose definition changed since approval,
+    with the approved and the live definition side by side (JSON, so any text in them is escaped)."""
+    if s.pins is None:
+        return {"pinning": False, "pending": []}
+    return {"pinning": True, "pending": [_pending(t) for t in await s.pins.pending()]}
+
+
+async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:
+    if s.pins is None:
+        raise Unconfigured("tool pinning is off on this host (MCP_HOST_PIN_TOOLS=false)")
+    before = await s.pins.approve(a.capability, a.tool)
+    if before is None:
+        raise UnknownTool(f"no tool {a.tool[:64]!r} of {a.capability[:64]!r} has been seen")
+    return {"approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen}}
+
+
+async def _audit_list(s: OwnerServices, owner_id: str, a: AuditList) -> Answer:
+    rows = await s.audit.list(owner_id, since=a.since, limit=a.limit)
+    return {"entries": [row.model_dump(mode="json") for row in rows]}
+
+
+async def _host_settings_get(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    return (await s.access.host_settings(owner_id)).model_dump(mode="json")
+
+
+async def _host_settings_set(s: OwnerServices, owner_id: str, a: HostSettingsSet) -> Answer:
+    changed = await s.access.set_host_settings(owner_id, public_sessions=a.public_sessions, public_role=a.public_role)
+    return changed.model_dump(mode="json")
+
+
+_TABLE: list[OwnerTool[Any]] = [
+    OwnerTool(
+        "capabilities_list",
+        "Every plugin with what its manifest declares: tools, config (with the owner's values), "
+        "requirements and whether they are connected, quota, claim gate, status. Starts no plugin.",
+        NoArguments,
+        _capabilities_list,
+    ),
+    OwnerTool(
+        "capability_invoke",
+        "Run a capability's declared owner tool (`tool` as listed in its owner_tools) for the owner.",
+        CapabilityInvoke,
+        _capability_invoke,
+    ),
+    OwnerTool(
+        "connectors_list",
+        "Every connector, its verbs and settings, and the owner's connection.",
+        NoArguments,
+        _connectors_list,
+    ),
+    OwnerTool(
+        "connector_invoke", "Call a verb of the connector connected for `category`.", ConnectorInvoke, _connector_invoke
+    ),
+    OwnerTool(
+        "connector_connect",
+        "Connect a connector for its category (replacing the one before). Secret settings are write-only.",
+        ConnectorConnect,
+        _connector_connect,
+    ),
+    OwnerTool(
+        "connector_disconnect",
+        "Remove the owner's connection for `category`.",
+        ConnectorDisconnect,
+        _connector_disconnect,
+    ),
+    OwnerTool(
+        "config_get",
+        "A capability's config values at a scope (owner | code | role | key); scope_id: the code as issued "
+        "or its id, the role id, or the API key's id.",
+        ConfigGet,
+        _config_get,
+        _config_summary,
+    ),
+    OwnerTool(
+        "config_set",
+        "Set config values at a scope (null resets a key to its default).",
+        ConfigSet,
+        _config_set,
+        _config_summary,
+    ),
+    OwnerTool(
+        "role_put", "Create or replace a role: the capabilities it grants and their role config.", RolePut, _role_put
+    ),
+    OwnerTool("roles_list", "The owner's roles.", NoArguments, _roles_list),
+    OwnerTool("code_create", "A new access code for a role; its text is shown once.", CodeCreate, _code_create),
+    OwnerTool("codes_list", "The owner's access codes (never their text).", NoArguments, _codes_list),
+    OwnerTool(
+        "code_revoke", "Revoke an access code, given as issued or by its id.", CodeRevoke, _code_revoke, _code_summary
+    ),
+    OwnerTool("api_key_create", "A new API key for a role; its text is shown once.", ApiKeyCreate, _api_key_create),
+    OwnerTool("api_keys_list", "The owner's API keys (never their text).", NoArguments, _api_keys_list),
+    OwnerTool("api_key_revoke", "Revoke an API key by its id.", ApiKeyRevoke, _api_key_revoke),
+    OwnerTool("sessions_list", "The live visitor sessions: mode, subject, role.", NoArguments, _sessions_list),
+    OwnerTool("session_end", "End a visitor session.", SessionEnd, _session_end),
+    OwnerTool(
+        "tools_pending",
+        "Tools hidden from visitors until you approve them (new, or changed since approval), "
+        "with the approved and the live definition side by side.",
+        NoArguments,
+        _tools_pending,
+    ),
+    OwnerTool(
+        "tool_approve",
+        "Approve a tool's live definition, so visitors can see and call it.",
+        ToolApprove,
+        _tool_approve,
+    ),
+    OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
+    OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),
+    OwnerTool(
+        "host_settings_set", "Turn public sessions on or off; choose their role.", HostSettingsSet, _host_settings_set
+    ),
+]
+
+TOOLS: dict[str, OwnerTool[Any]] = {tool.name: tool for tool in _TABLE}
