@@ -38,6 +38,7 @@ from .connections import Connections
 from .connector_gateway import ConnectorGateway
 from .database import open_database
 from .grants import GrantBook
+from .holds import Holds
 from .host_ops import OpServices
 from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
@@ -228,6 +229,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             channel.services = OpServices(
                 stores=stores, config=config, owners=owners, quota=quota, connectors=connectors
             )
+            holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
             door = VisitorDoor(
                 report.plugins,
                 bindings,
@@ -237,6 +239,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 requirements=RequirementGate(connections, connectors),
                 meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
                 call_timeout_s=settings.call_timeout_s,
+                holds=holds if settings.hold_destructive_tools else None,
             )
             manager = StreamableHTTPSessionManager(
                 build_visitor_server(door, bindings.input_schema),
@@ -258,6 +261,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                         report.plugins, child_of, grants=grants, call_timeout_s=settings.call_timeout_s
                     ),
                     audit=audit,
+                    holds=holds,
                     pins=pins,
                 )
             )

@@ -37,6 +37,9 @@ __all__ = ["Binding", "Bindings", "Toolset"]
 
 # Distinct sets of visible capabilities whose last merge is kept (one per role, in practice).
 _MAX_MERGES = 64
+# How often approvals are re-read while some tool is hidden pending one (at most one query
+# per interval per replica; nothing at all while every tool is approved).
+_PIN_REFRESH_S = 2.0
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +135,12 @@ class Bindings:
                 self._observed[pid] = safe
             except Exception:  # fail closed: a changed tool stays hidden; the next list retries
                 logger.warning("%s: its tool definitions could not be recorded", pid, exc_info=True)
+        if self._withheld.get(pid):
+            # Something of it is hidden: an approval may have been given on another replica.
+            try:
+                await self.pins.refresh(every_s=_PIN_REFRESH_S)
+            except Exception:  # fail closed: it stays hidden; the next list retries
+                logger.warning("%s: approvals could not be re-read", pid, exc_info=True)
         return self._approved(pid, safe, self.pins)
 
     def _approved(self, pid: str, safe: tuple[types.Tool, ...], pins: PinBook) -> tuple[types.Tool, ...]:

@@ -2,6 +2,7 @@
 
     HostError                       (base; never raised itself)
     ├── Denied                      denied
+    ├── Held                        held
     ├── QuotaExhausted              quota_exhausted
     ├── Unconfigured                unconfigured
     ├── UnknownTool                 unknown
@@ -23,6 +24,7 @@ from typing import ClassVar
 __all__ = [
     "CallTimeout",
     "Denied",
+    "Held",
     "QuotaExhausted",
     "HostError",
     "InvalidArguments",
@@ -46,6 +48,12 @@ class HostError(Exception):
 
 class Denied(HostError):
     code = "denied"
+
+
+class Held(HostError):
+    """The call waits for the owner's approval (DESIGN.md "hold"); the message names the hold."""
+
+    code = "held"
 
 
 class QuotaExhausted(HostError):

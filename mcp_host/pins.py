@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,7 +35,7 @@ from .plugins import Plugin
 if TYPE_CHECKING:
     from .database import PgPool
 
-__all__ = ["MemoryPins", "PendingTool", "PinBook", "Pins", "definition_hash", "definition_of"]
+__all__ = ["DefinitionChanged", "MemoryPins", "PendingTool", "PinBook", "Pins", "definition_hash", "definition_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ def definition_hash(definition: Mapping[str, Any]) -> bytes:
     """sha256 of `definition` as canonical JSON: sorted keys, no whitespace, UTF-8."""
     text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class DefinitionChanged(Exception):
+    """The tool's live definition is not the one the owner reviewed."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +97,21 @@ class PinBook(Protocol):
         """Whether `tool`, exactly as it is, is the approved definition (from memory only)."""
         ...
 
+    async def refresh(self, *, every_s: float) -> None:
+        """Re-read the approvals if the last read is `every_s` old (approvals given on another
+        replica); cheap to call often."""
+        ...
+
     async def pending(self) -> list[PendingTool]:
         """Every tool whose live definition is not approved, by plugin id and name."""
         ...
 
-    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
-        """Approve the tool's definition as last seen; what it was before, or None if no such tool."""
+    async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
+        """Approve the tool's definition as last seen; what it was before, or None if no such tool.
+
+        expected: the hash of the definition the owner reviewed; raises `DefinitionChanged`
+        when the live one is no longer it (the owner must look again).
+        """
         ...
 
 
@@ -164,7 +178,7 @@ FROM (
     SELECT plugin_id, tool, approved_definition FROM mcp_host.tool_pins
     WHERE plugin_id = $1 AND tool = $2 FOR UPDATE
 ) AS old
-WHERE p.plugin_id = old.plugin_id AND p.tool = old.tool
+WHERE p.plugin_id = old.plugin_id AND p.tool = old.tool AND ($3::bytea IS NULL OR p.seen_hash = $3)
 RETURNING old.approved_definition, p.seen_definition, p.seen_hash, p.seen_at
 """
 
@@ -175,6 +189,7 @@ class Pins:
     def __init__(self, pool: PgPool) -> None:
         self._pool = pool
         self._memory = _Approvals()
+        self._loaded_at = float("-inf")
 
     @property
     def version(self) -> int:
@@ -186,6 +201,11 @@ class Pins:
         )
         for row in rows:
             self._memory.put(row["plugin_id"], row["tool"], bytes(row["approved_hash"]))
+        self._loaded_at = time.monotonic()
+
+    async def refresh(self, *, every_s: float) -> None:
+        if time.monotonic() - self._loaded_at >= every_s:
+            await self.load()
 
     async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
         pid = plugin.manifest.id
@@ -212,9 +232,13 @@ class Pins:
             for r in rows
         ]
 
-    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
-        row = await self._pool.fetchrow(_APPROVE, plugin_id, tool_name)
+    async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
+        row = await self._pool.fetchrow(_APPROVE, plugin_id, tool_name, expected)
         if row is None:
+            if expected is not None and await self._pool.fetchval(
+                "SELECT 1 FROM mcp_host.tool_pins WHERE plugin_id = $1 AND tool = $2", plugin_id, tool_name
+            ):
+                raise DefinitionChanged(f"{plugin_id}: {tool_name!r} changed since it was reviewed")
             return None
         self._memory.put(plugin_id, tool_name, bytes(row["seen_hash"]))
         logger.info("%s: tool %r approved by the owner", plugin_id, tool_name)
@@ -245,6 +269,9 @@ class MemoryPins:
         for (pid, name), row in self._rows.items():
             self._memory.put(pid, name, row.approved_hash)
 
+    async def refresh(self, *, every_s: float) -> None:
+        return None  # one process: every approval is already in memory
+
     async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
         pid = plugin.manifest.id
         seen = _definitions(tools)
@@ -270,10 +297,12 @@ class MemoryPins:
             if row.approved_hash != row.seen_hash
         ]
 
-    async def approve(self, plugin_id: str, tool_name: str) -> PendingTool | None:
+    async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
         row = self._rows.get((plugin_id, tool_name))
         if row is None:
             return None
+        if expected is not None and expected != row.seen_hash:
+            raise DefinitionChanged(f"{plugin_id}: {tool_name!r} changed since it was reviewed")
         before = PendingTool(plugin_id, tool_name, row.approved, row.seen, row.seen_at)
         row.approved, row.approved_hash = row.seen, row.seen_hash
         self._memory.put(plugin_id, tool_name, row.seen_hash)

@@ -100,6 +100,12 @@ class Settings(BaseSettings):
     # approved is hidden from visitors. Off shows every safe tool as its child lists it.
     pin_tools: bool = True
 
+    # Holds (holds.py, SECURITY.md E11, E16): a visitor's call to a tool annotated
+    # `destructiveHint: true` (and not `readOnlyHint: true`) waits for the owner's approval;
+    # a hold not used within `hold_ttl_s` of its creation expires.
+    hold_destructive_tools: bool = True
+    hold_ttl_s: float = Field(default=3600.0, gt=0)
+
     # How long a verified session token is trusted without asking the database again
     # (see session_cache.py); 0 asks every time.
     auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)

@@ -2,7 +2,8 @@
 
 Above: `visitor_http` (the MCP server on each session's endpoint). Below: `bindings` (the
 assembled tool list), `children` (the forwarded call), `meta` (what `_meta` travels), `grants`
-(the token a child's host ops present while the call runs) and `quota`.
+(the token a child's host ops present while the call runs), `quota` and `holds` (a call to a
+destructive tool waits for the owner's approval).
 
 This is the one boundary of the visitor face that turns exceptions into wire errors: a
 `HostError` becomes a tool result with `isError: true` and `{code, message}`; anything else
@@ -15,6 +16,11 @@ get `quota_exhausted`; a quota that cannot be read hides the capability (fail cl
 remaining figures ride the `tools/list` result's `_meta["mcp-host/quota"]`. A call whose
 `store.insert` was refused by the quota while it ran is answered `quota_exhausted`, whatever
 the child made of the refusal.
+
+Holds: a call to a tool whose live definition is annotated destructive (`holds.needs_hold`)
+is checked last, after the binding, requirement and quota checks: it goes on only by using up
+the owner's approval of this very call, else it is answered `held` (or `denied`) and the
+child is not called.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from .bindings import Bindings
 from .children import Child
 from .errors import HostError, QuotaExhausted, Unavailable, UnknownTool
 from .grants import CallScope, GrantBook
+from .holds import HoldBook, needs_hold
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
 from .quota import QuotaGate, QuotaState
@@ -78,7 +85,9 @@ class VisitorDoor:
         requirements: RequirementGate,
         meta_caps: MetaCaps,
         call_timeout_s: float,
+        holds: HoldBook | None = None,
     ) -> None:
+        """`holds`: where calls to destructive tools wait for the owner; None holds nothing."""
         self._capabilities = [p for p in plugins if p.manifest.kind == "capability"]
         self._by_id = {p.manifest.id: p for p in self._capabilities}
         self._bindings = bindings
@@ -88,6 +97,7 @@ class VisitorDoor:
         self._requirements = requirements
         self._meta_caps = meta_caps
         self._call_timeout_s = call_timeout_s
+        self._holds = holds
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -169,6 +179,9 @@ class VisitorDoor:
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         plugin = self._by_id[binding.capability]
         await self._check_quota(plugin, session)
+        if self._holds is not None and needs_hold(binding.tool):
+            used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
+            logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
         child = self._child_of(plugin)
         scope = CallScope(session.owner_id, session)
         if not named_ops(plugin):

@@ -23,6 +23,8 @@ __all__ = [
     "ConnectorConnect",
     "ConnectorDisconnect",
     "ConnectorInvoke",
+    "HoldDecide",
+    "HoldsList",
     "HostSettingsSet",
     "NoArguments",
     "RolePut",
@@ -112,6 +114,17 @@ class AuditList(_Arguments):
 class ToolApprove(_Arguments):
     capability: str = Name
     tool: str = Name
+    # The `live_sha256` that `tools_pending` showed: approval fails if the tool changed since.
+    live_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class HoldsList(_Arguments):
+    status: Literal["pending", "all"] = "pending"
+
+
+class HoldDecide(_Arguments):
+    id: str = Field(min_length=1, max_length=64)
+    approve: bool
 
 
 class HostSettingsSet(_Arguments):

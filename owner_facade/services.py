@@ -13,6 +13,7 @@ from mcp_host.catalogue import Catalogue
 from mcp_host.config import ConfigBackend
 from mcp_host.connections import Connections
 from mcp_host.connector_gateway import ConnectorGateway
+from mcp_host.holds import HoldBook
 from mcp_host.owner_calls import OwnerCalls
 from mcp_host.pins import PinBook
 from mcp_host.plugins import Plugin
@@ -32,6 +33,7 @@ class OwnerServices:
     connectors: ConnectorGateway
     calls: OwnerCalls
     audit: AuditLog
+    holds: HoldBook
     pins: PinBook | None = None
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
 

@@ -20,7 +20,7 @@ from mcp_host.config import SCOPES, ConfigScope, declared
 from mcp_host.connections import Connection
 from mcp_host.credentials import is_code_id, is_key_id
 from mcp_host.errors import HostError, InvalidArguments, Unconfigured, UnknownTool
-from mcp_host.pins import PendingTool
+from mcp_host.pins import DefinitionChanged, PendingTool, definition_hash
 from mcp_host.plugins import Plugin
 
 from .models import (
@@ -35,6 +35,8 @@ from .models import (
     ConnectorConnect,
     ConnectorDisconnect,
     ConnectorInvoke,
+    HoldDecide,
+    HoldsList,
     HostSettingsSet,
     NoArguments,
     RolePut,
@@ -301,6 +303,7 @@ def _pending(tool: PendingTool) -> dict[str, Any]:
         "tool": tool.tool,
         "approved": tool.approved,
         "live": tool.seen,
+        "live_sha256": definition_hash(tool.seen).hex(),
         "seen_at": tool.seen_at.isoformat(),
     }
 
@@ -316,10 +319,29 @@ async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Ans
 async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:
     if s.pins is None:
         raise Unconfigured("tool pinning is off on this host (MCP_HOST_PIN_TOOLS=false)")
-    before = await s.pins.approve(a.capability, a.tool)
+    expected = bytes.fromhex(a.live_sha256) if a.live_sha256 is not None else None
+    try:
+        before = await s.pins.approve(a.capability, a.tool, expected)
+    except DefinitionChanged:
+        raise InvalidArguments(
+            f"{a.tool[:64]!r} of {a.capability[:64]!r} changed since it was listed; review it again"
+        ) from None
     if before is None:
         raise UnknownTool(f"no tool {a.tool[:64]!r} of {a.capability[:64]!r} has been seen")
     return {"approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen}}
+
+
+# -- holds ------------------------------------------------------------------------------------
+
+
+async def _holds_list(s: OwnerServices, owner_id: str, a: HoldsList) -> Answer:
+    """Visitor calls waiting for the owner (or every hold); `arguments` are the visitor's own words."""
+    holds = await s.holds.of_owner(owner_id, everything=a.status == "all")
+    return {"holds": [hold.shown() for hold in holds]}
+
+
+async def _hold_decide(s: OwnerServices, owner_id: str, a: HoldDecide) -> Answer:
+    return {"hold": (await s.holds.decide(owner_id, a.id, a.approve)).shown()}
 
 
 async def _audit_list(s: OwnerServices, owner_id: str, a: AuditList) -> Answer:
@@ -412,6 +434,19 @@ _TABLE: list[OwnerTool[Any]] = [
         "Approve a tool's live definition, so visitors can see and call it.",
         ToolApprove,
         _tool_approve,
+    ),
+    OwnerTool(
+        "holds_list",
+        "Visitor calls to destructive tools waiting for your approval (status: pending, the default, "
+        "or all), with the visitor's arguments.",
+        HoldsList,
+        _holds_list,
+    ),
+    OwnerTool(
+        "hold_decide",
+        "Approve or deny a pending hold; an approved call runs once, when the visitor repeats it unchanged.",
+        HoldDecide,
+        _hold_decide,
     ),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),

@@ -32,7 +32,7 @@ from mcp_host.settings import Settings
 pytestmark = pytest.mark.anyio
 
 # Every migration this host ships, as `schema_migrations` records them.
-MIGRATED = [(1, "core"), (2, "config"), (3, "access"), (4, "connections"), (5, "pins"), (6, "audit")]
+MIGRATED = [(1, "core"), (2, "config"), (3, "access"), (4, "connections"), (5, "pins"), (6, "audit"), (7, "holds")]
 
 
 def _settings(data_dir: Path, dsn: str | None = None) -> Settings:
@@ -74,7 +74,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -90,6 +90,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "audit",
             "config_values",
             "connections",
+            "holds",
             "host_settings",
             "owner_tokens",
             "owners",
@@ -222,7 +223,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6]]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7]]
     assert recorded == MIGRATED
 
 

@@ -44,6 +44,8 @@ OWNER_TOOLS = [
     "session_end",
     "tools_pending",
     "tool_approve",
+    "holds_list",
+    "hold_decide",
     "audit_list",
     "host_settings_get",
     "host_settings_set",
@@ -345,7 +347,11 @@ async def test_owner_sees_a_pending_tool_side_by_side_and_approving_shows_it_to_
             before = [t.name for t in (await visitor.list_tools()).tools]
         async with owner_client(running) as client:
             _, pending = await call(client, "tools_pending")
-            failed, approved = await call(client, "tool_approve", capability="test.echo", tool="echo")
+            stale, changed = await call(
+                client, "tool_approve", capability="test.echo", tool="echo", live_sha256="0" * 64
+            )
+            live = next(p["live_sha256"] for p in pending["pending"] if p["tool"] == "echo")
+            failed, approved = await call(client, "tool_approve", capability="test.echo", tool="echo", live_sha256=live)
             refused, unknown = await call(client, "tool_approve", capability="test.echo", tool="nope")
             _, after_approval = await call(client, "tools_pending")
             trail = await audit(client)
@@ -357,8 +363,55 @@ async def test_owner_sees_a_pending_tool_side_by_side_and_approving_shows_it_to_
     echo = next(p for p in pending["pending"] if p["tool"] == "echo")
     assert (echo["capability"], echo["approved"], echo["live"]["name"]) == ("test.echo", None, "echo")
     assert set(echo["live"]) == {"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+    assert stale and changed["code"] == INVALID_ARGUMENTS and "changed since it was listed" in changed["message"]
     assert not failed and approved["approved"]["definition"] == echo["live"]
     assert refused and unknown["code"] == UNKNOWN
     assert "echo" not in [p["tool"] for p in after_approval["pending"]]
     assert after == ["echo"]
-    assert trail[-3:] == [("tool_approve", "ok"), ("tool_approve", "unknown"), ("tools_pending", "ok")]
+    assert trail[-4:] == [
+        ("tool_approve", INVALID_ARGUMENTS),
+        ("tool_approve", "ok"),
+        ("tool_approve", "unknown"),
+        ("tools_pending", "ok"),
+    ]
+
+
+async def test_roles_keys_and_their_config_are_administered_through_the_door(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["guarded"])) as running:
+        async with owner_client(running) as client:
+            put_ok, role = await call(
+                client, "role_put", id="staff", capabilities=["test.guarded"], config={"test.guarded": {"max_items": 7}}
+            )
+            _, roles = await call(client, "roles_list")
+            _, role_config = await call(client, "config_get", capability="test.guarded", scope="role", scope_id="staff")
+            key_ok, made = await call(
+                client, "api_key_create", role="staff", config={"test.guarded": {"priority": True}}
+            )
+            _, key_config = await call(
+                client, "config_get", capability="test.guarded", scope="key", scope_id=made["id"]
+            )
+            bad, refused = await call(
+                client,
+                "config_set",
+                capability="test.guarded",
+                scope="key",
+                scope_id=made["id"],
+                values={"priority": 1},
+            )
+            _, keys = await call(client, "api_keys_list")
+            _, revoked = await call(client, "api_key_revoke", id=made["id"])
+            _, keys_after = await call(client, "api_keys_list")
+        opened = await running.http.post(
+            f"{running.url}/v1/sessions", headers={"Authorization": f"Bearer {made['key']}"}, json={}
+        )
+
+    assert put_ok is False and role["id"] == "staff" and role["capabilities"] == ["test.guarded"]
+    assert "staff" in [r["id"] for r in roles["roles"]]
+    assert role_config["values"] == {"greeting": "hello", "max_items": 7}
+    assert key_ok is False and made["key"].startswith("mcphk_") and made["role"] == "staff"
+    assert key_config["values"] == {"label": None, "priority": True}
+    assert bad and refused["code"] == INVALID_ARGUMENTS and "priority" in refused["message"]
+    assert [k["id"] for k in keys["api_keys"]] == [made["id"]]
+    assert revoked == {"revoked": True}
+    assert [k["status"] for k in keys_after["api_keys"] if k["id"] == made["id"]] == ["revoked"]
+    assert made["key"] not in str(keys) and opened.status_code == 401

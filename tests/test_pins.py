@@ -169,6 +169,21 @@ async def test_pins_survive_a_restart_and_approval_records_old_and_new(pool: PgP
     assert await restarted.pending() == []
 
 
+async def test_an_approval_given_on_another_replica_is_read_at_the_next_refresh(pool: PgPool) -> None:
+    here, there = Pins(pool), Pins(pool)
+    await here.load()
+    await there.load()
+    await here.observe(EXTRA, [_tool()])
+    await there.observe(EXTRA, [_tool()])
+
+    await there.approve("test.extra", "book")
+    await here.refresh(every_s=3600)  # read moments ago: not yet
+    assert not here.approved("test.extra", _tool())
+    await here.refresh(every_s=0)
+
+    assert here.approved("test.extra", _tool())
+
+
 _WAITING = "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted"
 
 
