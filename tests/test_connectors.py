@@ -14,6 +14,7 @@ import pytest
 from hosting import BUILTINS, RunningHost, host_settings, running_host
 from peers import DAY, PASSWORDS, Radicale, new_calendar, running_radicale
 from processes import needs_bwrap
+from test_owner_door import call, owner_client
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
 
@@ -126,3 +127,25 @@ async def test_capability_cannot_reach_a_category_it_does_not_require(host: Runn
         refused = await client.call_tool("mail_send", {})
 
     assert refused.structured_content == {"code": "denied", "message": "denied"}
+
+
+async def test_the_owner_connects_and_invokes_the_connector_through_the_door(
+    host: RunningHost, radicale: Radicale
+) -> None:
+    url = new_calendar(radicale)
+    async with owner_client(host) as client:
+        _, connected = await call(client, "connector_connect", connector="caldav", settings=radicale.connection(url))
+        _, listed = await call(client, "connectors_list")
+        failed, can = await call(
+            client, "connector_invoke", category="calendar", verb="can_perform", args={"action": "events.insert"}
+        )
+        _, trail = await call(client, "audit_list", limit=10)
+
+    assert connected["connection"]["settings"] == {"url": url, "username": "owner"}
+    assert connected["connection"]["secrets_set"] == ["password"]
+    assert connected["connected"]["ok"] is True
+    caldav = next(c for c in listed["connectors"] if c["id"] == "caldav")
+    assert caldav["connection"]["category"] == "calendar"
+    assert not failed and can == {"can": True}
+    shown = str(connected) + str(listed) + str(trail)
+    assert PASSWORDS["owner"] not in shown

@@ -276,11 +276,15 @@ async def test_owner_and_visitor_tokens_open_only_their_own_door(tmp_path: Path,
         foreign = await running.http.post(
             owner_url, json=INITIALIZE, headers={**MCP_HEADERS, **owner_auth, "Origin": "http://evil.example"}
         )
+        rebound = await running.http.post(
+            owner_url, json=INITIALIZE, headers={**MCP_HEADERS, **owner_auth, "Host": "evil.example:8765"}
+        )
         ok = await running.http.post(owner_url, json=INITIALIZE, headers={**MCP_HEADERS, **owner_auth})
 
     assert answers == {"missing": 401, "wrong": 401, "visitor's": 401}
     assert on_visitor.status_code == 401
     assert foreign.status_code == 403
+    assert rebound.status_code == 421  # DNS rebinding: a Host that is not ours
     assert ok.status_code == 200
 
 
