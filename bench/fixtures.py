@@ -27,8 +27,6 @@ class PluginDirs:
     """A plugins root with five (`bench.echo_1` … `bench.echo_5`, tools `echo_1` …): legs d, e."""
     echo_server: Path
     """The echo child's `server.py` inside `one` (what legs a, b and f run directly)."""
-    empty: Path
-    """An empty folder, given to the host as its builtin folder (no builtins are loaded)."""
 
 
 def _copy_echo(dest: Path, plugin_id: str, tool: str) -> None:
@@ -47,9 +45,7 @@ def make_plugins(workdir: Path, count: int = 5) -> PluginDirs:
     five = workdir / "plugins-five"
     for i in range(1, count + 1):
         _copy_echo(five / f"echo_{i}", f"bench.echo_{i}", f"echo_{i}")
-    empty = workdir / "no-builtins"
-    empty.mkdir()
-    return PluginDirs(one=one, five=five, echo_server=one / "echo" / "server.py", empty=empty)
+    return PluginDirs(one=one, five=five, echo_server=one / "echo" / "server.py")
 
 
 def ensure_fastmcp_venv(venv: Path) -> tuple[Path | None, str]:

@@ -98,9 +98,7 @@ async def _direct_counts(dsn: str, owner_id: str, n: int) -> list[int]:
 
 
 async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> dict[str, Any]:
-    empty = workdir / "empty"
-    empty.mkdir()
-    host = await start_host(procs, "host-ops", plugins=PLUGIN, data_dir=workdir / "data", builtin_dir=empty)
+    host = await start_host(procs, "host-ops", plugins=PLUGIN, data_dir=workdir / "data")
     dsn = _dsn(workdir / "data" / "postgres")
     gated_url, gated_token, owner_id = await _code_session(dsn, workdir, host.url)
     public = await host.open_session()

@@ -76,7 +76,6 @@ async def _first_lists(
             f"host-five-{i + 1}",
             plugins=plugins.five,
             data_dir=workdir / "data-five",
-            builtin_dir=plugins.empty,
         )
         visitor = await host.open_session()
         async with AsyncExitStack() as stack:
@@ -133,9 +132,7 @@ async def bench(
     """
     runs, five_host = await _first_lists(args, procs, workdir, plugins)
     echo_url = await start_echo_http(procs, plugins.echo_server)
-    one_host = await start_host(
-        procs, "host-one", plugins=plugins.one, data_dir=workdir / "data-one", builtin_dir=plugins.empty
-    )
+    one_host = await start_host(procs, "host-one", plugins=plugins.one, data_dir=workdir / "data-one")
     skipped: dict[str, str] = {} if fastmcp[0] else {"f": fastmcp[1]}
     try:
         fastmcp_urls = await _fastmcp_urls(procs, fastmcp[0], plugins.echo_server)
@@ -227,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             "warmup": args.warmup,
             "starts": args.starts,
             "host": "mcp-host serve, embedded PostgreSQL, sandbox on (bubblewrap)",
-            "builtins": "none (MCP_HOST_BUILTIN_DIR = an empty folder)",
+            "builtins": "the bench's echo plugins are the host's builtin folder (so tool pinning, on, approves them)",
         },
         "machine": {
             "cpus": os.cpu_count(),

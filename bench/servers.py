@@ -43,21 +43,27 @@ class RunningHost:
 
 
 def _host_env(builtin_dir: Path) -> dict[str, str]:
-    """The bench's environment without any MCP_HOST_ setting, plus an empty builtin folder.
+    """The bench's environment without any MCP_HOST_ setting, plus the builtin folder.
 
-    So: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL), sandbox on (the default).
+    So: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL), sandbox and tool pinning on (the
+    defaults).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
     env["MCP_HOST_BUILTIN_DIR"] = str(builtin_dir)
     return env
 
 
-async def start_host(procs: Processes, name: str, *, plugins: Path, data_dir: Path, builtin_dir: Path) -> RunningHost:
-    """`mcp-host serve` on a free loopback port; returns once `/healthz` answers 200."""
+async def start_host(procs: Processes, name: str, *, plugins: Path, data_dir: Path) -> RunningHost:
+    """`mcp-host serve` on a free loopback port with `plugins` as its builtin folder; returns
+    once `/healthz` answers 200.
+
+    Builtins, not `--plugins`: tool pinning (on, as by default) approves a builtin's tools on
+    first sight, as for an install's own plugins, while `--plugins` tools would wait for the
+    owner's approval and stay hidden.
+    """
     port = free_port()
-    argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    argv += ["--data-dir", str(data_dir), "--plugins", str(plugins)]
-    proc = procs.spawn(name, argv, env=_host_env(builtin_dir))
+    argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir)]
+    proc = procs.spawn(name, argv, env=_host_env(plugins))
     url = f"http://127.0.0.1:{port}"
     ready_s = await wait_http(proc, f"{url}/healthz", want=200)
     return RunningHost(proc, url, ready_s)
