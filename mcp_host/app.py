@@ -55,8 +55,15 @@ from .session_cache import CachedSessionStore
 from .sessions import PostgresSessionStore, SessionStore
 from .settings import Settings
 from .throttle import FailureThrottle, ThrottleLimits
+from .turns import PostgresTurns, TurnStore
 from .visitor_door import VisitorDoor
-from .visitor_http import SessionsEndpoint, VisitorMCPEndpoint, build_visitor_server, security_settings
+from .visitor_http import (
+    SessionsEndpoint,
+    TurnsEndpoint,
+    VisitorMCPEndpoint,
+    build_visitor_server,
+    security_settings,
+)
 
 __all__ = ["Host", "HostApp", "create_app", "running_host"]
 
@@ -86,6 +93,8 @@ class Host:
     connections: Connections
     connectors: ConnectorGateway
     audit: AuditLog
+    turns: TurnStore
+    turns_endpoint: TurnsEndpoint
     pins: PinBook | None = None
     owner_token_new: bool = False
     """The owner token was made by this start (so `serve` shows it once, on the terminal)."""
@@ -226,8 +235,9 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 can_perform_ttl_s=settings.can_perform_ttl_s,
             )
             connections.on_change.append(connectors.forget)
+            turns = PostgresTurns(database.pool)
             channel.services = OpServices(
-                stores=stores, config=config, owners=owners, quota=quota, connectors=connectors
+                stores=stores, config=config, owners=owners, quota=quota, connectors=connectors, turns=turns
             )
             holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
             door = VisitorDoor(
@@ -240,6 +250,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 meta_caps=MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes),
                 call_timeout_s=settings.call_timeout_s,
                 holds=holds if settings.hold_destructive_tools else None,
+                turns=turns,
             )
             manager = StreamableHTTPSessionManager(
                 build_visitor_server(door, bindings.input_schema),
@@ -297,6 +308,8 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     connections=connections,
                     connectors=connectors,
                     audit=audit,
+                    turns=turns,
+                    turns_endpoint=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
                     pins=pins,
                     owner_token_new=first_token and token_file is not None,
                     spawned=spawned,
@@ -378,6 +391,18 @@ def create_app(settings: Settings) -> HostApp:
         entries = [e.model_dump() for e in host.catalogue.entries()]
         return JSONResponse({"capabilities": entries}, headers={"Cache-Control": "no-store"})
 
+    async def open_turn(request: Request) -> Response:
+        host: Host | None = getattr(request.app.state, "host", None)
+        if host is None:
+            return JSONResponse({"error": "starting"}, status_code=503)
+        return await host.turns_endpoint.open_turn(request)
+
+    async def answer_turn(request: Request) -> Response:
+        host: Host | None = getattr(request.app.state, "host", None)
+        if host is None:
+            return JSONResponse({"error": "starting"}, status_code=503)
+        return await host.turns_endpoint.answer(request)
+
     app = Starlette(lifespan=lifespan)
     app.state.host = None
     app.router.routes.extend(
@@ -385,6 +410,8 @@ def create_app(settings: Settings) -> HostApp:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/v1/catalogue", catalogue, methods=["GET"]),
             Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"]),
+            Route("/v1/sessions/{session_id}/turns", open_turn, methods=["POST"]),
+            Route("/v1/sessions/{session_id}/turns/{n}/answer", answer_turn, methods=["POST"]),
             Route(OWNER_PATH, _Deferred(app, "owner_endpoint"), methods=["GET", "POST", "DELETE"]),
             Route(
                 "/v1/sessions/{session_id}/mcp",

@@ -1,7 +1,7 @@
 """Host ops: what a child may ask the host for, one table of typed ops dispatched by name.
 
 Above: `backchannel` (which serves each plugin's ops as MCP tools on its own socket, redeems
-the grant, and calls `run_op`). Below: `plugin_store`, `config`, `quota`, `owners`.
+the grant, and calls `run_op`). Below: `plugin_store`, `config`, `quota`, `owners`, `turns`.
 
 Each op has a pydantic model of its arguments (unknown keys refused) and a handler. A handler
 gets the plugin (known by the socket the op came in on) and the grant (who the forwarded call
@@ -28,6 +28,7 @@ from .owners import OwnerStore
 from .plugin_store import PluginStore, PluginStores
 from .plugins import Plugin
 from .quota import QuotaGate
+from .turns import TurnStore
 
 __all__ = ["OPS", "Op", "OpServices", "run_op"]
 
@@ -43,6 +44,7 @@ class OpServices:
     owners: OwnerStore
     quota: QuotaGate
     connectors: ConnectorGateway
+    turns: TurnStore
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class ConnectorInvoke(_Args):
     args: JsonObject = Field(default_factory=dict)
 
 
+class ConversationRead(_Args):
+    pass
+
+
 async def _store_insert(call: _Call, args: StoreInsert) -> JsonObject:
     scope = call.grant.scope
     check = await call.services.quota.insert_check(call.plugin, call.owner_id, scope.subject, args.collection)
@@ -194,6 +200,14 @@ async def _connector_invoke(call: _Call, args: ConnectorInvoke) -> types.CallToo
     return await call.services.connectors.invoke(call.owner_id, args.category, args.verb, args.args)
 
 
+async def _conversation_read(call: _Call, args: ConversationRead) -> JsonObject:
+    # The grant's session, never one named in the arguments; the owner context has none.
+    session = call.grant.scope.session
+    if session is None:
+        return {"turns": []}
+    return {"turns": [turn.wire() for turn in await call.services.turns.transcript(session.id)]}
+
+
 Handler = Callable[[_Call, Any], Awaitable[JsonObject | types.CallToolResult]]
 
 
@@ -222,6 +236,7 @@ OPS: dict[str, Op] = {
         Op("store.release", StoreRelease, _store_release, "Give a claimed key back."),
         Op("config.get", ConfigGet, _config_get, "This plugin's declared config for this call."),
         Op("owner.meta", OwnerMeta, _owner_meta, "One of the owner's name, email, timezone."),
+        Op("conversation.read", ConversationRead, _conversation_read, "This session's turns and their receipts."),
         Op(
             "connector.invoke",
             ConnectorInvoke,

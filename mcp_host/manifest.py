@@ -99,6 +99,7 @@ HOST_OPS = frozenset(
         "store.release",
         "config.get",
         "owner.meta",
+        "conversation.read",
         "connector.invoke",
     }
 )

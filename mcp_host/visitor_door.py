@@ -40,12 +40,14 @@ from .children import Child
 from .errors import HostError, QuotaExhausted, Unavailable, UnknownTool
 from .grants import CallScope, GrantBook
 from .holds import HoldBook, needs_hold
+from .manifest import ClaimGate
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
 from .quota import QuotaGate, QuotaState
 from .requirements import RequirementGate
 from .sessions import Session
 from .tool_results import error_result
+from .turns import TurnStore, receipt_ok
 
 __all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList", "error_result"]
 
@@ -86,8 +88,10 @@ class VisitorDoor:
         meta_caps: MetaCaps,
         call_timeout_s: float,
         holds: HoldBook | None = None,
+        turns: TurnStore | None = None,
     ) -> None:
-        """`holds`: where calls to destructive tools wait for the owner; None holds nothing."""
+        """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
+        `turns`: where receipts of completed calls go; None records none."""
         self._capabilities = [p for p in plugins if p.manifest.kind == "capability"]
         self._by_id = {p.manifest.id: p for p in self._capabilities}
         self._bindings = bindings
@@ -98,6 +102,7 @@ class VisitorDoor:
         self._meta_caps = meta_caps
         self._call_timeout_s = call_timeout_s
         self._holds = holds
+        self._turns = turns
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -106,6 +111,10 @@ class VisitorDoor:
             return []
         granted = set(session.role.capabilities)
         return [p for p in self._capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
+
+    def claim_gates(self, session: Session) -> list[tuple[str, ClaimGate]]:
+        """The claim gates of the capabilities this session may see, by capability id."""
+        return [(p.manifest.id, p.manifest.claim_gate) for p in self.visible(session) if p.manifest.claim_gate]
 
     async def reachable(self, session: Session) -> list[Plugin]:
         """The visible capabilities whose required connector categories the owner has connected."""
@@ -195,10 +204,22 @@ class VisitorDoor:
                 )
             if QuotaExhausted.code in grant.refusals:
                 raise QuotaExhausted("this session's quota for the capability is used up")
+        await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
         if result.meta:
             # The host answers as itself: the child's serverInfo stamp does not travel.
             result.meta.pop("io.modelcontextprotocol/serverInfo", None)
         return result
+
+    async def _receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
+        """Record that the call completed; a failure to record changes nothing for the visitor."""
+        if self._turns is None:
+            return
+        try:
+            await self._turns.record(session.id, capability, tool, receipt_ok(result))
+        except Exception:
+            logger.warning(
+                "session %s: the receipt of %s/%s was not recorded", session.id, capability, tool[:80], exc_info=True
+            )
 
     async def _check_quota(self, plugin: Plugin, session: Session) -> None:
         if session.subject is None or plugin.manifest.quota_gate() is None:

@@ -15,6 +15,12 @@ SECURITY.md §0.1). Both protocol eras are served by one `StreamableHTTPSessionM
 2025-11-25 clients get an `Mcp-Session-Id` bound to the visitor session that opened it (the
 SDK answers 404 to any other credential); 2026-07-28 requests are each authenticated on their
 own. Tool lists are per session, so they are marked `cacheScope: private` with no TTL.
+
+Turns (`TurnsEndpoint`, same bearer token as the session's MCP endpoint):
+`POST /v1/sessions/{id}/turns {message}` opens the session's next turn (201 `{turn}`);
+`POST /v1/sessions/{id}/turns/{n}/answer {text}` stores the agent's answer and judges it
+against the claim gates of the capabilities the session can see: `{ok: true}`, or
+`{ok: false, violations: [{capability, tool, phrase}]}` (SECURITY.md E12).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -34,7 +40,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from opentelemetry import trace
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -42,6 +48,7 @@ from starlette.types import Receive, Scope, Send
 from .access import Access
 from .sessions import Session, SessionStore, Visitor
 from .throttle import FailureThrottle
+from .turns import TurnStore, UnknownTurn, judge
 from .visitor_door import VisitorDoor
 
 __all__ = [
@@ -49,6 +56,7 @@ __all__ = [
     "NO_CREDENTIAL",
     "REFUSED",
     "SessionsEndpoint",
+    "TurnsEndpoint",
     "VisitorMCPEndpoint",
     "build_visitor_server",
     "security_settings",
@@ -237,6 +245,90 @@ class SessionsEndpoint:
         if delay > 0:
             await anyio.sleep(delay)
         return _unauthorized(REFUSED)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains NUL")
+    return value
+
+
+class _NewTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    message: Annotated[str, AfterValidator(_no_nul)]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: Annotated[str, AfterValidator(_no_nul)]
+
+
+_MAX_TURN = 2**31 - 1
+M = TypeVar("M", bound=BaseModel)
+
+
+class TurnsEndpoint:
+    """`POST /v1/sessions/{id}/turns` and `POST /v1/sessions/{id}/turns/{n}/answer`."""
+
+    def __init__(self, sessions: SessionStore, turns: TurnStore, door: VisitorDoor, max_body_bytes: int) -> None:
+        self._sessions = sessions
+        self._turns = turns
+        self._door = door
+        self._max_body_bytes = max_body_bytes
+
+    async def open_turn(self, request: Request) -> Response:
+        session = await self._authenticate(request)
+        if session is None:
+            return _unauthorized()
+        payload = await self._body(request, _NewTurn)
+        if isinstance(payload, Response):
+            return payload
+        n = await self._turns.open_turn(session.id, payload.message)
+        return JSONResponse({"turn": n}, status_code=201, headers={"Cache-Control": "no-store"})
+
+    async def answer(self, request: Request) -> Response:
+        session = await self._authenticate(request)
+        if session is None:
+            return _unauthorized()
+        payload = await self._body(request, _Answer)
+        if isinstance(payload, Response):
+            return payload
+        raw = str(request.path_params.get("n", ""))
+        n = int(raw) if raw.isdigit() and len(raw) <= 10 else 0
+        try:
+            if not 1 <= n <= _MAX_TURN:
+                raise UnknownTurn(raw)
+            receipts = await self._turns.receipts(session.id, n)
+            violations = judge(payload.text, self._door.claim_gates(session), receipts)
+            await self._turns.answer(session.id, n, payload.text)
+        except UnknownTurn:
+            return JSONResponse({"error": "not_found", "message": "this session has no such turn"}, status_code=404)
+        if violations:
+            logger.info("session %s: turn %d answer claims work without a receipt: %s", session.id, n, violations)
+            body: dict[str, Any] = {
+                "ok": False,
+                "violations": [{"capability": v.capability, "tool": v.tool, "phrase": v.phrase} for v in violations],
+            }
+        else:
+            body = {"ok": True}
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    async def _authenticate(self, request: Request) -> Session | None:
+        session_id = str(request.path_params.get("session_id", ""))
+        token = bearer_token(request.scope)
+        return await self._sessions.authenticate(session_id, token) if token else None
+
+    async def _body(self, request: Request, model: type[M]) -> M | Response:
+        body = await _read_capped(request, self._max_body_bytes)
+        if body is None:
+            return JSONResponse(
+                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
+            )
+        try:
+            return model.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+            return _invalid("; ".join(problems))
 
 
 def _invalid(message: str) -> Response:

@@ -32,7 +32,16 @@ from mcp_host.settings import Settings
 pytestmark = pytest.mark.anyio
 
 # Every migration this host ships, as `schema_migrations` records them.
-MIGRATED = [(1, "core"), (2, "config"), (3, "access"), (4, "connections"), (5, "pins"), (6, "audit"), (7, "holds")]
+MIGRATED = [
+    (1, "core"),
+    (2, "config"),
+    (3, "access"),
+    (4, "connections"),
+    (5, "pins"),
+    (6, "audit"),
+    (7, "holds"),
+    (8, "turns"),
+]
 
 
 def _settings(data_dir: Path, dsn: str | None = None) -> Settings:
@@ -74,7 +83,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -94,10 +103,12 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "host_settings",
             "owner_tokens",
             "owners",
+            "receipts",
             "roles",
             "schema_migrations",
             "sessions",
             "tool_pins",
+            "turns",
         ]
     )
 
@@ -223,7 +234,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7]]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8]]
     assert recorded == MIGRATED
 
 

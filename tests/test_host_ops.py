@@ -34,6 +34,7 @@ def test_op_arguments_are_described_for_plugin_authors() -> None:
             "store.release": ["collection", "key"],
             "config.get": [],
             "owner.meta": ["field"],
+            "conversation.read": [],
             "connector.invoke": ["category", "verb"],
         }
     )

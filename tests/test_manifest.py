@@ -825,8 +825,9 @@ BAD_MANIFESTS = [
         snapshot(
             (
                 "transport.sandbox.host_ops.1",
-                "'shell.exec' is not a host op this host offers (config.get, connector.invoke, owner.meta,"
-                " store.claim, store.count, store.delete, store.insert, store.query, store.release, store.update)",
+                "'shell.exec' is not a host op this host offers (config.get, connector.invoke, conversation.read,"
+                " owner.meta, store.claim, store.count, store.delete, store.insert, store.query, store.release,"
+                " store.update)",
             )
         ),
         id="host-op-unknown",
