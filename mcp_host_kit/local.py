@@ -133,6 +133,10 @@ class ConfigGet(_Args):
     pass
 
 
+class ConversationRead(_Args):
+    pass
+
+
 class OwnerMeta(_Args):
     field: Literal["name", "email", "timezone"]
 
@@ -279,6 +283,10 @@ class LocalHost:
     def _owner_meta(self, session: SessionInfo, args: OwnerMeta) -> Json:
         return {"value": TEST_OWNER[args.field]}
 
+    def _conversation_read(self, session: SessionInfo, args: ConversationRead) -> Json:
+        # Standalone there is no visitor conversation (no turns are opened): an empty transcript.
+        return {"turns": []}
+
 
 _Handler = Callable[[LocalHost, SessionInfo, Any], Json]
 _OPS: dict[str, tuple[type[_Args], _Handler]] = {
@@ -291,6 +299,7 @@ _OPS: dict[str, tuple[type[_Args], _Handler]] = {
     "store.release": (StoreRelease, LocalHost._release),
     "config.get": (ConfigGet, LocalHost._config_get),
     "owner.meta": (OwnerMeta, LocalHost._owner_meta),
+    "conversation.read": (ConversationRead, LocalHost._conversation_read),
 }
 
 

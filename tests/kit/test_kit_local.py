@@ -268,6 +268,12 @@ async def test_owner_meta_is_the_fixed_test_owner() -> None:
     )
 
 
+async def test_standalone_conversation_is_empty(tmp_path: Path) -> None:
+    folder = plugin(tmp_path, host_ops="[conversation.read]")
+
+    assert await standalone(folder).call("conversation.read", {}) == {"turns": []}
+
+
 async def test_a_call_without_session_is_the_test_session_and_standalone_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
