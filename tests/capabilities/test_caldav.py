@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import caldav
 import pytest
+from connector_child import Connector, connector_child, refusal
 from inline_snapshot import snapshot
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult
 
 from hosting import BUILTINS, free_port
 from mcp_host.children import ChildPool
@@ -49,36 +44,10 @@ def calendar_url(radicale: Radicale) -> str:
     return new_calendar(radicale)
 
 
-@dataclass
-class Connector:
-    client: Client
-    stderr: Path
-
-    async def call(self, verb: str, args: dict[str, Any], settings: dict[str, Any] | None) -> CallToolResult:
-        meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "calendar", "settings": settings}}
-        return await self.client.call_tool(verb, args, meta=meta if settings is not None else None)
-
-    async def ok(self, verb: str, args: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-        result = await self.call(verb, args, settings)
-        assert result.is_error is False, result.structured_content
-        assert result.structured_content is not None
-        return result.structured_content
-
-
 @pytest.fixture(scope="module")
 async def connector(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Connector]:
-    """One connector child for the module's tests (it keeps nothing of a call but the auth
-    scheme each server took); its stderr is kept to check that no password reaches the log."""
-    stderr = tmp_path_factory.mktemp("connector") / "stderr.log"
-    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], cwd=str(SERVER.parent))
-    with stderr.open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog)) as client:  # type: ignore[arg-type]
-            yield Connector(client, stderr)
-
-
-def _refusal(result: CallToolResult) -> dict[str, Any] | None:
-    assert result.is_error is True
-    return result.structured_content
+    async with connector_child(SERVER, "calendar", tmp_path_factory.mktemp("connector")) as child:
+        yield child
 
 
 def _event(summary: str, start: str, end: str, **extra: Any) -> dict[str, Any]:
@@ -218,10 +187,10 @@ async def test_a_read_only_account_may_read_but_neither_insert_nor_delete(
         "insert_event", _event("Intrusion", "2030-01-07T10:00:00Z", "2030-01-07T11:00:00Z"), reader
     )
     deleted = await connector.call("delete_event", {"uid": existing["uid"]}, reader)
-    assert _refusal(inserted) == snapshot(
+    assert refusal(inserted) == snapshot(
         {"code": "denied", "message": "the calendar server does not let this account add events"}
     )
-    assert _refusal(deleted) == snapshot(
+    assert refusal(deleted) == snapshot(
         {"code": "denied", "message": "the calendar server does not let this account delete events"}
     )
     listed = await connector.ok("list_events", DAY, reader)
@@ -251,9 +220,9 @@ async def test_wrong_password_is_denied_and_the_password_appears_nowhere(
     listed = await connector.call("list_events", DAY, settings)
     inserted = await connector.call("insert_event", _event("x", DAY["start"], DAY["end"]), settings)
     checked = await connector.call("connected", {}, settings)
-    refusal = {"code": "denied", "message": "the calendar server refused the username or password"}
-    assert [_refusal(listed), _refusal(inserted)] == [refusal, refusal]
-    assert checked.structured_content == {"ok": False, "detail": refusal["message"]}
+    denied = {"code": "denied", "message": "the calendar server refused the username or password"}
+    assert [refusal(listed), refusal(inserted)] == [denied, denied]
+    assert checked.structured_content == {"ok": False, "detail": denied["message"]}
     shown = json.dumps([r.model_dump(mode="json") for r in (listed, inserted, checked)])
     assert WRONG_PASSWORD not in shown
     assert WRONG_PASSWORD not in connector.stderr.read_text()
@@ -267,13 +236,13 @@ async def test_unreachable_server_is_unavailable_within_a_bounded_time(connector
     checked = await connector.call("connected", {}, settings)
     assert time.monotonic() - started < 5
     reason = f"could not reach the calendar server at 127.0.0.1:{closed}"
-    assert _refusal(listed) == {"code": "unavailable", "message": reason}
+    assert refusal(listed) == {"code": "unavailable", "message": reason}
     assert checked.structured_content == {"ok": False, "detail": reason}
 
 
 async def test_a_url_that_names_no_calendar_is_unconfigured(connector: Connector, radicale: Radicale) -> None:
     result = await connector.call("list_events", DAY, radicale.connection(f"{radicale.base}/owner/missing/"))
-    assert _refusal(result) == snapshot(
+    assert refusal(result) == snapshot(
         {"code": "unconfigured", "message": "the calendar URL names no calendar on the server"}
     )
 
@@ -291,7 +260,7 @@ VALID_ARGS = {
 @pytest.mark.parametrize("verb", list(VALID_ARGS))
 async def test_a_call_without_a_connection_is_unconfigured(connector: Connector, verb: str) -> None:
     result = await connector.call(verb, VALID_ARGS[verb], None)
-    assert _refusal(result) == snapshot(
+    assert refusal(result) == snapshot(
         {
             "code": "unconfigured",
             "message": "this call carries no connection: the owner has not connected this service",
@@ -314,7 +283,7 @@ async def test_a_call_without_a_connection_is_unconfigured(connector: Connector,
 )
 async def test_unusable_settings_are_unconfigured(connector: Connector, settings: dict[str, Any], message: str) -> None:
     result = await connector.call("list_events", DAY, settings)
-    assert _refusal(result) == {"code": "unconfigured", "message": message}
+    assert refusal(result) == {"code": "unconfigured", "message": message}
     assert "hunter2" not in json.dumps(result.model_dump(mode="json"))
 
 
@@ -382,7 +351,7 @@ async def test_bad_arguments_are_invalid_arguments(
     connector: Connector, radicale: Radicale, calendar_url: str, verb: str, args: dict[str, Any], message: str
 ) -> None:
     result = await connector.call(verb, args, radicale.connection(calendar_url))
-    assert _refusal(result) == {"code": "invalid_arguments", "message": message}
+    assert refusal(result) == {"code": "invalid_arguments", "message": message}
 
 
 @needs_bwrap

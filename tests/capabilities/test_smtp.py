@@ -10,20 +10,16 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from connector_child import Connector, connector_child, refusal
 from inline_snapshot import snapshot
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult
 
 from hosting import BUILTINS, free_port
 from mcp_host.children import ChildPool
@@ -93,30 +89,10 @@ def mailbox() -> Iterator[Mailbox]:
         controller.stop()
 
 
-@dataclass
-class Connector:
-    client: Client
-    stderr: Path
-
-    async def call(self, verb: str, args: dict[str, Any], settings: dict[str, Any] | None) -> CallToolResult:
-        meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "mail", "settings": settings}}
-        return await self.client.call_tool(verb, args, meta=meta if settings is not None else None)
-
-
 @pytest.fixture(scope="module")
 async def connector(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Connector]:
-    """One connector child for the module's tests (it keeps nothing of a call but the auth
-    scheme each server took); its stderr is kept to check that no password reaches the log."""
-    stderr = tmp_path_factory.mktemp("connector") / "stderr.log"
-    params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], cwd=str(SERVER.parent))
-    with stderr.open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog)) as client:  # type: ignore[arg-type]
-            yield Connector(client, stderr)
-
-
-def _refusal(result: CallToolResult) -> dict[str, Any] | None:
-    assert result.is_error is True
-    return result.structured_content
+    async with connector_child(SERVER, "mail", tmp_path_factory.mktemp("connector")) as child:
+        yield child
 
 
 MESSAGE = {"to": ["ada@example.test"], "subject": "Hello", "text": "Hi Ada."}
@@ -192,7 +168,7 @@ async def test_bad_arguments_and_header_injection_are_refused_and_nothing_is_sen
     connector: Connector, mailbox: Mailbox, args: dict[str, Any], message: str
 ) -> None:
     result = await connector.call("send", {**MESSAGE, **args}, mailbox.settings())
-    assert _refusal(result) == {"code": "invalid_arguments", "message": message}
+    assert refusal(result) == {"code": "invalid_arguments", "message": message}
     assert mailbox.envelopes == []
 
 
@@ -202,7 +178,7 @@ async def test_wrong_password_is_denied_and_the_password_appears_nowhere(
     settings = mailbox.settings(password=WRONG_PASSWORD)
     sent = await connector.call("send", MESSAGE, settings)
     checked = await connector.call("connected", {}, settings)
-    assert _refusal(sent) == snapshot({"code": "denied", "message": "the mail server refused the username or password"})
+    assert refusal(sent) == snapshot({"code": "denied", "message": "the mail server refused the username or password"})
     assert checked.structured_content == snapshot(
         {"ok": False, "detail": "the mail server refused the username or password"}
     )
@@ -220,7 +196,7 @@ async def test_unreachable_server_is_unavailable_within_a_bounded_time(connector
     checked = await connector.call("connected", {}, settings)
     assert time.monotonic() - started < 5
     reason = f"could not reach the mail server at 127.0.0.1:{closed}"
-    assert _refusal(sent) == {"code": "unavailable", "message": reason}
+    assert refusal(sent) == {"code": "unavailable", "message": reason}
     assert checked.structured_content == {"ok": False, "detail": reason}
 
 
@@ -229,7 +205,7 @@ async def test_starttls_is_required_when_set_and_never_silently_dropped(connecto
     sent = await connector.call("send", MESSAGE, settings)
     checked = await connector.call("connected", {}, settings)
     reason = f"the mail server at 127.0.0.1:{mailbox.port} does not offer STARTTLS"
-    assert _refusal(sent) == {"code": "unconfigured", "message": reason}
+    assert refusal(sent) == {"code": "unconfigured", "message": reason}
     assert checked.structured_content == {"ok": False, "detail": reason}
     assert mailbox.envelopes == []
 
@@ -237,7 +213,7 @@ async def test_starttls_is_required_when_set_and_never_silently_dropped(connecto
 @pytest.mark.parametrize("verb", ["send", "connected"])
 async def test_a_call_without_a_connection_is_unconfigured(connector: Connector, verb: str) -> None:
     result = await connector.call(verb, MESSAGE if verb == "send" else {}, None)
-    assert _refusal(result) == snapshot(
+    assert refusal(result) == snapshot(
         {
             "code": "unconfigured",
             "message": "this call carries no connection: the owner has not connected this service",
@@ -262,7 +238,7 @@ async def test_unusable_settings_are_unconfigured(
     connector: Connector, mailbox: Mailbox, overrides: dict[str, Any], message: str
 ) -> None:
     result = await connector.call("send", MESSAGE, mailbox.settings(**overrides))
-    assert _refusal(result) == {"code": "unconfigured", "message": message}
+    assert refusal(result) == {"code": "unconfigured", "message": message}
     assert PASSWORD not in json.dumps(result.model_dump(mode="json"))
 
 

@@ -1,0 +1,51 @@
+"""A builtin connector run as a real stdio MCP child, called as the host calls it: settings in
+`_meta["mcp-host/connection"]`, per call. Shared by the caldav and smtp connector tests."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
+
+from mcp_host_kit import CONNECTION_KEY
+
+
+@dataclass
+class Connector:
+    client: Client
+    stderr: Path
+    category: str
+
+    async def call(self, verb: str, args: dict[str, Any], settings: dict[str, Any] | None) -> CallToolResult:
+        meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": self.category, "settings": settings}}
+        return await self.client.call_tool(verb, args, meta=meta if settings is not None else None)
+
+    async def ok(self, verb: str, args: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+        result = await self.call(verb, args, settings)
+        assert result.is_error is False, result.structured_content
+        assert result.structured_content is not None
+        return result.structured_content
+
+
+@asynccontextmanager
+async def connector_child(server: Path, category: str, folder: Path) -> AsyncIterator[Connector]:
+    """One connector child (it keeps nothing of a call but the auth scheme each server took);
+    its stderr goes to `folder/stderr.log`, so tests can check no password reaches the log."""
+    stderr = folder / "stderr.log"
+    params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent))
+    with stderr.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:  # type: ignore[arg-type]
+            yield Connector(client, stderr, category)
+
+
+def refusal(result: CallToolResult) -> dict[str, Any] | None:
+    """The `{code, message}` of a refused call (asserting it was refused)."""
+    assert result.is_error is True
+    return result.structured_content
