@@ -32,6 +32,7 @@ from .audit import AuditLog
 from .backchannel import BackChannel, BackChannelLimits, named_ops
 from .bindings import Bindings
 from .catalogue import Catalogue
+from .change_feed import ChangeFeed
 from .children import Child, ChildLimits, ChildPool
 from .config import ConfigStore
 from .connections import Connections
@@ -40,6 +41,7 @@ from .database import open_database
 from .grants import GrantBook
 from .holds import Holds
 from .host_ops import OpServices
+from .input_rounds import InputRounds
 from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
 from .owner_calls import OwnerCalls
@@ -57,13 +59,8 @@ from .settings import Settings
 from .throttle import FailureThrottle, ThrottleLimits
 from .turns import PostgresTurns, TurnStore
 from .visitor_door import VisitorDoor
-from .visitor_http import (
-    SessionsEndpoint,
-    TurnsEndpoint,
-    VisitorMCPEndpoint,
-    build_visitor_server,
-    security_settings,
-)
+from .visitor_http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, security_settings
+from .visitor_server import build_visitor_server
 
 __all__ = ["Host", "HostApp", "create_app", "running_host"]
 
@@ -111,6 +108,7 @@ def _child_limits(s: Settings) -> ChildLimits:
         backoff_max_s=s.child_restart_backoff_max_s,
         crash_loop_threshold=s.child_crash_loop_threshold,
         timeouts_before_recycle=s.child_timeouts_before_recycle,
+        input_timeout_s=s.input_timeout_s,
     )
 
 
@@ -237,7 +235,13 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             connections.on_change.append(connectors.forget)
             turns = PostgresTurns(database.pool)
             channel.services = OpServices(
-                stores=stores, config=config, owners=owners, quota=quota, connectors=connectors, turns=turns
+                stores=stores,
+                config=config,
+                owners=owners,
+                quota=quota,
+                connectors=connectors,
+                turns=turns,
+                input_timeout_s=settings.input_timeout_s,
             )
             holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
             door = VisitorDoor(
@@ -252,8 +256,12 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 holds=holds if settings.hold_destructive_tools else None,
                 turns=turns,
             )
+            feed = ChangeFeed(door.sees, background)
+            pool.on_list_changed = feed.publish
+            meta_caps = MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes)
+            rounds = InputRounds(background, timeout_s=settings.input_timeout_s)
             manager = StreamableHTTPSessionManager(
-                build_visitor_server(door, bindings.input_schema),
+                build_visitor_server(door, bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps),
                 security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
                 max_request_body_size=settings.max_body_bytes,
             )
@@ -268,9 +276,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     sessions=sessions,
                     connections=connections,
                     connectors=connectors,
-                    calls=OwnerCalls(
-                        report.plugins, child_of, grants=grants, call_timeout_s=settings.call_timeout_s
-                    ),
+                    calls=OwnerCalls(report.plugins, child_of, grants=grants, call_timeout_s=settings.call_timeout_s),
                     audit=audit,
                     holds=holds,
                     pins=pins,

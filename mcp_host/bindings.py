@@ -11,6 +11,8 @@ Reconciliation rules (issue 2):
   for the catalogue (never a silent empty list);
 - a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
 - a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged;
+- a tool the manifest names as an `owner_tools` target and not in `visitor_tools` is the
+  owner's: it is never in a visitor's list (the owner's door calls it by name);
 - with `pins` (SECURITY.md E8), each newly vetted list is recorded with them, and a tool whose
   definition is not the one the owner approved is withheld until the owner approves it; the
   catalogue and the log say it is pending owner approval.
@@ -162,7 +164,10 @@ class Bindings:
         if vetted is not None and (vetted[0] is tools or vetted[0] == tools):
             return vetted[1]
         safe: list[types.Tool] = []
+        owner_only = _owner_only(plugin)
         for tool in tools:
+            if tool.name in owner_only:
+                continue  # the owner's door calls it by name; visitors never see it
             problem = _tool_problem(tool)
             if problem:
                 logger.warning("%s: tool %r dropped: %s", pid, tool.name[:80], problem)
@@ -170,6 +175,8 @@ class Bindings:
             safe.append(tool)
         real = frozenset(t.name for t in safe)
         if self._reported.get(pid) != real:
+            if owner_only & {t.name for t in tools}:
+                logger.info("%s: owner-only tools kept from visitors: %s", pid, sorted(owner_only))
             self._reported[pid] = real
             declared = frozenset(plugin.manifest.visitor_tools or ())
             if declared and declared != real:
@@ -263,6 +270,12 @@ class Bindings:
                 self.causes[pid] = "; ".join(clashes)
             else:
                 self.causes.pop(pid, None)
+
+
+def _owner_only(plugin: Plugin) -> frozenset[str]:
+    """Child tools its manifest names only as owner tools: the owner's, never a visitor's."""
+    manifest = plugin.manifest
+    return frozenset(t.tool for t in manifest.owner_tools) - frozenset(manifest.visitor_tools or ())
 
 
 def _tool_problem(tool: types.Tool) -> str | None:

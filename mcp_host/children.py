@@ -35,6 +35,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ValidationError
 
+from .call_routing import CALL_KEY, CallRouter, InFlight
 from .child_stderr import StderrDrain
 from .errors import CallTimeout, HostError, TransportFailure, Unavailable
 from .framing import framed_transport
@@ -77,6 +78,9 @@ class ChildLimits:
     backoff_max_s: float
     crash_loop_threshold: int
     timeouts_before_recycle: int
+    input_timeout_s: float = 600.0
+    """How long a visitor's client may take to answer a child's elicitation or sampling request;
+    the call's own timeout does not run meanwhile."""
 
 
 @dataclass
@@ -98,8 +102,12 @@ class Child:
         on_spawn: Callable[[int], None] = lambda pid: None,
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
     ) -> None:
         self.plugin_id = plugin_id
+        self.router = CallRouter(plugin_id, request_timeout_s=limits.input_timeout_s)
+        """Where the child's server→client requests and log messages go: the call they are about."""
+        self._on_list_changed = on_list_changed
         self._launch = launch
         self._limits = limits
         self._tg = task_group
@@ -159,26 +167,52 @@ class Child:
         *,
         timeout_s: float,
         progress: ProgressFnT | None = None,
+        call: InFlight | None = None,
     ) -> types.CallToolResult:
         """Forward one `tools/call`; the result is returned as the child gave it.
+
+        `call` is the call as registered with `self.router` (by the caller, who knows the
+        visitor's client): the child's elicitation, sampling and roots requests and its log
+        messages during the call go to that client, and the timeout does not run while the
+        client is being asked something. Without it the call is registered with no client.
 
         Raises Unavailable (child would not start or died), CallTimeout, TransportFailure
         (the child answered with a protocol error or a malformed result).
         """
+        if call is None:
+            with self.router.serving(None) as anonymous:
+                return await self.call_tool(
+                    name, arguments, meta, timeout_s=timeout_s, progress=progress, call=anonymous
+                )
         request = types.CallToolRequest(
             params=types.CallToolRequestParams(
-                name=name, arguments=arguments, _meta=cast(types.RequestParamsMeta, meta) if meta else None
+                name=name,
+                arguments=arguments,
+                _meta=cast(types.RequestParamsMeta, {**meta, CALL_KEY: call.id}),
             )
         )
         async with self._use() as session:
-            return await self._send(session, request, types.CallToolResult, timeout_s, progress)
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as deadline:
+                call.deadline = deadline
+                return await self._send(session, request, types.CallToolResult, None, progress)
+            raise self._timed_out(request.method, timeout_s)
+
+    async def capabilities(self) -> types.ServerCapabilities:
+        """What the child declared at its start (it is started if it is not running)."""
+        async with self._use() as session:
+            return session.server_capabilities or types.ServerCapabilities()
+
+    async def forward(self, request: types.ClientRequest, result_type: type[_R], *, timeout_s: float) -> _R:
+        """Forward one request other than `tools/call` (prompts, resources, completion)."""
+        async with self._use() as session:
+            return await self._send(session, request, result_type, timeout_s, None)
 
     async def _send(
         self,
         session: ClientSession,
         request: types.ClientRequest,
         result_type: type[_R],
-        timeout_s: float,
+        timeout_s: float | None,
         progress: ProgressFnT | None,
     ) -> _R:
         try:
@@ -201,23 +235,22 @@ class Child:
         self._cause = None
         return result
 
-    def _map_error(self, exc: MCPError, method: str, timeout_s: float) -> Exception:
+    def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
+        self._timeouts += 1
+        logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout_s or 0.0)
+        if self._timeouts >= self._limits.timeouts_before_recycle:
+            logger.warning("%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts)
+            self._timeouts = 0
+            self.stop()
+        return CallTimeout(f"the call did not finish within {timeout_s or 0.0:g} s")
+
+    def _map_error(self, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
         code = exc.error.code
         if code == types.REQUEST_TIMEOUT:
-            self._timeouts += 1
-            logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout_s)
-            if self._timeouts >= self._limits.timeouts_before_recycle:
-                logger.warning(
-                    "%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts
-                )
-                self._timeouts = 0
-                self.stop()
-            return CallTimeout(f"the call did not finish within {timeout_s:g} s")
+            return self._timed_out(method, timeout_s)
         if code == types.CONNECTION_CLOSED:
             return Unavailable("the capability stopped while answering; try again")
-        logger.info(
-            "%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message
-        )
+        logger.info("%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message)
         return TransportFailure(f"the capability refused the request (error {code})")
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -333,7 +366,15 @@ class Child:
                 name=self.plugin_id,
             ) as (read, write):
                 async with ClientSession(
-                    read, write, message_handler=self._on_message, client_info=_CLIENT_INFO
+                    read,
+                    write,
+                    message_handler=self._on_message,
+                    client_info=_CLIENT_INFO,
+                    sampling_callback=self.router.sample,
+                    elicitation_callback=self.router.elicit,
+                    list_roots_callback=self.router.list_roots,
+                    logging_callback=self.router.log,
+                    sampling_capabilities=types.SamplingCapability(),
                 ) as session:
                     try:
                         with anyio.fail_after(self._limits.start_timeout_s):
@@ -403,6 +444,13 @@ class Child:
         if isinstance(message, types.ToolListChangedNotification):
             self.tools = None
             self._on_tools_changed(self.plugin_id)
+            self._on_list_changed(self.plugin_id, "tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._on_list_changed(self.plugin_id, "prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._on_list_changed(self.plugin_id, "resources")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._on_list_changed(self.plugin_id, f"resource:{message.params.uri}")
         elif isinstance(message, Exception):
             logger.warning("%s: wrote a line that is not JSON-RPC", self.plugin_id)
 
@@ -466,8 +514,11 @@ class ChildPool:
         on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
     ) -> None:
         self._limits = limits
+        self.on_list_changed = on_list_changed
+        """(plugin id, "tools" | "prompts" | "resources" | "resource:<uri>"): a child said so."""
         self._max = max_children
         self._on_spawn = on_spawn
         self._on_exit = on_exit
@@ -503,6 +554,7 @@ class ChildPool:
                 on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
                 on_exit=self._on_exit,
                 on_tools_changed=self._on_tools_changed,
+                on_list_changed=lambda pid, what: self.on_list_changed(pid, what),
             )
             self._children[plugin_id] = child
         return child

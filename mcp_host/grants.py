@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .call_routing import InFlight
 from .errors import Denied
 from .sessions import Session, Subject
 
@@ -81,6 +82,8 @@ class Grant:
     budget: int
     refusals: list[str] = field(default_factory=list)
     """Error codes of ops refused under this grant (the door reads `quota_exhausted`)."""
+    call: InFlight | None = None
+    """The forwarded call, and the client it came from (`inference.generate` asks it)."""
 
 
 class GrantBook:
@@ -91,11 +94,13 @@ class GrantBook:
         self._live: dict[bytes, Grant] = {}
 
     @contextmanager
-    def issue(self, plugin_id: str, scope: CallScope, tool: str) -> Iterator[tuple[str, Grant]]:
+    def issue(
+        self, plugin_id: str, scope: CallScope, tool: str, call: InFlight | None = None
+    ) -> Iterator[tuple[str, Grant]]:
         """Mint a grant for one forwarded call; it ends when the block exits, however it exits."""
         token = secrets.token_urlsafe(_TOKEN_BYTES)
         digest = _digest(token)
-        grant = Grant(plugin_id, scope, tool, self._budget)
+        grant = Grant(plugin_id, scope, tool, self._budget, call=call)
         self._live[digest] = grant
         try:
             yield token, grant

@@ -18,17 +18,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import mcp.types as types
+from mcp import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .config import ConfigScope, ConfigStore, declared, read_values
 from .connector_gateway import ConnectorGateway
-from .errors import Denied, InvalidArguments, QuotaExhausted, Unavailable
+from .errors import CallTimeout, Denied, InvalidArguments, QuotaExhausted, Unavailable
 from .grants import Grant
 from .owners import OwnerStore
 from .plugin_store import PluginStore, PluginStores
 from .plugins import Plugin
 from .quota import QuotaGate
 from .turns import TurnStore
+from .visitor_client import ClientLacks
 
 __all__ = ["OPS", "Op", "OpServices", "run_op"]
 
@@ -45,6 +47,8 @@ class OpServices:
     quota: QuotaGate
     connectors: ConnectorGateway
     turns: TurnStore
+    input_timeout_s: float = 600.0
+    """How long the visitor's client may take to answer `inference.generate`."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,14 @@ class StoreQuery(_Args):
 class StoreCount(_Args):
     collection: Collection
     filter: JsonObject | None = None
+
+
+class StoreSearch(_Args):
+    collection: Collection
+    query: str
+    fields: list[str] | None = None
+    filter: JsonObject | None = None
+    limit: int | None = None
 
 
 class StoreUpdate(_Args):
@@ -126,6 +138,17 @@ class ConversationRead(_Args):
     pass
 
 
+class Message(_Args):
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=200_000)
+
+
+class InferenceGenerate(_Args):
+    messages: list[Message] = Field(min_length=1, max_length=100)
+    max_tokens: int = Field(default=1024, ge=1, le=16_384)
+    system: str | None = Field(default=None, max_length=50_000)
+
+
 async def _store_insert(call: _Call, args: StoreInsert) -> JsonObject:
     scope = call.grant.scope
     check = await call.services.quota.insert_check(call.plugin, call.owner_id, scope.subject, args.collection)
@@ -144,6 +167,17 @@ async def _store_query(call: _Call, args: StoreQuery) -> JsonObject:
 
 async def _store_count(call: _Call, args: StoreCount) -> JsonObject:
     return {"count": await call.store().count(call.owner_id, args.collection, args.filter)}
+
+
+async def _store_search(call: _Call, args: StoreSearch) -> JsonObject:
+    hits = await call.store().search(
+        call.owner_id, args.collection, args.query, fields=args.fields, filter=args.filter, limit=args.limit
+    )
+    return {
+        "records": [
+            {**hit.model_dump(exclude={"created_at"}), "created_at": hit.created_at.isoformat()} for hit in hits
+        ]
+    }
 
 
 async def _store_update(call: _Call, args: StoreUpdate) -> JsonObject:
@@ -208,6 +242,42 @@ async def _conversation_read(call: _Call, args: ConversationRead) -> JsonObject:
     return {"turns": [turn.wire() for turn in await call.services.turns.transcript(session.id)]}
 
 
+async def _inference_generate(call: _Call, args: InferenceGenerate) -> JsonObject:
+    # The text is written by the client of the call this grant is for: MCP sampling, put to
+    # that client only (2025-11-25: a request on its call's stream; 2026-07-28: an input round).
+    in_flight = call.grant.call
+    client = in_flight.client if in_flight is not None else None
+    if in_flight is None or client is None:
+        raise Unavailable("no visitor's client is behind this call to write the text")
+    request = types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(
+            messages=[
+                types.SamplingMessage(role=m.role, content=types.TextContent(type="text", text=m.content))
+                for m in args.messages
+            ],
+            max_tokens=args.max_tokens,
+            system_prompt=args.system,
+        )
+    )
+    try:
+        with in_flight.waiting_for_visitor():
+            answer = await client.request(request, timeout_s=call.services.input_timeout_s)
+    except ClientLacks as exc:
+        raise Unavailable(exc.message) from None
+    except MCPError:
+        raise Unavailable("the visitor's client declined to write the text") from None
+    except TimeoutError:
+        raise CallTimeout("the visitor's client did not write the text in time") from None
+    return {"text": sampled_text(answer), "model": getattr(answer, "model", None)}
+
+
+def sampled_text(answer: object) -> str:
+    """The text parts of a sampling answer, joined."""
+    content = getattr(answer, "content", None)
+    parts = content if isinstance(content, list) else [content]
+    return "".join(p.text for p in parts if isinstance(p, types.TextContent))
+
+
 Handler = Callable[[_Call, Any], Awaitable[JsonObject | types.CallToolResult]]
 
 
@@ -230,6 +300,12 @@ OPS: dict[str, Op] = {
         Op("store.insert", StoreInsert, _store_insert, "Add a document to a collection; returns its id."),
         Op("store.query", StoreQuery, _store_query, "Documents containing `filter`, oldest first."),
         Op("store.count", StoreCount, _store_count, "How many documents contain `filter`."),
+        Op(
+            "store.search",
+            StoreSearch,
+            _store_search,
+            "Ranked full-text search (websearch syntax) over the doc's strings or `fields`; best first, with snippets.",
+        ),
         Op("store.update", StoreUpdate, _store_update, "Replace the document with this id."),
         Op("store.delete", StoreDelete, _store_delete, "Delete by id and/or filter; returns how many."),
         Op("store.claim", StoreClaim, _store_claim, "Take a key for ttl_s seconds; one winner."),
@@ -237,6 +313,12 @@ OPS: dict[str, Op] = {
         Op("config.get", ConfigGet, _config_get, "This plugin's declared config for this call."),
         Op("owner.meta", OwnerMeta, _owner_meta, "One of the owner's name, email, timezone."),
         Op("conversation.read", ConversationRead, _conversation_read, "This session's turns and their receipts."),
+        Op(
+            "inference.generate",
+            InferenceGenerate,
+            _inference_generate,
+            "Text written by the client of this call (MCP sampling): {messages, max_tokens?, system?} -> {text}.",
+        ),
         Op(
             "connector.invoke",
             ConnectorInvoke,

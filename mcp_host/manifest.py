@@ -93,6 +93,7 @@ HOST_OPS = frozenset(
         "store.insert",
         "store.query",
         "store.count",
+        "store.search",
         "store.update",
         "store.delete",
         "store.claim",
@@ -101,6 +102,7 @@ HOST_OPS = frozenset(
         "owner.meta",
         "conversation.read",
         "connector.invoke",
+        "inference.generate",
     }
 )
 
@@ -130,15 +132,15 @@ Category = Annotated[StrictStr, _grammar(CATEGORY_RE, "a category name (a-z 0-9 
 ToolName = Annotated[StrictStr, _grammar(TOOL_NAME_RE, "a tool name (A-Z a-z 0-9 _ -, at most 64)")]
 DottedName = Annotated[StrictStr, _grammar(_DOTTED_NAME_RE, "a name of a-z 0-9 _ . (at most 64)")]
 Key = Annotated[StrictStr, _grammar(_KEY_RE, "a key (a-z 0-9 _, starting with a letter, at most 64)")]
+
+
 def _known_op(value: str) -> str:
     if value not in HOST_OPS:
         raise ValueError(f"{shown(value)} is not a host op this host offers ({', '.join(sorted(HOST_OPS))})")
     return value
 
 
-HostOp = Annotated[
-    StrictStr, _grammar(_HOST_OP_RE, "a host op name (e.g. store.insert)"), AfterValidator(_known_op)
-]
+HostOp = Annotated[StrictStr, _grammar(_HOST_OP_RE, "a host op name (e.g. store.insert)"), AfterValidator(_known_op)]
 Requirement = Annotated[StrictStr, _grammar(_REQUIREMENT_RE, 'a requirement of the form "category:action"')]
 Title = Annotated[StrictStr, StringConstraints(max_length=MAX_TITLE_CHARS), _text("title")]
 Label = Annotated[StrictStr, StringConstraints(max_length=MAX_TITLE_CHARS), _text("label")]
@@ -416,8 +418,10 @@ class Manifest(_Model):
     def quota_gate(self) -> Quota | None:
         """The quota to enforce: the declaration when it is complete and its key declared, else None."""
         quota = self.quota
-        if quota is None or quota.missing() or not any(
-            field.key == quota.config_key for fields in self.config_lists().values() for field in fields
+        if (
+            quota is None
+            or quota.missing()
+            or not any(field.key == quota.config_key for fields in self.config_lists().values() for field in fields)
         ):
             return None
         return quota

@@ -1,11 +1,11 @@
 """Each plugin's own document store: one PostgreSQL schema per plugin, holding `records` (JSON
 documents in named collections) and `claims` (single-winner keys with a time to live).
 
-Above: the host ops (`store.insert` … `store.release`), which take `owner_id` from the grant,
-never from the plugin; `quota`, which counts rows; and installing or uninstalling a plugin
-(`PluginStores.ensure` / `PluginStores.drop`). Below: the pool of `database` (jsonb decoded to
-Python values) and `json_guard`. `InMemoryPluginStore` is the twin for unit tests of logic;
-both satisfy `DocumentStore`.
+Above: the host ops (`store.insert` … `store.release`, `store.search`), which take `owner_id`
+from the grant, never from the plugin; `quota`, which counts rows; and installing or
+uninstalling a plugin (`PluginStores.ensure` / `PluginStores.drop`). Below: the pool of
+`database` (jsonb decoded to Python values), `json_guard` and `plugin_search`.
+`InMemoryPluginStore` is the twin for unit tests of logic; both satisfy `DocumentStore`.
 
 Isolation (SECURITY D9, F3): the schema name comes only from the trusted (kind, plugin id)
 pair through `store_schema`, is checked by `check_schema_name` and quoted before it is spliced
@@ -15,8 +15,8 @@ rows. All arguments are checked before the database sees them (`InvalidArguments
 written): collections match `[a-z][a-z0-9_]{0,63}`; documents and filters pass
 `json_guard.check_json_object` (depth, size, NaN, U+0000, lone surrogates, integers within
 ±10**30); record ids are UUIDs in their 36-character form; claim keys are 1..`max_key_chars`
-characters without control characters. Database failures become `Unavailable` with a fixed
-message; the cause is logged, never returned.
+characters without control characters; search arguments as `plugin_search` says. Database
+failures become `Unavailable` with a fixed message; the cause is logged, never returned.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -38,6 +38,15 @@ from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
 from mcp_host.json_guard import check_json_object, json_contains
+from mcp_host.plugin_search import (
+    ALL_TEXT,
+    SearchLimits,
+    check_fields,
+    check_search_limit,
+    check_search_query,
+    search_sql,
+    text_match,
+)
 
 if TYPE_CHECKING:
     from mcp_host.database import PgPool
@@ -50,6 +59,7 @@ __all__ = [
     "PluginStores",
     "QuotaCheck",
     "Record",
+    "SearchHit",
     "StoreLimits",
     "check_schema_name",
     "store_schema",
@@ -119,6 +129,7 @@ class StoreLimits:
     default_query_limit: int = 100
     max_claim_ttl_s: int = 300
     max_key_chars: int = 200
+    search: SearchLimits = field(default_factory=SearchLimits)
 
 
 class Record(BaseModel):
@@ -129,6 +140,19 @@ class Record(BaseModel):
     id: str
     doc: dict[str, Any]
     created_at: datetime
+
+
+class SearchHit(BaseModel):
+    """One document `search` found: the record, its rank (higher is better) and a snippet of
+    its searched text with the matched words in `**`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    doc: dict[str, Any]
+    created_at: datetime
+    rank: float
+    snippet: str
 
 
 @dataclass(frozen=True)
@@ -161,6 +185,21 @@ class DocumentStore(Protocol):
 
     async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
         """How many records' docs contain `filter`."""
+        ...
+
+    async def search(
+        self,
+        owner_id: str,
+        collection: str,
+        query: str,
+        *,
+        fields: list[str] | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[SearchHit]:
+        """Records whose doc contains `filter` and whose text matches `query` (websearch
+        syntax; see `plugin_search`), best rank first (ties: oldest first), at most `limit`
+        (1..100, default 20). A query without a word in it finds nothing."""
         ...
 
     async def update(
@@ -281,6 +320,11 @@ def _ddl(q: str) -> str:
     );
     CREATE INDEX IF NOT EXISTS records_scope ON {q}.records (owner_id, collection, created_at, id);
     CREATE INDEX IF NOT EXISTS records_doc ON {q}.records USING gin (doc jsonb_path_ops);
+    -- The text `store.search` matches and ranks (`plugin_search`), kept so no search parses
+    -- documents; added to tables made before it (a one-time rewrite of the table).
+    ALTER TABLE {q}.records ADD COLUMN IF NOT EXISTS text_vector tsvector
+        GENERATED ALWAYS AS ({ALL_TEXT}) STORED;
+    CREATE INDEX IF NOT EXISTS records_text ON {q}.records USING gin (text_vector);
     CREATE TABLE IF NOT EXISTS {q}.claims (
         owner_id    text NOT NULL,
         collection  text NOT NULL,
@@ -321,6 +365,7 @@ class PluginStore:
         self._limits = limits or StoreLimits()
         tables = {"records": f"{_quoted(schema)}.records", "claims": f"{_quoted(schema)}.claims"}
         self._sql = {name: template.format(**tables) for name, template in _SQL.items()}
+        self._search_sql = [search_sql(tables["records"], count) for count in range(9)]
 
     async def insert(
         self, owner_id: str, collection: str, doc: dict[str, Any], *, quota: QuotaCheck | None = None
@@ -354,6 +399,28 @@ class PluginStore:
         pattern = _check_filter(self._limits, filter)
         with _translated(self.schema):
             return int(await self._pool.fetchval(self._sql["count"], owner_id, collection, pattern))
+
+    async def search(
+        self,
+        owner_id: str,
+        collection: str,
+        query: str,
+        *,
+        fields: list[str] | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[SearchHit]:
+        _check_scope(owner_id, collection)
+        text, keys = check_search_query(self._limits.search, query), check_fields(fields)
+        pattern, count = _check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
+        with _translated(self.schema):
+            rows = await self._pool.fetch(
+                self._search_sql[len(keys)], owner_id, collection, text, pattern, count, *keys
+            )
+        return [
+            SearchHit(id=str(r["id"]), doc=r["doc"], created_at=r["created_at"], rank=r["rank"], snippet=r["snippet"])
+            for r in rows
+        ]
 
     async def update(
         self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None
@@ -490,6 +557,31 @@ class InMemoryPluginStore:
         _check_scope(owner_id, collection)
         pattern = _check_filter(self._limits, filter)
         return len(self._matching(owner_id, collection, pattern))
+
+    async def search(
+        self,
+        owner_id: str,
+        collection: str,
+        query: str,
+        *,
+        fields: list[str] | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[SearchHit]:
+        await anyio.lowlevel.checkpoint()
+        _check_scope(owner_id, collection)
+        text, keys = check_search_query(self._limits.search, query), check_fields(fields)
+        pattern, count = _check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
+        found = []
+        for row in self._matching(owner_id, collection, pattern):
+            match = text_match(row.doc, text, keys)
+            if match is not None:
+                found.append((-match[0], row.created_at, match[1], row))
+        found.sort(key=lambda hit: (hit[0], hit[1]))  # stable: insertion order breaks the last ties
+        return [
+            SearchHit(id=r.id, doc=json.loads(json.dumps(r.doc)), created_at=r.created_at, rank=-rank, snippet=snippet)
+            for rank, _, snippet, r in found[:count]
+        ]
 
     async def update(
         self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None

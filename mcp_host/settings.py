@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     # Children
     call_timeout_s: float = Field(default=30.0, gt=0)
     list_timeout_s: float = Field(default=5.0, gt=0)
+    # How long a visitor's client may take to answer a child's elicitation or sampling request
+    # (the call's own timeout waits meanwhile), and how long a 2026-07-28 call stays parked
+    # between input rounds.
+    input_timeout_s: float = Field(default=600.0, gt=0)
     child_start_timeout_s: float = Field(default=10.0, gt=0)
     child_idle_timeout_s: float = Field(default=600.0, gt=0)
     child_max_line_bytes: int = Field(default=8 * MiB, ge=1024)

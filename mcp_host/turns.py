@@ -99,11 +99,31 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", folded).strip()
 
 
+# A clause ends at sentence or clause punctuation; a phrase after a negation in its own clause
+# ("I could not confirm it", "I haven't done it") is not a claim. A negation after the
+# phrase ("I've done it, no problem") does not excuse it.
+_CLAUSES = re.compile(r"[.!?;:,\n\u2014\u2013]+")
+_WORD = re.compile(r"[\w']+")
+_NEGATIONS = frozenset(
+    {"not", "no", "never", "cannot", "unable", "neither", "nor", "nothing", "failed", "nobody", "none"}
+)
+
+
+def _negated(before: str) -> bool:
+    return any(w in _NEGATIONS or w.endswith("n't") for w in _WORD.findall(before))
+
+
 def _contains(text: str, phrase: str) -> bool:
+    """Whether `text` (normalised) asserts `phrase`: as whole words, not after a negation in its clause."""
     wanted = normalise(phrase)
     if not wanted:
         return False
-    return re.search(rf"(?<!\w){re.escape(wanted)}(?!\w)", text) is not None
+    pattern = re.compile(rf"(?<!\w){re.escape(wanted)}(?!\w)")
+    for clause in _CLAUSES.split(text):
+        for found in pattern.finditer(clause):
+            if not _negated(clause[: found.start()]):
+                return True
+    return False
 
 
 def judge(text: str, gates: Sequence[tuple[str, ClaimGate]], receipts: Sequence[Receipt]) -> list[Violation]:

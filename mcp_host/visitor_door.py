@@ -40,6 +40,7 @@ from .children import Child
 from .errors import HostError, QuotaExhausted, Unavailable, UnknownTool
 from .grants import CallScope, GrantBook
 from .holds import HoldBook, needs_hold
+from .listings import Listings, Surface
 from .manifest import ClaimGate
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
@@ -48,6 +49,7 @@ from .requirements import RequirementGate
 from .sessions import Session
 from .tool_results import error_result
 from .turns import TurnStore, receipt_ok
+from .visitor_client import VisitorClient
 
 __all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList", "error_result"]
 
@@ -89,6 +91,7 @@ class VisitorDoor:
         call_timeout_s: float,
         holds: HoldBook | None = None,
         turns: TurnStore | None = None,
+        listings: Listings | None = None,
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
         `turns`: where receipts of completed calls go; None records none."""
@@ -103,6 +106,7 @@ class VisitorDoor:
         self._call_timeout_s = call_timeout_s
         self._holds = holds
         self._turns = turns
+        self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -119,6 +123,25 @@ class VisitorDoor:
     async def reachable(self, session: Session) -> list[Plugin]:
         """The visible capabilities whose required connector categories the owner has connected."""
         return await self._requirements.connected(session.owner_id, self.visible(session))
+
+    def sees(self, session: Session, plugin_id: str) -> bool:
+        """Whether `session` can see capability `plugin_id` (its connectors aside)."""
+        return any(p.manifest.id == plugin_id for p in self.visible(session))
+
+    async def surface(self, session: Session) -> Surface:
+        """The prompts and resources of the capabilities this session can reach."""
+        return await self._listings.surface(await self.reachable(session))
+
+    def child_for(self, plugin_id: str) -> Child:
+        return self._child_of(self._by_id[plugin_id])
+
+    @property
+    def listings(self) -> Listings:
+        return self._listings
+
+    @property
+    def call_timeout_s(self) -> float:
+        return self._call_timeout_s
 
     async def list_tools(self, session: Session) -> VisitorList:
         reachable = await self.reachable(session)
@@ -153,9 +176,12 @@ class VisitorDoor:
         arguments: dict[str, Any] | None,
         meta: Mapping[str, Any] | None,
         progress: ProgressFnT | None,
+        client: VisitorClient | None = None,
     ) -> types.CallToolResult:
+        """`client`: the visitor's client, which the child's elicitation and sampling requests
+        (and `inference.generate`) reach while the call runs; None refuses them."""
         try:
-            return await self._call(session, name, arguments, meta, progress)
+            return await self._call(session, name, arguments, meta, progress, client)
         except HostError as exc:
             logger.info("session %s: %s -> %s: %s", session.id, name[:80], exc.code, exc.message)
             return error_result(exc.code, exc.message)
@@ -170,6 +196,7 @@ class VisitorDoor:
         arguments: dict[str, Any] | None,
         meta: Mapping[str, Any] | None,
         progress: ProgressFnT | None,
+        client: VisitorClient | None,
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
         toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
@@ -193,17 +220,20 @@ class VisitorDoor:
             logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
         child = self._child_of(plugin)
         scope = CallScope(session.owner_id, session)
-        if not named_ops(plugin):
-            meta_out = forwarded_meta(kept, scope.wire())
-            result = await child.call_tool(name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress)
-        else:
-            with self._grants.issue(plugin.manifest.id, scope, name) as (token, grant):
-                meta_out = forwarded_meta(kept, scope.wire(), token)
+        with child.router.serving(client) as call:
+            if not named_ops(plugin):
+                meta_out = forwarded_meta(kept, scope.wire())
                 result = await child.call_tool(
-                    name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress
+                    name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
                 )
-            if QuotaExhausted.code in grant.refusals:
-                raise QuotaExhausted("this session's quota for the capability is used up")
+            else:
+                with self._grants.issue(plugin.manifest.id, scope, name, call) as (token, grant):
+                    meta_out = forwarded_meta(kept, scope.wire(), token)
+                    result = await child.call_tool(
+                        name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
+                    )
+                if QuotaExhausted.code in grant.refusals:
+                    raise QuotaExhausted("this session's quota for the capability is used up")
         await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
         if result.meta:
             # The host answers as itself: the child's serverInfo stamp does not travel.

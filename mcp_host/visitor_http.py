@@ -27,19 +27,14 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
 import anyio
-import mcp.types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.caching import CacheHint
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from opentelemetry import trace
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -50,6 +45,7 @@ from .sessions import Session, SessionStore, Visitor
 from .throttle import FailureThrottle
 from .turns import TurnStore, UnknownTurn, judge
 from .visitor_door import VisitorDoor
+from .visitor_server import SCOPE_KEY
 
 __all__ = [
     "bearer_token",
@@ -58,70 +54,14 @@ __all__ = [
     "SessionsEndpoint",
     "TurnsEndpoint",
     "VisitorMCPEndpoint",
-    "build_visitor_server",
     "security_settings",
 ]
 
 logger = logging.getLogger(__name__)
 
-SCOPE_KEY = "mcp_host.session"
-SERVER_NAME = "mcp-host"
-SERVER_VERSION = "0.1.0"
 # The one answer to a code or key that was not accepted, whatever was wrong with it.
 REFUSED = {"error": "unauthorized", "message": "the access code or API key was not accepted"}
 NO_CREDENTIAL = {"error": "unauthorized", "message": "this host opens sessions only with an access code or an API key"}
-
-
-def _session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
-    request = ctx.request
-    session = request.scope.get(SCOPE_KEY) if request is not None else None
-    if not isinstance(session, Session):  # the endpoint always sets it; fail closed if not
-        raise PermissionError("request reached the visitor server without a session")
-    return session
-
-
-def build_visitor_server(door: VisitorDoor, input_schema: Callable[[str], Mapping[str, Any] | None]) -> Server[Any]:
-    """The MCP server behind every visitor endpoint.
-
-    `input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
-    real lists; without it the SDK would run our whole `tools/list` before every call.
-    """
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        listed = await door.list_tools(_session_of(ctx))
-        return types.ListToolsResult(tools=listed.tools, _meta=listed.meta())
-
-    async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        meta = dict(ctx.meta or {})
-
-        async def relay(progress: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(progress, total, message)
-
-        asked = meta.get("progress_token", meta.get("progressToken")) is not None
-        relay_progress = relay if asked else None
-        return await door.call_tool(_session_of(ctx), params.name, params.arguments, meta, relay_progress)
-
-    server: Server[Any] = Server(
-        SERVER_NAME,
-        version=SERVER_VERSION,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        get_tool_input_schema=input_schema,
-        cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
-    )
-    if _no_tracing_configured():
-        # The SDK's OpenTelemetry middleware builds a span per message even when nothing
-        # records it: ~5% of the host's CPU per call. Keep it only when tracing is set up.
-        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    return server
-
-
-def _no_tracing_configured() -> bool:
-    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:

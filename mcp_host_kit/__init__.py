@@ -27,7 +27,7 @@ from .errors import (
     error_result,
     tool_errors,
 )
-from .host import Config, ConfigValues, Host, Owner, Record, Store
+from .host import Config, ConfigValues, Host, Inference, Owner, Record, SearchHit, Store
 from .kit import SOCKET_ENV, Kit
 from .server import PluginServer
 from .session import GRANT_KEY, SESSION_KEY, TEST_SESSION, SessionInfo, Subject, Visitor
@@ -44,12 +44,14 @@ __all__ = [
     "Denied",
     "Host",
     "HostOpError",
+    "Inference",
     "InvalidArguments",
     "Kit",
     "Owner",
     "PluginServer",
     "QuotaExhausted",
     "Record",
+    "SearchHit",
     "SessionInfo",
     "Store",
     "Subject",

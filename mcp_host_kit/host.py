@@ -1,4 +1,5 @@
-"""Typed host ops for one forwarded call: `host.session`, `host.store`, `host.config`, `host.owner`.
+"""Typed host ops for one forwarded call: `host.session`, `host.store`, `host.config`, `host.owner`,
+`host.inference`.
 
 Above: the plugin's tools, which get a `Host` from `kit.host(ctx)`. Below: a `Backend` — the
 back-channel client (`channel.SocketChannel`) under the host, or the in-memory emulation
@@ -12,7 +13,7 @@ tool call (the host ends the grant when the call returns).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .errors import Denied, InvalidArguments, Unavailable
 from .session import SessionInfo
 
-__all__ = ["Backend", "Config", "ConfigValues", "Host", "Owner", "Record", "Store"]
+__all__ = ["Backend", "Config", "ConfigValues", "Host", "Inference", "Owner", "Record", "SearchHit", "Store"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -46,6 +47,14 @@ class Record(_Result):
     created_at: datetime
 
 
+class SearchHit(Record):
+    """A document a search found: the record, its rank (higher is better) and a snippet of its
+    searched text with the matched words in `**`."""
+
+    rank: float
+    snippet: str = ""
+
+
 class ConfigValues(_Result):
     """Every declared config key of each scope, with its value for this call (or its
     default; None when it has none)."""
@@ -66,6 +75,10 @@ class _Records(_Result):
 
 class _Count(_Result):
     count: int
+
+
+class _Hits(_Result):
+    records: list[SearchHit]
 
 
 class _Updated(_Result):
@@ -92,6 +105,10 @@ class _Value(_Result):
     value: str | None
 
 
+class _Text(_Result):
+    text: str
+
+
 class Host:
     """The host, as one call of a plugin's tool sees it."""
 
@@ -102,6 +119,7 @@ class Host:
         self.store = Store(self)
         self.config = Config(self)
         self.owner = Owner(self)
+        self.inference = Inference(self)
 
     @property
     def session(self) -> SessionInfo:
@@ -150,6 +168,33 @@ class Store:
         """How many documents contain `filter`."""
         return (await self._host._typed("store.count", _Count, collection=collection, filter=filter)).count
 
+    async def search(
+        self,
+        collection: str,
+        query: str,
+        *,
+        fields: Sequence[str] | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[SearchHit]:
+        """Documents containing `filter` whose text matches `query`, best rank first, at most
+        `limit` (1..100, default 20).
+
+        `query` is websearch syntax: words (all must appear), `"a phrase"`, `or`, `-word`; a
+        query with no word in it finds nothing. The text is every string of the doc, or the
+        strings under `fields` (1-8 top-level keys, the first weighing most).
+        """
+        result = await self._host._typed(
+            "store.search",
+            _Hits,
+            collection=collection,
+            query=query,
+            fields=None if fields is None else list(fields),
+            filter=filter,
+            limit=limit,
+        )
+        return result.records
+
     async def update(self, collection: str, id: str, doc: Mapping[str, Any]) -> bool:
         """Replace the document `id` with `doc`; False when there is none."""
         return (await self._host._typed("store.update", _Updated, collection=collection, id=id, doc=doc)).updated
@@ -189,3 +234,33 @@ class Owner:
     async def meta(self, field: Literal["name", "email", "timezone"]) -> str | None:
         """The owner's `field`; None when the owner has not set it."""
         return (await self._host._typed("owner.meta", _Value, field=field)).value
+
+
+class Inference:
+    """Text written by the model of the visitor's client that made this call (MCP sampling,
+    through the host)."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+
+    async def generate(
+        self,
+        messages: str | Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int | None = None,
+        system: str | None = None,
+    ) -> str:
+        """The client model's answer to `messages` (`[{role: "user"|"assistant", content}]`;
+        a string is one user message), at most `max_tokens` long, under `system`.
+
+        Raises Unavailable when there is no client that can sample (it did not declare the
+        capability; standalone), InvalidArguments for messages the host does not accept, and
+        any other refusal of the host as its HostOpError (e.g. `timeout`).
+        """
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        wire = [dict(message) for message in messages]
+        result = await self._host._typed(
+            "inference.generate", _Text, messages=wire, max_tokens=max_tokens, system=system
+        )
+        return result.text

@@ -9,8 +9,15 @@ manifest names (`transport.sandbox.host_ops`) are served, arguments are checked 
 basic way (collection names, ttl 1..300, unknown keys refused), a filter matches like
 jsonb's `doc @> filter`, rows come back in insertion order, claims expire, config reads
 the manifest's defaults (null without one), and the quota collection gets the subject
-stamped into `subject_field` and is capped by the subject scope's default limit. It is not a
-database: everything is gone when the process ends, and nothing is shared between processes.
+stamped into `subject_field` and is capped by the subject scope's default limit;
+`store.search` matches websearch syntax and ranks by weighted word counts (`local_search`).
+It is not a database: everything is gone when the process ends, and nothing is shared
+between processes.
+
+`inference.generate` has its arguments checked and is then refused as `unavailable`: under
+the host it asks the visitor's client that made the call (MCP sampling), and standalone
+there is no such client — the answer a client without sampling gets, so a plugin's fallback
+for that case is what runs. A made-up text would hide that the plugin never met a model.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from typing import Annotated, Any, Literal
 import anyio.lowlevel
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import Denied, InvalidArguments, QuotaExhausted
+from .errors import Denied, InvalidArguments, QuotaExhausted, Unavailable
+from .local_search import search_match
 from .manifest import PluginManifest, QuotaSpec
 from .session import SessionInfo
 
@@ -42,10 +50,39 @@ DEFAULT_QUERY_LIMIT = 100
 MAX_DOC_BYTES = 256 * 1024
 MAX_DOC_DEPTH = 32
 MAX_KEY_CHARS = 200
+# The host's inference.generate limits (mcp_host.host_ops.InferenceGenerate).
+MAX_INFERENCE_MESSAGES = 100
+MAX_INFERENCE_CHARS = 200_000
+MAX_INFERENCE_TOKENS = 16_384
+MAX_SYSTEM_CHARS = 50_000
 _COLLECTION_RE = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
 _RECORD_ID_RE = re.compile(r"\A[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
 _KEY_RE = re.compile(rf"\A[^\x00-\x1f\x7f]{{1,{MAX_KEY_CHARS}}}\Z")
+MAX_QUERY_CHARS = 1000
+MAX_SEARCH_FIELDS = 8
+MAX_SEARCH_LIMIT = 100
+DEFAULT_SEARCH_LIMIT = 20
+_FIELD_RE = re.compile(r"\A[^\x00-\x1f\x7f\ud800-\udfff]{1,64}\Z")
+_NUL_OR_SURROGATE = re.compile("[\x00\ud800-\udfff]")
 _LIMIT_SCOPE = {"code": "code_config", "api_key": "key_config"}
+
+
+def _search_query(value: str) -> str:
+    if not 0 < len(value) <= MAX_QUERY_CHARS:
+        raise ValueError(f"must be 1-{MAX_QUERY_CHARS} characters")
+    if not value.strip():
+        raise ValueError("must contain a word")
+    if _NUL_OR_SURROGATE.search(value):
+        raise ValueError("contains U+0000 or a lone surrogate")
+    return value
+
+
+def _search_fields(value: list[str]) -> list[str]:
+    if not 0 < len(value) <= MAX_SEARCH_FIELDS or len(set(value)) != len(value):
+        raise ValueError(f"must name 1-{MAX_SEARCH_FIELDS} distinct keys")
+    if not all(_FIELD_RE.match(field) for field in value):
+        raise ValueError("each key must be 1-64 characters without control characters")
+    return value
 
 
 def _collection(value: str) -> str:
@@ -106,6 +143,14 @@ class StoreCount(_Args):
     filter: Json | None = None
 
 
+class StoreSearch(_Args):
+    collection: Collection
+    query: Annotated[str, AfterValidator(_search_query)]
+    fields: Annotated[list[str], AfterValidator(_search_fields)] | None = None
+    filter: Json | None = None
+    limit: int = Field(default=DEFAULT_SEARCH_LIMIT, ge=1, le=MAX_SEARCH_LIMIT)
+
+
 class StoreUpdate(_Args):
     collection: Collection
     id: RecordId
@@ -139,6 +184,17 @@ class ConversationRead(_Args):
 
 class OwnerMeta(_Args):
     field: Literal["name", "email", "timezone"]
+
+
+class InferenceMessage(_Args):
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=MAX_INFERENCE_CHARS)
+
+
+class InferenceGenerate(_Args):
+    messages: list[InferenceMessage] = Field(min_length=1, max_length=MAX_INFERENCE_MESSAGES)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_INFERENCE_TOKENS)
+    system: str | None = Field(default=None, max_length=MAX_SYSTEM_CHARS)
 
 
 @dataclass
@@ -243,6 +299,26 @@ class LocalHost:
     def _count(self, session: SessionInfo, args: StoreCount) -> Json:
         return {"count": len(self._matching(session, args.collection, args.filter))}
 
+    def _search(self, session: SessionInfo, args: StoreSearch) -> Json:
+        hits = []
+        for row in self._matching(session, args.collection, args.filter):
+            found = search_match(row.doc, args.query, args.fields or ())
+            if found is not None:
+                hits.append((found, row))
+        hits.sort(key=lambda hit: -hit[0][0])  # stable: insertion order breaks ties, as oldest-first does
+        return {
+            "records": [
+                {
+                    "id": row.id,
+                    "doc": copy.deepcopy(row.doc),
+                    "created_at": row.created_at.isoformat(),
+                    "rank": rank,
+                    "snippet": snippet,
+                }
+                for (rank, snippet), row in hits[: args.limit]
+            ]
+        }
+
     def _update(self, session: SessionInfo, args: StoreUpdate) -> Json:
         quota = self.manifest.quota
         for row in self._data(session).rows.get(args.collection, []):
@@ -287,12 +363,16 @@ class LocalHost:
         # Standalone there is no visitor conversation (no turns are opened): an empty transcript.
         return {"turns": []}
 
+    def _inference_generate(self, session: SessionInfo, args: InferenceGenerate) -> Json:
+        raise Unavailable("inference.generate: standalone there is no visitor's client to write the text")
+
 
 _Handler = Callable[[LocalHost, SessionInfo, Any], Json]
 _OPS: dict[str, tuple[type[_Args], _Handler]] = {
     "store.insert": (StoreInsert, LocalHost._insert),
     "store.query": (StoreQuery, LocalHost._query),
     "store.count": (StoreCount, LocalHost._count),
+    "store.search": (StoreSearch, LocalHost._search),
     "store.update": (StoreUpdate, LocalHost._update),
     "store.delete": (StoreDelete, LocalHost._delete),
     "store.claim": (StoreClaim, LocalHost._claim),
@@ -300,6 +380,7 @@ _OPS: dict[str, tuple[type[_Args], _Handler]] = {
     "config.get": (ConfigGet, LocalHost._config_get),
     "owner.meta": (OwnerMeta, LocalHost._owner_meta),
     "conversation.read": (ConversationRead, LocalHost._conversation_read),
+    "inference.generate": (InferenceGenerate, LocalHost._inference_generate),
 }
 
 

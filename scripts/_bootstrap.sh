@@ -32,3 +32,8 @@ ensure_bwrap() {
     return 1
   fi
 }
+
+ensure_conformance_suite() {
+  # Optional: the conformance test skips (saying why) when Node is missing or the install fails.
+  "$ROOT/scripts/install-conformance" || true
+}

@@ -44,11 +44,12 @@ class RunningHost:
         return dict(response.json())
 
     @asynccontextmanager
-    async def client(self, session: dict[str, Any], mode: str = "auto") -> AsyncIterator[Client]:
+    async def client(self, session: dict[str, Any], mode: str = "auto", **callbacks: Any) -> AsyncIterator[Client]:
+        """An SDK client of the session; `callbacks` go to `Client` (elicitation_callback, …)."""
         headers = {"Authorization": f"Bearer {session['token']}"}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
             transport = streamable_http_client(session["mcp_url"], http_client=http)
-            async with Client(transport, mode=mode, cache=None) as client:  # type: ignore[arg-type]
+            async with Client(transport, mode=mode, cache=None, **callbacks) as client:  # type: ignore[arg-type]
                 yield client
 
 

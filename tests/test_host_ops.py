@@ -28,6 +28,7 @@ def test_op_arguments_are_described_for_plugin_authors() -> None:
             "store.insert": ["collection", "doc"],
             "store.query": ["collection"],
             "store.count": ["collection"],
+            "store.search": ["collection", "query"],
             "store.update": ["collection", "doc", "id"],
             "store.delete": ["collection"],
             "store.claim": ["collection", "key", "ttl_s"],
@@ -35,6 +36,7 @@ def test_op_arguments_are_described_for_plugin_authors() -> None:
             "config.get": [],
             "owner.meta": ["field"],
             "conversation.read": [],
+            "inference.generate": ["messages"],
             "connector.invoke": ["category", "verb"],
         }
     )

@@ -419,3 +419,17 @@ async def test_roles_keys_and_their_config_are_administered_through_the_door(tmp
     assert revoked == {"revoked": True}
     assert [k["status"] for k in keys_after["api_keys"] if k["id"] == made["id"]] == ["revoked"]
     assert made["key"] not in str(keys) and opened.status_code == 401
+
+
+async def test_an_owner_only_tool_is_never_shown_to_or_called_by_a_visitor(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["owned"])) as running:
+        session = await running.new_session()
+        async with running.client(session) as visitor:
+            names = [t.name for t in (await visitor.list_tools()).tools]
+            refused = await visitor.call_tool("purge", {})
+        async with owner_client(running) as owner:
+            failed, purged = await call(owner, "capability_invoke", capability="test.owned", tool="owned.purge")
+    assert names == ["greet"]
+    assert refused.is_error is True
+    assert (refused.structured_content or {}).get("code") == "unknown"
+    assert (failed, purged) == (False, {"purged": True, "mode": "owner"})

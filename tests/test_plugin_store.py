@@ -19,12 +19,14 @@ from pydantic import SecretStr
 
 from mcp_host.database import DatabaseLimits, PgConnection, PgPool, open_database
 from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
+from mcp_host.plugin_search import search_sql
 from mcp_host.plugin_store import (
     DocumentStore,
     InMemoryPluginStore,
     PluginStore,
     PluginStores,
     QuotaCheck,
+    SearchHit,
     check_schema_name,
     store_schema,
 )
@@ -534,6 +536,7 @@ async def test_ensure_creates_the_records_and_claims_tables_and_their_indexes(
             ("records", "collection", "text", "NO"),
             ("records", "doc", "jsonb", "NO"),
             ("records", "created_at", "timestamp with time zone", "NO"),
+            ("records", "text_vector", "tsvector", "YES"),
         ]
     )
     schema = pg_store.schema
@@ -546,6 +549,7 @@ async def test_ensure_creates_the_records_and_claims_tables_and_their_indexes(
                 "records_scope",
                 "CREATE INDEX records_scope ON S.records USING btree (owner_id, collection, created_at, id)",
             ),
+            ("records_text", "CREATE INDEX records_text ON S.records USING gin (text_vector)"),
         ]
     )
 
@@ -740,3 +744,138 @@ async def test_an_unexpected_database_error_is_logged_and_answered_opaquely(
     (logged,) = caplog.records
     assert logged.getMessage() == f"plugin store {pg_store.schema} failed"
     assert logged.exc_info is not None and "doc" in str(logged.exc_info[1])
+
+
+# -- search -------------------------------------------------------------------------------------
+
+
+def _titles(hits: list[SearchHit]) -> list[str]:
+    return [hit.doc["title"] for hit in hits]
+
+
+async def test_search_ranks_the_docs_that_use_the_words_more_first(store: DocumentStore) -> None:
+    await store.insert(A, "docs", {"title": "once", "text": "a refund is possible"})
+    await store.insert(A, "docs", {"title": "none", "text": "shipping takes three days"})
+    await store.insert(A, "docs", {"title": "thrice", "text": "refund, refund and a refund form"})
+    hits = await store.search(A, "docs", "refund")
+    assert _titles(hits) == ["thrice", "once"]
+    assert hits[0].rank > hits[1].rank > 0
+
+
+async def test_search_weighs_fields_in_the_order_given(store: DocumentStore) -> None:
+    await store.insert(A, "docs", {"title": "other", "text": "about the refund"})
+    await store.insert(A, "docs", {"title": "refund", "text": "about something else"})
+    assert _titles(await store.search(A, "docs", "refund", fields=["title", "text"])) == ["refund", "other"]
+    assert _titles(await store.search(A, "docs", "refund", fields=["text", "title"])) == ["other", "refund"]
+    # Only the named fields are searched.
+    assert _titles(await store.search(A, "docs", "refund", fields=["text"])) == ["other"]
+
+
+async def test_search_reads_websearch_syntax(store: DocumentStore) -> None:
+    await store.insert(A, "docs", {"title": "a", "text": "the quick brown fox"})
+    await store.insert(A, "docs", {"title": "b", "text": "the brown quick dog"})
+    await store.insert(A, "docs", {"title": "c", "text": "a lazy cat"})
+    assert sorted(_titles(await store.search(A, "docs", "quick brown"))) == ["a", "b"]
+    assert _titles(await store.search(A, "docs", '"quick brown"')) == ["a"]
+    assert sorted(_titles(await store.search(A, "docs", "fox or cat"))) == ["a", "c"]
+    assert _titles(await store.search(A, "docs", "brown -fox")) == ["b"]
+    assert _titles(await store.search(A, "docs", "QUICK Fox")) == ["a"]  # case does not matter
+    assert await store.search(A, "docs", "fox cat") == []  # every word must appear
+
+
+async def test_search_keeps_to_the_filter_the_limit_the_owner_and_the_collection(store: DocumentStore) -> None:
+    for n in range(5):
+        await store.insert(A, "docs", {"title": f"a{n}", "corpus": "x" if n % 2 else "y", "text": "refund"})
+    await store.insert(B, "docs", {"title": "b", "corpus": "x", "text": "refund"})
+    await store.insert(A, "other", {"title": "o", "corpus": "x", "text": "refund"})
+    assert _titles(await store.search(A, "docs", "refund", filter={"corpus": "x"})) == [
+        "a1",
+        "a3",
+    ]  # ties: oldest first
+    assert _titles(await store.search(A, "docs", "refund", limit=2)) == ["a0", "a1"]
+    assert _titles(await store.search(B, "docs", "refund")) == ["b"]
+    assert _titles(await store.search(A, "other", "refund")) == ["o"]
+
+
+async def test_search_defaults_to_every_string_of_the_doc_at_any_depth(store: DocumentStore) -> None:
+    await store.insert(A, "docs", {"title": "nested", "meta": {"tags": ["alpha", "beta"]}, "n": 7})
+    assert _titles(await store.search(A, "docs", "beta")) == ["nested"]
+    assert await store.search(A, "docs", "7") == []  # numbers are not text
+    assert await store.search(A, "docs", "tags") == []  # keys are not text
+
+
+@pytest.mark.parametrize("query", ["!!! ---", '"', "-", "&|!:*()<->", "...", "or"])
+async def test_a_query_without_a_word_finds_nothing(store: DocumentStore, query: str) -> None:
+    await store.insert(A, "docs", {"title": "t", "text": "anything at all"})
+    assert await store.search(A, "docs", query) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "fields", "limit", "message"),
+    [
+        ("", None, None, "query must be a string of 1-1000 characters"),
+        ("x" * 1001, None, None, "query must be a string of 1-1000 characters"),
+        (None, None, None, "query must be a string of 1-1000 characters"),
+        (" \t\n ", None, None, "query must contain a word"),
+        ("re\x00fund", None, None, "query contains U+0000 or a lone surrogate"),
+        ("re\ud800fund", None, None, "query contains U+0000 or a lone surrogate"),
+        ("refund", [], None, "fields must be a list of 1-8 keys of the doc"),
+        ("refund", "title", None, "fields must be a list of 1-8 keys of the doc"),
+        ("refund", [f"f{n}" for n in range(9)], None, "fields must be a list of 1-8 keys of the doc"),
+        ("refund", ["title", "title"], None, "fields: each key may be named once"),
+        ("refund", ["ti\ntle"], None, "fields: each key must be 1-64 characters without control characters"),
+        ("refund", [""], None, "fields: each key must be 1-64 characters without control characters"),
+        ("refund", [1], None, "fields: each key must be 1-64 characters without control characters"),
+        ("refund", None, 0, "limit must be an integer from 1 to 100"),
+        ("refund", None, 101, "limit must be an integer from 1 to 100"),
+        ("refund", None, True, "limit must be an integer from 1 to 100"),
+    ],
+)
+async def test_bad_search_arguments_are_refused_before_the_database(
+    store: DocumentStore, query: Any, fields: Any, limit: Any, message: str
+) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        await store.search(A, "docs", query, fields=fields, limit=limit)
+    assert caught.value.message == message
+
+
+async def test_a_search_snippet_marks_the_matched_words(pg_store: PluginStore) -> None:
+    text = " ".join(["filler"] * 40 + ["the", "refund", "is", "paid", "in", "full"] + ["filler"] * 40)
+    await pg_store.insert(A, "docs", {"title": "Payments", "text": text})
+    [hit] = await pg_store.search(A, "docs", "refund", fields=["title", "text"])
+    assert "**refund**" in hit.snippet
+    assert len(hit.snippet.split()) <= 2 * 30 + 2  # two fragments of at most 30 words and a delimiter
+
+
+async def test_search_arguments_are_only_data(pg_store: PluginStore) -> None:
+    await pg_store.insert(A, "docs", {"title": "t", "text": "refund"})
+    hostile = "'); DROP TABLE records; --"
+    assert await pg_store.search(A, "docs", hostile) == []
+    assert await pg_store.search(A, "docs", "refund", fields=[hostile]) == []
+    assert _titles(await pg_store.search(A, "docs", "refund")) == ["t"]
+
+
+async def test_a_huge_doc_is_searched_and_its_hits_come_back_whole(pg_store: PluginStore) -> None:
+    text = "word " * 40_000 + "needle"
+    await pg_store.insert(A, "docs", {"title": "big", "text": text})
+    [hit] = await pg_store.search(A, "docs", "needle", fields=["text"])
+    assert hit.doc["text"] == text
+    assert "**needle**" in hit.snippet
+
+
+async def test_the_text_index_serves_both_kinds_of_search(pg_store: PluginStore, pool: PgPool) -> None:
+    rows = [(A, "docs", {"title": f"d{n}", "text": f"common words w{n}"}) for n in range(2000)]
+    await pool.executemany(
+        f'INSERT INTO "{pg_store.schema}".records (owner_id, collection, doc) VALUES ($1, $2, $3)', rows
+    )
+    await pool.execute(f'ANALYZE "{pg_store.schema}".records')
+    plans = []
+    async with pool.acquire() as conn, conn.transaction():
+        # Whether the planner picks it depends on the table's size; here: that it can.
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_indexscan = off")
+        for fields in ((), ("title", "text")):
+            statement = search_sql(f'"{pg_store.schema}".records', len(fields))
+            plan = await conn.fetch(f"EXPLAIN {statement}", A, "docs", "w123", {}, 20, *fields)
+            plans.append("\n".join(row[0] for row in plan))
+    assert ["Bitmap Index Scan on records_text" in plan for plan in plans] == [True, True]
+    assert _titles(await pg_store.search(A, "docs", "w123", fields=["title", "text"])) == ["d123"]

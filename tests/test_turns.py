@@ -57,6 +57,23 @@ def test_a_successful_receipt_of_the_gates_tool_clears_it() -> None:
     assert judge("I've booked it", GATES, [Receipt("booker", "book_it", True)]) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "claims"),
+    [
+        ("I could not book it; that slot is already taken.", False),
+        ("I haven't booked it yet.", False),
+        ("Nothing is booked: the slot was taken.", False),
+        ("I was unable to get it booked.", False),
+        ("I've booked it, no problem.", True),  # a negation after the claim does not excuse it
+        ("No worries. I've booked it.", True),  # nor one in another sentence
+        ("It is not free, so I've booked the next one.", True),  # nor one in another clause
+    ],
+)
+def test_a_phrase_after_a_negation_in_its_clause_is_not_a_claim(text: str, claims: bool) -> None:
+    gate = ClaimGate(tool="book_it", phrases=("booked",))
+    assert bool(judge(text, [("booker", gate)], [])) is claims
+
+
 def test_an_answer_without_a_gated_phrase_needs_no_receipt() -> None:
     assert judge("Shall I book it?", GATES, []) == []
     assert judge("I've bookedit", GATES, []) == []  # whole words only

@@ -116,7 +116,7 @@ async def test_visitor_meta_under_the_host_prefix_is_dropped(
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session, result = await _whoami(host, {forged_key: {"owner_id": "someone-else", "mode": "owner"}, "ok": 1})
         meta = result.structured_content["meta"]
-        assert sorted(meta) == ["mcp-host/session", "ok"]
+        assert sorted(meta) == ["mcp-host/call", "mcp-host/session", "ok"]
         assert meta["mcp-host/session"]["session_id"] == session["session_id"]
         assert meta["mcp-host/session"]["mode"] == "public"
 

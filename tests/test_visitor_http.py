@@ -200,5 +200,5 @@ async def test_protocol_error_for_unknown_method_does_not_break_session(tmp_path
         session = await host.new_session()
         async with host.client(session, "legacy") as client:
             with pytest.raises(MCPError):
-                await client.list_resources()
+                await client.get_prompt("no_such_prompt")
             assert (await client.call_tool("echo", {"text": "ok"})).structured_content == {"text": "ok"}

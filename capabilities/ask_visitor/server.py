@@ -1,9 +1,10 @@
 """ask_visitor: the agent asks the visitor one structured question.
 
 When the visitor's client supports form elicitation, the question is put to the visitor
-and their answer is returned. Otherwise (for now) the tool answers plainly with the question
-it would have asked, so the agent can put it to the visitor in its own reply. Full
-pass-through of elicitation by the host comes with a later issue.
+(the host passes it through to that visitor's client: a server→client request on
+2025-11-25, an input round on 2026-07-28) and their answer is returned. Otherwise the tool
+answers plainly with the question it would have asked, so the agent can put it to the
+visitor in its own reply.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
+
+from mcp_host_kit.visitor import elicit
 
 mcp = MCPServer("ask_visitor", version="1", log_level="WARNING")
 
@@ -26,16 +29,12 @@ async def ask_visitor(question: str, choices: list[str] | None = None, ctx: Cont
     question = question.strip()[:500]
     options = [c.strip()[:100] for c in (choices or [])][:10]
     prompt = question if not options else f"{question} (choose one of: {', '.join(options)})"
-    can_elicit = False
-    if ctx is not None:
-        caps = ctx.client_capabilities
-        can_elicit = bool(caps and caps.elicitation)
-    if ctx is not None and can_elicit:
-        result = await ctx.elicit(prompt, Answer)
-        if result.action == "accept" and result.data is not None:
-            return {"asked": True, "question": question, "answer": result.data.answer}
-        return {"asked": True, "question": question, "answer": None, "declined": True}
-    return {"asked": False, "question": question, "choices": options, "answer": None}
+    asked = await elicit(ctx, prompt, Answer) if ctx is not None else None
+    if asked is None:
+        return {"asked": False, "question": question, "choices": options, "answer": None}
+    if asked.action == "accept" and isinstance(asked.data, Answer):
+        return {"asked": True, "question": question, "answer": asked.data.answer}
+    return {"asked": True, "question": question, "answer": None, "declined": True}
 
 
 if __name__ == "__main__":

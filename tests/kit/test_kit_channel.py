@@ -543,3 +543,42 @@ async def test_connections_beyond_the_idle_limit_are_closed_after_use() -> None:
         await channel.aclose()  # before the host stops
 
     assert fake.connections == 5  # 3, then the one kept idle and 2 new
+
+
+async def test_inference_generate_sends_the_messages_and_returns_the_text() -> None:
+    async with fake_host({"inference.generate": answered({"text": "A short summary."})}) as fake:
+        host = fake.kit().host(META)
+        text = await host.inference.generate(
+            [{"role": "user", "content": "Summarise"}, {"role": "assistant", "content": "Of what?"}],
+            max_tokens=200,
+            system="Be brief.",
+        )
+        shorthand = await host.inference.generate("Hello")
+
+    assert (text, shorthand) == ("A short summary.", "A short summary.")
+    assert fake.calls == snapshot(
+        [
+            (
+                "inference.generate",
+                {
+                    "messages": [
+                        {"role": "user", "content": "Summarise"},
+                        {"role": "assistant", "content": "Of what?"},
+                    ],
+                    "max_tokens": 200,
+                    "system": "Be brief.",
+                },
+                "grant-of-this-call",
+            ),
+            ("inference.generate", {"messages": [{"role": "user", "content": "Hello"}]}, "grant-of-this-call"),
+        ]
+    )
+
+
+async def test_a_client_without_sampling_is_unavailable_to_inference_generate() -> None:
+    answers = {"inference.generate": refused("unavailable", "the visitor's client cannot write text (no sampling)")}
+    async with fake_host(answers) as fake:
+        with pytest.raises(Unavailable) as raised:
+            await fake.kit().host(META).inference.generate("Hello")
+
+    assert raised.value.message == "the visitor's client cannot write text (no sampling)"

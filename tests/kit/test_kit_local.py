@@ -274,6 +274,26 @@ async def test_standalone_conversation_is_empty(tmp_path: Path) -> None:
     assert await standalone(folder).call("conversation.read", {}) == {"turns": []}
 
 
+async def test_standalone_inference_checks_its_arguments_and_is_unavailable(tmp_path: Path) -> None:
+    host = standalone(plugin(tmp_path, host_ops="[inference.generate]"))
+    with pytest.raises(Unavailable) as unavailable:
+        await host.inference.generate("Summarise this", max_tokens=100, system="Be brief.")
+    with pytest.raises(InvalidArguments) as invalid:
+        await host.inference.generate([{"role": "system", "content": "x"}])
+    with pytest.raises(InvalidArguments) as empty:
+        await host.inference.generate([])
+
+    assert unavailable.value.message == snapshot(
+        "inference.generate: standalone there is no visitor's client to write the text"
+    )
+    assert invalid.value.message == snapshot(
+        "inference.generate: messages.0.role: Input should be 'user' or 'assistant'"
+    )
+    assert empty.value.message == snapshot(
+        "inference.generate: messages: List should have at least 1 item after validation, not 0"
+    )
+
+
 async def test_a_call_without_session_is_the_test_session_and_standalone_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -366,3 +386,42 @@ async def test_closing_a_standalone_kit_does_nothing() -> None:
     await kit.aclose()
 
     assert kit.standalone
+
+
+SEARCH_OPS = "[store.insert, store.search]"
+
+
+async def test_search_ranks_by_weighted_word_counts_within_the_filter_and_the_owner(tmp_path: Path) -> None:
+    folder = plugin(tmp_path / "demo", host_ops=SEARCH_OPS)
+    host, other = standalone(folder), standalone(folder, owner_id="owner-2")
+    await host.store.insert("docs", {"title": "once", "text": "a refund", "corpus": "x"})
+    await host.store.insert("docs", {"title": "refund", "text": "refund refund", "corpus": "x"})
+    await host.store.insert("docs", {"title": "elsewhere", "text": "refund", "corpus": "y"})
+    await other.store.insert("docs", {"title": "theirs", "text": "refund", "corpus": "x"})
+
+    hits = await host.store.search("docs", "refund", fields=["title", "text"], filter={"corpus": "x"})
+    phrase = await host.store.search("docs", '"a refund" -elsewhere')
+
+    assert [(h.doc["title"], h.rank) for h in hits] == [("refund", 1.8), ("once", 0.4)]
+    assert hits[1].snippet == "once … a **refund**"
+    assert [h.doc["title"] for h in phrase] == ["once"]
+    assert await host.store.search("docs", "!!! ---") == []
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"collection": "docs", "query": ""},
+        {"collection": "docs", "query": "   "},
+        {"collection": "docs", "query": "x" * 1001},
+        {"collection": "docs", "query": "a\x00b"},
+        {"collection": "docs", "query": "x", "fields": []},
+        {"collection": "docs", "query": "x", "fields": ["a", "a"]},
+        {"collection": "docs", "query": "x", "limit": 101},
+        {"collection": "docs", "query": "x", "colour": "red"},
+    ],
+)
+async def test_search_arguments_are_checked_like_the_hosts(tmp_path: Path, arguments: dict[str, Any]) -> None:
+    host = standalone(plugin(tmp_path / "demo", host_ops=SEARCH_OPS))
+    with pytest.raises(InvalidArguments):
+        await host.call("store.search", arguments)

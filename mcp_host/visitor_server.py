@@ -1,0 +1,330 @@
+"""The MCP server behind every visitor session's endpoint: one low-level `Server`, per-session answers.
+
+Above: `visitor_http` (authenticates the bearer token and puts the `Session` in the ASGI
+scope, then hands the request to the SDK's session manager serving this server). Below:
+`visitor_door` (tools and what a session may reach), `listings` (prompts and resources),
+`input_rounds` (2026-07-28 calls waiting for the visitor's input), `change_feed` (list
+changes), `visitor_client` (the client a child's requests reach).
+
+Everything a child can do in MCP reaches the session's client and back:
+- tools (lists assembled per session), prompts, resources, resource templates, completion;
+- during a call: progress (when the client asked for it with a progress token), log messages
+  (at the level the client set with `logging/setLevel`), and the child's elicitation,
+  sampling and roots requests — as server→client requests on the call's own stream for a
+  2025-11-25 client, as `InputRequiredResult` rounds for a 2026-07-28 client;
+- cancellation: a cancelled call is cancelled in the child (`notifications/cancelled`);
+- list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
+  streams for 2026-07-28 clients, only for sessions that see the child.
+A forwarded result carries the host's own `serverInfo`, never the child's. Lists are per
+session, so they are marked `cacheScope: private` with no TTL (SECURITY.md E18).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import mcp.types as types
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.caching import CacheHint
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import trace
+
+from .change_feed import ChangeFeed
+from .errors import HostError
+from .grants import CallScope
+from .input_rounds import InputRounds
+from .listings import Surface, UnknownItem
+from .meta import MetaCaps, forwarded_meta, visitor_meta
+from .sessions import Session
+from .tool_results import error_result
+from .visitor_client import PushClient, log_sink
+from .visitor_door import VisitorDoor
+
+__all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "build_visitor_server"]
+
+logger = logging.getLogger(__name__)
+
+SCOPE_KEY = "mcp_host.session"
+SERVER_NAME = "mcp-host"
+SERVER_VERSION = "0.1.0"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+RESOURCE_NOT_FOUND = -32002
+_PRIVATE = CacheHint(ttl_ms=0, scope="private")
+# Log levels set with logging/setLevel, kept for this many sessions (the oldest are forgotten).
+_MAX_LOG_LEVELS = 10_000
+
+
+def session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
+    request = ctx.request
+    session = request.scope.get(SCOPE_KEY) if request is not None else None
+    if not isinstance(session, Session):  # the endpoint always sets it; fail closed if not
+        raise PermissionError("request reached the visitor server without a session")
+    return session
+
+
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+class _VisitorServer(Server[Any]):
+    """Announces list changes to 2025-11-25 clients (the session manager's default options
+    would not)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+class _LogLevels:
+    def __init__(self) -> None:
+        self._levels: OrderedDict[str, types.LoggingLevel] = OrderedDict()
+
+    def set(self, session_id: str, level: types.LoggingLevel) -> None:
+        self._levels[session_id] = level
+        self._levels.move_to_end(session_id)
+        while len(self._levels) > _MAX_LOG_LEVELS:
+            self._levels.popitem(last=False)
+
+    def get(self, session_id: str) -> types.LoggingLevel | None:
+        return self._levels.get(session_id)
+
+
+def _as_mcp_error(exc: Exception, what: str) -> MCPError:
+    if isinstance(exc, UnknownItem):
+        code = RESOURCE_NOT_FOUND if what == "resources/read" else types.INVALID_PARAMS
+        return MCPError(code=code, message=exc.message)
+    if isinstance(exc, HostError):
+        return MCPError(code=types.INTERNAL_ERROR, message=exc.message)
+    logger.error("%s failed unexpectedly", what, exc_info=exc)
+    return MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed inside the host")
+
+
+def _own(result: Any) -> Any:
+    """The host answers as itself: a child's serverInfo stamp does not travel."""
+    meta = getattr(result, "meta", None)
+    if meta:
+        meta.pop(SERVER_INFO_KEY, None)
+    return result
+
+
+def build_visitor_server(
+    door: VisitorDoor,
+    input_schema: Callable[[str], Mapping[str, Any] | None],
+    *,
+    rounds: InputRounds,
+    feed: ChangeFeed,
+    meta_caps: MetaCaps,
+) -> Server[Any]:
+    """The MCP server behind every visitor endpoint.
+
+    `input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
+    real lists; without it the SDK would run our whole `tools/list` before every call.
+    """
+    log_levels = _LogLevels()
+
+    def remember(ctx: ServerRequestContext[Any, Any], session: Session) -> None:
+        """A 2025-11-25 connection is told of list changes on its standalone stream."""
+        request = ctx.request
+        connection = request.headers.get("mcp-session-id") if request is not None else None
+        if connection and not _modern(ctx):
+            feed.keep_connection(session, connection, ctx.session)
+
+    def item_meta(ctx: ServerRequestContext[Any, Any], session: Session) -> dict[str, Any]:
+        kept = visitor_meta(dict(ctx.meta or {}), meta_caps)
+        return forwarded_meta(kept, CallScope(session.owner_id, session).wire())
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        session = session_of(ctx)
+        remember(ctx, session)
+        listed = await door.list_tools(session)
+        return types.ListToolsResult(tools=listed.tools, _meta=listed.meta())
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        session = session_of(ctx)
+        remember(ctx, session)
+        meta = dict(ctx.meta or {})
+
+        async def relay(progress: float, total: float | None, message: str | None) -> None:
+            try:
+                await ctx.session.report_progress(progress, total, message)
+            except Exception:  # the visitor's stream ended (e.g. a call parked between rounds)
+                logger.debug("session %s: a progress notice could not be passed on", session.id)
+
+        asked = meta.get("progress_token", meta.get("progressToken")) is not None
+        relay_progress = relay if asked else None
+        if _modern(ctx):
+            try:
+                return await rounds.call(
+                    session.id,
+                    ctx.session.client_capabilities,
+                    params,
+                    lambda client: door.call_tool(session, params.name, params.arguments, meta, relay_progress, client),
+                    log_sink(ctx, None),
+                )
+            except HostError as exc:
+                return error_result(exc.code, exc.message)
+        client = PushClient(ctx, session.id, log_levels.get(session.id))
+        return await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        log_levels.set(session_of(ctx).id, params.level)
+        return types.EmptyResult()
+
+    async def surface(ctx: ServerRequestContext[Any, Any]) -> tuple[Session, Surface]:
+        session = session_of(ctx)
+        remember(ctx, session)
+        return session, await door.surface(session)
+
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        _, found = await surface(ctx)
+        return types.ListPromptsResult(prompts=[p for _, p in found.prompts.values()])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        try:
+            session, found = await surface(ctx)
+            child = door.child_for(door.listings.prompt_owner(found, params.name))
+            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
+            result = await child.forward(
+                types.GetPromptRequest(params=forwarded), types.GetPromptResult, timeout_s=door.call_timeout_s
+            )
+        except Exception as exc:
+            raise _as_mcp_error(exc, "prompts/get") from None
+        return _own(result)  # type: ignore[no-any-return]
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        _, found = await surface(ctx)
+        return types.ListResourcesResult(resources=[r for _, r in found.resources.values()])
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        _, found = await surface(ctx)
+        return types.ListResourceTemplatesResult(resource_templates=[t for _, t in found.templates])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        try:
+            session, found = await surface(ctx)
+            child = door.child_for(door.listings.resource_owner(found, str(params.uri)))
+            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
+            result = await child.forward(
+                types.ReadResourceRequest(params=forwarded), types.ReadResourceResult, timeout_s=door.call_timeout_s
+            )
+        except Exception as exc:
+            raise _as_mcp_error(exc, "resources/read") from None
+        return _own(result)  # type: ignore[no-any-return]
+
+    async def subscribe(ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        try:
+            session, found = await surface(ctx)
+            uri = str(params.uri)
+            child = door.child_for(door.listings.resource_owner(found, uri))
+            await child.forward(
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=params.uri)),
+                types.EmptyResult,
+                timeout_s=door.call_timeout_s,
+            )
+        except Exception as exc:
+            raise _as_mcp_error(exc, "resources/subscribe") from None
+        feed.subscribe_uri(session, uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        # The child keeps its subscription (other sessions may hold one); this session stops hearing.
+        feed.unsubscribe_uri(session_of(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    async def complete(
+        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        try:
+            session, found = await surface(ctx)
+            ref = params.ref
+            if isinstance(ref, types.PromptReference):
+                owner = door.listings.prompt_owner(found, ref.name)
+            else:
+                owner = door.listings.template_owner(found, ref.uri)
+            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
+            result = await door.child_for(owner).forward(
+                types.CompleteRequest(params=forwarded), types.CompleteResult, timeout_s=door.call_timeout_s
+            )
+        except Exception as exc:
+            raise _as_mcp_error(exc, "completion/complete") from None
+        return _own(result)  # type: ignore[no-any-return]
+
+    async def listen(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        session = session_of(ctx)
+        try:
+            bus = feed.bus(session)
+        except OverflowError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        return await ListenHandler(bus)(ctx, params)
+
+    with warnings.catch_warnings():
+        # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server: Server[Any] = _VisitorServer(
+            SERVER_NAME,
+            version=SERVER_VERSION,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_templates,
+            on_read_resource=read_resource,
+            on_subscribe_resource=subscribe,
+            on_unsubscribe_resource=unsubscribe,
+            on_completion=complete,
+            on_set_logging_level=set_level,
+            on_subscriptions_listen=listen,
+            get_tool_input_schema=input_schema,
+            cache_hints={
+                "tools/list": _PRIVATE,
+                "prompts/list": _PRIVATE,
+                "resources/list": _PRIVATE,
+                "resources/templates/list": _PRIVATE,
+                "resources/read": _PRIVATE,
+            },
+        )
+    if _no_tracing_configured():
+        # The SDK's OpenTelemetry middleware builds a span per message even when nothing
+        # records it: ~5% of the host's CPU per call. Keep it only when tracing is set up.
+        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    return server
+
+
+def _no_tracing_configured() -> bool:
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)

@@ -1,0 +1,109 @@
+"""The change feed: a child's list change reaches exactly the sessions that see that child.
+
+Logic only (listeners are callables and a recording stand-in for the SDK's ServerSession);
+test_passthrough.py proves both eras end to end through a real host.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp.server.subscriptions import ResourceUpdated, ServerEvent, ToolsListChanged
+
+from mcp_host.change_feed import ChangeFeed
+from mcp_host.sessions import RoleSnapshot, Session
+
+pytestmark = pytest.mark.anyio
+
+
+def _session(n: int, capabilities: tuple[str, ...], *, revoked: bool = False) -> Session:
+    return Session(
+        id=f"{n:032x}",
+        owner_id="owner",
+        mode="public",
+        subject=None,
+        visitor=None,
+        role=RoleSnapshot(id="r", capabilities=capabilities, config={}),
+        created_at=datetime(2026, 11, 30, tzinfo=UTC),
+        credential_revoked=revoked,
+    )
+
+
+def _sees(session: Session, plugin_id: str) -> bool:
+    return plugin_id in session.role.capabilities
+
+
+class _Connection:
+    def __init__(self, *, broken: bool = False) -> None:
+        self.sent: list[str] = []
+        self.broken = broken
+
+    async def send_notification(self, notification: types.ServerNotification) -> None:
+        if self.broken:
+            raise anyio.ClosedResourceError
+        self.sent.append(notification.method)
+
+
+async def test_only_sessions_that_see_the_child_hear_of_it() -> None:
+    seeing, blind, revoked = _session(1, ("a",)), _session(2, ("b",)), _session(3, ("a",), revoked=True)
+    heard: dict[str, list[ServerEvent]] = {"seeing": [], "blind": [], "revoked": []}
+    connections = {"seeing": _Connection(), "blind": _Connection()}
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        for name, session in (("seeing", seeing), ("blind", blind), ("revoked", revoked)):
+            feed.bus(session).subscribe(heard[name].append)
+        feed.keep_connection(seeing, "c1", connections["seeing"])  # type: ignore[arg-type]
+        feed.keep_connection(blind, "c2", connections["blind"])  # type: ignore[arg-type]
+        feed.publish("a", "tools")
+        await anyio.wait_all_tasks_blocked()
+    assert heard == {"seeing": [ToolsListChanged()], "blind": [], "revoked": []}
+    assert connections["seeing"].sent == ["notifications/tools/list_changed"]
+    assert connections["blind"].sent == []
+
+
+async def test_a_resource_update_reaches_a_legacy_connection_only_when_subscribed() -> None:
+    session = _session(1, ("a",))
+    connection = _Connection()
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.keep_connection(session, "c1", connection)  # type: ignore[arg-type]
+        feed.publish("a", "resource:test://one")
+        await anyio.wait_all_tasks_blocked()
+        feed.subscribe_uri(session, "test://one")
+        feed.publish("a", "resource:test://one")
+        await anyio.wait_all_tasks_blocked()
+        feed.unsubscribe_uri(session, "test://one")
+        feed.publish("a", "resource:test://one")
+        await anyio.wait_all_tasks_blocked()
+    assert connection.sent == ["notifications/resources/updated"]
+
+
+async def test_a_broken_connection_is_forgotten() -> None:
+    session = _session(1, ("a",))
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.keep_connection(session, "c1", _Connection(broken=True))  # type: ignore[arg-type]
+        assert feed.listening_count() == 1
+        feed.publish("a", "prompts")
+        await anyio.wait_all_tasks_blocked()
+        assert feed.listening_count() == 0
+
+
+async def test_listeners_are_capped_per_session() -> None:
+    session = _session(1, ("a",))
+    sink: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        unsubscribes = [feed.bus(session).subscribe(sink.append) for _ in range(8)]
+        with pytest.raises(OverflowError):
+            feed.bus(session).subscribe(sink.append)
+        for unsubscribe in unsubscribes:
+            unsubscribe()
+        assert feed.listening_count() == 0
+        feed.publish("a", "resource:test://x")
+    assert sink == []
+    assert ResourceUpdated(uri="test://x") not in sink
