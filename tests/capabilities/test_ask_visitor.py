@@ -52,7 +52,8 @@ async def test_builtin_is_served_to_a_public_session_through_the_host(tmp_path: 
         session = await host.new_session()
         async with host.client(session) as client:
             tools = (await client.list_tools()).tools
-            assert [t.name for t in tools] == ["ask_visitor"]
+            # Beside the other `acl: always` builtins (summarize_conversation …).
+            assert "ask_visitor" in [t.name for t in tools]
             result = await client.call_tool("ask_visitor", {"question": "Coffee or tea?", "choices": ["coffee", "tea"]})
         expected: dict[str, Any] = {
             "asked": False,
