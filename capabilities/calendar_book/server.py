@@ -1,0 +1,301 @@
+"""calendar.book: visitors find free slots in the owner's calendar and book, list and cancel
+meetings there, within the owner's booking policy.
+
+    calendar_list_slots {date_from?, days?}  -> {policy, slots: [{start, end}]}
+    calendar_book       {start, topic?}      -> {ok, booking: {id, start, end, topic}}
+    calendar_cancel     {booking_id}         -> {ok, cancelled}
+    bookings_list       {}                   -> {bookings: [...]} (+ notices for the owner)
+
+A visitor sees and cancels only the bookings of their own credential (the session's subject:
+an access code or API key; a public session: that session). In owner context (the owner
+door's `calendar.slots`, `calendar.bookings`, `calendar.cancel`) every booking is listed and
+any can be cancelled. Refusals are `{code, message}`: `invalid_arguments` (the policy's reason
+included), `slot_taken`, `not_found`, and what the calendar connector or the host answered.
+
+Booking one slot: claim `slot:<UTC start>` in the store (one winner; a loser is `slot_taken`),
+check the calendar is still free around it, add the event, save the booking — and when the
+save fails (the host refused it over the quota, or anything else), delete the event again —
+then give the claim back. A later booker of the slot sees the event as busy.
+
+`notify_owner` (role config): no mail is sent — this capability requires only `calendar`, and
+a capability reaches only the categories it requires. Instead each booking and cancellation of
+such a role's sessions leaves a notice that `calendar.bookings` shows the owner.
+
+Above: the host, which forwards visitors' and the owner's calls. Below: `booking_policy` (the
+slots the policy allows) and the host ops through the plugin kit, the calendar through
+`connector.invoke`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import anyio
+from booking_policy import EXAMPLE, MAX_LIST_DAYS, Policy, Slot, parse_day, policy_from
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from mcp_host_kit import Host, HostOpError, InvalidArguments, Kit, PluginServer, Record, SessionInfo, tool_errors
+
+logger = logging.getLogger("calendar_book")
+
+mcp = PluginServer("calendar.book", version="1", log_level="WARNING")
+kit = Kit(__file__)
+
+BOOKINGS = "bookings"  # the quota's collection: one row per booking held
+NOTICES = "notices"
+SLOTS = "slots"  # claims, keyed by slot start
+CLAIM_TTL_S = 120  # longer than the host's call timeout: the claim outlives any one booking call
+CLEANUP_TIMEOUT_S = 15.0
+MAX_SLOTS = 100
+MAX_ROWS = 500
+MAX_TOPIC_CHARS = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+SLOT_TAKEN = "slot_taken"
+NOT_FOUND = "not_found"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------------------------------
+# The calendar, through the host
+
+
+async def _calendar(host: Host, verb: str, args: dict[str, Any]) -> dict[str, Any]:
+    return await host.call("connector.invoke", {"category": "calendar", "verb": verb, "args": args})
+
+
+async def _busy(host: Host, start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    answer = await _calendar(host, "freebusy", {"start": start.isoformat(), "end": end.isoformat()})
+    periods = answer.get("busy")
+    if not isinstance(periods, list):
+        raise HostOpError("unavailable", "the calendar's free/busy answer could not be used")
+    try:
+        return [(_aware(p["start"]), _aware(p["end"])) for p in periods]
+    except (KeyError, TypeError, ValueError):
+        raise HostOpError("unavailable", "the calendar's free/busy answer could not be used") from None
+
+
+def _aware(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)  # floating: read as UTC
+
+
+async def _remove_event(host: Host, uid: str) -> None:
+    """Delete the event `uid` again, even while the call is being cancelled; a failure is logged."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT_S):
+        try:
+            await _calendar(host, "delete_event", {"uid": uid})
+            return
+        except Exception as exc:  # logged by class only: the text may quote the service
+            logger.error("could not delete event %s after a failed booking: %s", uid, type(exc).__name__)
+            return
+    logger.error("could not delete event %s after a failed booking: no answer in time", uid)
+
+
+async def _release(host: Host, key: str) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT_S):
+        try:
+            await host.store.release(SLOTS, key)
+        except Exception as exc:  # the claim expires on its own after CLAIM_TTL_S
+            logger.warning("could not release %s: %s", key, type(exc).__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Policy, ownership, rows
+
+
+async def _policy(host: Host, config: dict[str, Any]) -> Policy:
+    return policy_from(config, await host.owner.meta("timezone"))
+
+
+def _own(session: SessionInfo) -> dict[str, Any] | None:
+    """The store filter for the caller's own bookings; None (all) in owner context."""
+    if session.mode == "owner":
+        return None
+    if session.subject is not None:
+        return {"subject_id": session.subject.id}
+    return {"subject_id": None, "session_id": session.session_id}
+
+
+def _line(value: str | None, limit: int) -> str:
+    return _CONTROL.sub(" ", value or "").strip()[:limit]
+
+
+def _topic(value: str) -> str:
+    if len(value) > MAX_TOPIC_CHARS:
+        raise InvalidArguments(f"topic must be at most {MAX_TOPIC_CHARS} characters")
+    return _line(value, MAX_TOPIC_CHARS)
+
+
+def _event(session: SessionInfo, slot: Slot, topic: str) -> dict[str, Any]:
+    visitor = session.visitor
+    name = _line(visitor.name if visitor else None, 100) or "a visitor"
+    email = _line(visitor.email if visitor else None, 254)
+    lines = [f"Booked by {name}" + (f" <{email}>" if email else "") + " through mcp-host."]
+    if topic:
+        lines.append(f"Topic: {topic}")
+    return {
+        "summary": f"Meeting with {name}" + (f": {topic}" if topic else ""),
+        "start": slot.start.astimezone(UTC).isoformat(),
+        "end": slot.end.astimezone(UTC).isoformat(),
+        "description": "\n".join(lines),
+    }
+
+
+def _booking_doc(session: SessionInfo, slot: Slot, topic: str, uid: str) -> dict[str, Any]:
+    visitor = session.visitor
+    return {
+        "start": slot.start.astimezone(UTC).isoformat(),
+        "end": slot.end.astimezone(UTC).isoformat(),
+        "topic": topic,
+        "event_uid": uid,
+        "session_id": session.session_id,
+        "visitor": {"name": visitor.name, "email": visitor.email} if visitor else None,
+        # subject_id: stamped by the host (the quota counts by it)
+    }
+
+
+def _row(record: Record, policy: Policy, *, owner: bool) -> dict[str, Any]:
+    doc = record.doc
+    row = {
+        "id": record.id,
+        "start": _shown(doc.get("start"), policy),
+        "end": _shown(doc.get("end"), policy),
+        "topic": doc.get("topic", ""),
+    }
+    if owner:
+        row |= {
+            "visitor": doc.get("visitor"),
+            "subject_id": doc.get("subject_id"),
+            "session_id": doc.get("session_id"),
+            "booked_at": record.created_at.isoformat(),
+        }
+    return row
+
+
+def _shown(value: object, policy: Policy) -> object:
+    try:
+        return datetime.fromisoformat(value).astimezone(policy.zone).isoformat() if isinstance(value, str) else value
+    except ValueError:
+        return value
+
+
+async def _notify(host: Host, config: dict[str, Any], kind: str, record_id: str, doc: dict[str, Any]) -> None:
+    """A notice for the owner when the session's role asks for one; a failure is logged only
+    (the booking or cancellation itself has happened)."""
+    if config.get("notify_owner") is not True:
+        return
+    notice = {"kind": kind, "booking_id": record_id, "start": doc.get("start"), "visitor": doc.get("visitor")}
+    try:
+        await host.store.insert(NOTICES, {**notice, "at": _now().isoformat()})
+    except HostOpError as exc:
+        logger.warning("could not leave a %s notice: %s", kind, exc.code)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+
+Start = Annotated[str, Field(description=f"a slot's start as calendar_list_slots gave it, e.g. {EXAMPLE}")]
+
+
+@mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+@tool_errors
+async def calendar_list_slots(
+    ctx: Context,
+    date_from: Annotated[str | None, Field(description="first day, YYYY-MM-DD (default: today)")] = None,
+    days: Annotated[int, Field(description=f"how many days, 1-{MAX_LIST_DAYS}")] = 7,
+) -> dict[str, Any]:
+    """The owner's free meeting slots, soonest first (at most 100), with the booking policy
+    they follow (timezone, meeting length, working hours and days, notice)."""
+    if not 1 <= days <= MAX_LIST_DAYS:
+        raise InvalidArguments(f"days must be 1-{MAX_LIST_DAYS}")
+    host = kit.host(ctx)
+    policy = await _policy(host, (await host.config.get()).config)
+    now = _now()
+    first = parse_day(date_from, policy, now)
+    busy = await _busy(host, *policy.window(first, days))
+    slots = policy.free_slots(first, days, busy, now)
+    return {"policy": policy.wire(), "slots": [s.wire() for s in slots[:MAX_SLOTS]]}
+
+
+@mcp.tool()
+@tool_errors
+async def calendar_book(
+    start: Start,
+    ctx: Context,
+    topic: Annotated[str, Field(description="what the meeting is about (one line)")] = "",
+) -> dict[str, Any]:
+    """Book the free slot starting at `start` in the owner's calendar. Refusals: slot_taken
+    (someone else has it), invalid_arguments (with the policy's reason), quota_exhausted."""
+    host = kit.host(ctx)
+    values = await host.config.get()
+    policy = await _policy(host, values.config)
+    slot = policy.requested(start, _now())
+    topic = _topic(topic)
+    session = host.session
+    key = f"slot:{slot.start.astimezone(UTC).isoformat()}"
+    if not await host.store.claim(SLOTS, key, CLAIM_TTL_S):
+        raise HostOpError(SLOT_TAKEN, "that slot is being booked by someone else; pick another")
+    try:
+        if not policy.is_free(slot, await _busy(host, *policy.around(slot))):
+            raise HostOpError(SLOT_TAKEN, "that slot is no longer free; pick another")
+        uid = str((await _calendar(host, "insert_event", _event(session, slot, topic)))["uid"])
+        doc = _booking_doc(session, slot, topic, uid)
+        try:
+            booking_id = await host.store.insert(BOOKINGS, doc)
+        except BaseException:
+            await _remove_event(host, uid)
+            raise
+    finally:
+        await _release(host, key)
+    await _notify(host, values.role_config, "booked", booking_id, doc)
+    booking = {"id": booking_id, "start": slot.start.isoformat(), "end": slot.end.isoformat(), "topic": topic}
+    return {"ok": True, "booking": booking}
+
+
+@mcp.tool()
+@tool_errors
+async def calendar_cancel(
+    booking_id: Annotated[str, Field(description="the id calendar_book or bookings_list gave")], ctx: Context
+) -> dict[str, Any]:
+    """Cancel one of your bookings (the owner: any booking); its calendar event is deleted."""
+    host = kit.host(ctx)
+    session = host.session
+    mine = _own(session)
+    record = next((r for r in await host.store.query(BOOKINGS, mine, MAX_ROWS) if r.id == booking_id), None)
+    if record is None:
+        raise HostOpError(NOT_FOUND, "no such booking")
+    if mine is not None and datetime.fromisoformat(record.doc["start"]) <= _now():
+        raise InvalidArguments("that meeting has already begun; it can no longer be cancelled")
+    await _calendar(host, "delete_event", {"uid": record.doc["event_uid"]})
+    await host.store.delete(BOOKINGS, id=record.id)
+    if mine is not None:
+        await _notify(host, (await host.config.get()).role_config, "cancelled", record.id, record.doc)
+    return {"ok": True, "cancelled": record.id}
+
+
+@mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+@tool_errors
+async def bookings_list(ctx: Context) -> dict[str, Any]:
+    """Your bookings, soonest first (the owner: every booking, and the notices left for them)."""
+    host = kit.host(ctx)
+    mine = _own(host.session)
+    policy = await _policy(host, (await host.config.get()).config)
+    records = sorted(await host.store.query(BOOKINGS, mine, MAX_ROWS), key=lambda r: str(r.doc.get("start")))
+    answer: dict[str, Any] = {"bookings": [_row(r, policy, owner=mine is None) for r in records]}
+    if mine is None:
+        notices = await host.store.query(NOTICES, None, MAX_ROWS)
+        answer["notices"] = [{**n.doc, "id": n.id} for n in notices]
+    return answer
+
+
+if __name__ == "__main__":
+    mcp.run()
