@@ -277,6 +277,13 @@ class Quota(_Model):
     config_key: Key | None = None
     collection: Key | None = None
     subject_field: Key | None = None
+    tools: Annotated[tuple[ToolName, ...], _unique("quota tool")] = ()
+    """The tools that use the quota up; at zero only they hide and refuse. Empty: every tool of
+    the capability (e.g. a visitor at `max_bookings` can still list and cancel bookings when
+    only the booking tool is named)."""
+
+    def gates(self, tool: str) -> bool:
+        return not self.tools or tool in self.tools
 
     def missing(self) -> list[str]:
         return [name for name in ("config_key", "collection", "subject_field") if getattr(self, name) is None]

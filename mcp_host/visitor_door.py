@@ -12,10 +12,10 @@ is logged with its traceback and answered opaquely — `str(exc)` never reaches 
 `unknown` answer as a tool that does not exist; the log says which.
 
 Quota: a capability whose subject has nothing left leaves the session's list and its calls
-get `quota_exhausted`; a quota that cannot be read hides the capability (fail closed). The
-remaining figures ride the `tools/list` result's `_meta["mcp-host/quota"]`. A call whose
-`store.insert` was refused by the quota while it ran is answered `quota_exhausted`, whatever
-the child made of the refusal.
+get `quota_exhausted` (only the tools its `quota.tools` names, when it names some); a quota
+that cannot be read hides the capability (fail closed). The remaining figures ride the
+`tools/list` result's `_meta["mcp-host/quota"]`. A call whose `store.insert` was refused by
+the quota while it ran is answered `quota_exhausted`, whatever the child made of the refusal.
 
 Holds: a call to a tool whose live definition is annotated destructive (`holds.needs_hold`)
 is checked last, after the binding, requirement and quota checks: it goes on only by using up
@@ -146,9 +146,13 @@ class VisitorDoor:
     async def list_tools(self, session: Session) -> VisitorList:
         reachable = await self.reachable(session)
         states = await self._quota_states(session, reachable)
-        listed = [p for p in reachable if p.manifest.id not in states or states[p.manifest.id].remaining > 0]
+        used_up = {pid for pid, state in states.items() if state.remaining <= 0}
+        listed = [p for p in reachable if p.manifest.id not in used_up or self._quota_tools(p)]
         toolset = await self._bindings.assemble(listed, fresh=True)
-        hidden = await self._requirements.hidden_tools(session.owner_id, listed)
+        hidden = set(await self._requirements.hidden_tools(session.owner_id, listed))
+        for plugin in listed:
+            if plugin.manifest.id in used_up:  # only the tools that use the quota up leave
+                hidden |= set(self._quota_tools(plugin))
         tools = [tool for tool in toolset.listed() if tool.name not in hidden]
         return VisitorList(tools, {pid: s for pid, s in states.items() if s is not _UNREADABLE})
 
@@ -214,7 +218,7 @@ class VisitorDoor:
             )
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         plugin = self._by_id[binding.capability]
-        await self._check_quota(plugin, session)
+        await self._check_quota(plugin, session, binding.tool.name)
         if self._holds is not None and needs_hold(binding.tool):
             used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
             logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
@@ -251,8 +255,14 @@ class VisitorDoor:
                 "session %s: the receipt of %s/%s was not recorded", session.id, capability, tool[:80], exc_info=True
             )
 
-    async def _check_quota(self, plugin: Plugin, session: Session) -> None:
-        if session.subject is None or plugin.manifest.quota_gate() is None:
+    @staticmethod
+    def _quota_tools(plugin: Plugin) -> tuple[str, ...]:
+        gate = plugin.manifest.quota_gate()
+        return gate.tools if gate is not None else ()
+
+    async def _check_quota(self, plugin: Plugin, session: Session, tool: str) -> None:
+        gate = plugin.manifest.quota_gate()
+        if session.subject is None or gate is None or not gate.gates(tool):
             return
         state = await self._read_quota(plugin, session, "the call is refused")
         if state is _UNREADABLE:

@@ -14,6 +14,7 @@ from mcp_host.manifest import (
     MANIFEST_NAME,
     TOOL_NAME_RE,
     Manifest,
+    Quota,
     load_manifest,
     read_manifest,
 )
@@ -203,7 +204,12 @@ Second line,	tabbed.
                     "description": "",
                 }
             ],
-            "quota": {"config_key": "max_bookings", "collection": "bookings", "subject_field": "subject_id"},
+            "quota": {
+                "config_key": "max_bookings",
+                "collection": "bookings",
+                "subject_field": "subject_id",
+                "tools": [],
+            },
             "claim_gate": {"tool": "calendar_book", "phrases": ["i've booked", "invite went to"]},
             "transport": {
                 "kind": "stdio",
@@ -912,3 +918,10 @@ def test_manifest_model_validates_without_a_warning_context() -> None:
     manifest = Manifest.model_validate({"id": "demo", "acl": "public"})
 
     assert manifest.acl == "role_granted"
+
+
+def test_quota_tools_name_the_tools_that_use_it_up() -> None:
+    everything = Quota(config_key="k", collection="c", subject_field="s")
+    named = Quota(config_key="k", collection="c", subject_field="s", tools=("book",))
+    assert everything.gates("book") and everything.gates("cancel")
+    assert named.gates("book") and not named.gates("cancel")

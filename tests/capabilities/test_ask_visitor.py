@@ -62,3 +62,22 @@ async def test_builtin_is_served_to_a_public_session_through_the_host(tmp_path: 
             "answer": None,
         }
         assert result.structured_content == expected
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_question_reaches_the_visitors_client_through_the_host(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    asked: list[str] = []
+
+    async def answer(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "tea"})
+
+    settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)
+    async with running_host(settings) as host:
+        session = await host.new_session()
+        async with host.client(session, mode, elicitation_callback=answer) as client:
+            result = await client.call_tool("ask_visitor", {"question": "Coffee or tea?", "choices": ["coffee", "tea"]})
+    assert asked == ["Coffee or tea? (choose one of: coffee, tea)"]
+    assert result.structured_content == {"asked": True, "question": "Coffee or tea?", "answer": "tea"}
