@@ -12,6 +12,7 @@ resource's update. A session that cannot see the child hears nothing of it.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,21 +77,35 @@ class ChangeFeed:
         """`sees(session, plugin_id)`: whether the session can see that child now."""
         self._sees = sees
         self._tg = task_group
-        self._by_session: dict[str, _Listeners] = {}
+        self._by_session: OrderedDict[str, _Listeners] = OrderedDict()
 
     def _listeners(self, session: Session) -> _Listeners:
         listeners = self._by_session.get(session.id)
         if listeners is None:
             if len(self._by_session) >= _IN_ALL:
-                raise OverflowError("too many sessions are listening for changes")
+                self._evict()
             listeners = self._by_session[session.id] = _Listeners(session)
+        self._by_session.move_to_end(session.id)
         listeners.session = session  # the latest authentication (its role snapshot, revocation)
         return listeners
+
+    def _evict(self) -> None:
+        """Forget the least recently seen session that has no open listen stream (its legacy
+        connections are re-remembered on its next request); OverflowError when every one has."""
+        for session_id, listeners in self._by_session.items():
+            if not listeners.streams:
+                del self._by_session[session_id]
+                return
+        raise OverflowError("too many sessions are listening for changes")
 
     def keep_connection(self, session: Session, connection_id: str, server_session: ServerSession) -> None:
         """A 2025-11-25 client's connection (its `Mcp-Session-Id`), told of changes on its
         standalone stream."""
-        listeners = self._listeners(session)
+        try:
+            listeners = self._listeners(session)
+        except OverflowError:  # every remembered session holds a listen stream; this one waits
+            logger.warning("session %s: too many sessions listening; its change notices are skipped", session.id)
+            return
         if connection_id in listeners.connections or len(listeners.connections) < _PER_SESSION:
             listeners.connections[connection_id] = server_session
 

@@ -60,6 +60,8 @@ SERVER_VERSION = "0.1.0"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 RESOURCE_NOT_FOUND = -32002
 _PRIVATE = CacheHint(ttl_ms=0, scope="private")
+# Resource URIs one subscriptions/listen request may ask updates of.
+_MAX_LISTEN_URIS = 32
 # Log levels set with logging/setLevel, kept for this many sessions (the oldest are forgotten).
 _MAX_LOG_LEVELS = 10_000
 
@@ -242,16 +244,25 @@ def build_visitor_server(
             raise _as_mcp_error(exc, "resources/read") from None
         return _own(result)  # type: ignore[no-any-return]
 
+    async def subscribe_child(session: Session, uri: str) -> None:
+        """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
+        found = await door.surface(session)
+        child = door.child_for(door.listings.resource_owner(found, uri))
+        served = (await child.capabilities()).resources
+        if served is None or not served.subscribe:
+            return  # the child sends its updates unasked, or never: the session still listens
+        await child.forward(
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)),
+            types.EmptyResult,
+            timeout_s=door.call_timeout_s,
+        )
+
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        session = session_of(ctx)
+        remember(ctx, session)
+        uri = str(params.uri)
         try:
-            session, found = await surface(ctx)
-            uri = str(params.uri)
-            child = door.child_for(door.listings.resource_owner(found, uri))
-            await child.forward(
-                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=params.uri)),
-                types.EmptyResult,
-                timeout_s=door.call_timeout_s,
-            )
+            await subscribe_child(session, uri)
         except Exception as exc:
             raise _as_mcp_error(exc, "resources/subscribe") from None
         feed.subscribe_uri(session, uri)
@@ -287,10 +298,14 @@ def build_visitor_server(
     ) -> types.SubscriptionsListenResult:
         session = session_of(ctx)
         try:
-            bus = feed.bus(session)
-        except OverflowError as exc:
+            for uri in (params.notifications.resource_subscriptions or [])[:_MAX_LISTEN_URIS]:
+                await subscribe_child(session, str(uri))
+        except Exception as exc:
+            raise _as_mcp_error(exc, "resources/read") from None  # an unknown URI: not found
+        try:
+            return await ListenHandler(feed.bus(session))(ctx, params)
+        except OverflowError as exc:  # raised when subscribing, before the stream starts
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-        return await ListenHandler(bus)(ctx, params)
 
     with warnings.catch_warnings():
         # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.

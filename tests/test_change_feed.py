@@ -107,3 +107,21 @@ async def test_listeners_are_capped_per_session() -> None:
         feed.publish("a", "resource:test://x")
     assert sink == []
     assert ResourceUpdated(uri="test://x") not in sink
+
+
+async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("mcp_host.change_feed._IN_ALL", 2)
+    first, second, third = _session(1, ("a",)), _session(2, ("a",)), _session(3, ("a",))
+    streamed: list[ServerEvent] = []
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.bus(first).subscribe(streamed.append)  # a listen stream: never evicted
+        feed.keep_connection(second, "c2", _Connection())  # type: ignore[arg-type]
+        feed.keep_connection(third, "c3", _Connection())  # type: ignore[arg-type]
+        assert feed.listening_count() == 2
+        feed.publish("a", "tools")
+        await anyio.wait_all_tasks_blocked()
+        feed.bus(_session(4, ("a",))).subscribe(streamed.append)  # evicts third
+        with pytest.raises(OverflowError):  # both left hold a listen stream
+            feed.bus(_session(5, ("a",))).subscribe(streamed.append)
+    assert streamed == [ToolsListChanged()]

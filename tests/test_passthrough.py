@@ -236,6 +236,40 @@ async def test_a_tool_list_change_reaches_a_2026_listener(tmp_path: Path, databa
     assert "grown_two" in names
 
 
+async def test_a_resource_update_reaches_a_subscribed_visitor(tmp_path: Path, database_url: str) -> None:
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    async with running_host(_settings(tmp_path, database_url)) as host:
+        session = await host.new_session()
+        async with host.client(session, "legacy", message_handler=on_message) as client:
+            await client.call_tool("touch", {})  # not subscribed yet: nothing is told
+            with warnings.catch_warnings():  # resources/subscribe is 2025-11-25's
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.subscribe_resource("relay://note")
+            await client.call_tool("touch", {})
+            with anyio.fail_after(10):
+                await heard.wait()
+    assert updated == ["relay://note"]
+
+
+async def test_a_resource_update_reaches_a_2026_listener(tmp_path: Path, database_url: str) -> None:
+    async with running_host(_settings(tmp_path, database_url)) as host:
+        session = await host.new_session()
+        async with host.client(session, "auto") as client:
+            async with client.listen(resource_subscriptions=["relay://note"]) as subscription:
+                await client.call_tool("touch", {})
+                with anyio.fail_after(10):
+                    async for event in subscription:
+                        assert getattr(event, "uri", None) == "relay://note"
+                        break
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_content_kinds_pass_unchanged_and_the_host_answers_as_itself(
     tmp_path: Path, database_url: str, mode: str

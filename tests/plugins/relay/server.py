@@ -104,6 +104,13 @@ async def grow(name: str, ctx: Context) -> str:
 
 
 @mcp.tool()
+async def touch(ctx: Context) -> str:
+    """Say relay://note changed (to whoever subscribed)."""
+    await ctx.session.send_resource_updated("relay://note")
+    return "touched"
+
+
+@mcp.tool()
 async def rich() -> list[Any]:
     """Every kind of content."""
     return [
