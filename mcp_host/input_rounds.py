@@ -20,6 +20,7 @@ replica that parked it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -163,9 +164,12 @@ class InputRounds:
             with cancel:
                 async with send:
                     try:
-                        await send.send(_Done(result=await forward(client)))
+                        done = _Done(result=await forward(client))
                     except Exception as exc:
-                        await send.send(_Done(error=exc))
+                        done = _Done(error=exc)
+                    # Nobody may be waiting any more (the visitor went away): then it is dropped.
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await send.send(done)
 
         self._tg.start_soon(run)
         return await self._next(receive, cancel, client, params.name, digest)
@@ -225,6 +229,7 @@ class InputRounds:
             if not parked:
                 # The visitor went away or the round failed: the call ends with it.
                 cancel.cancel()
+                events.close()
 
     def _expire(self) -> None:
         now = time.monotonic()

@@ -40,7 +40,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 
 from .change_feed import ChangeFeed
-from .errors import HostError
+from .errors import HostError, InvalidArguments
 from .grants import CallScope
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
@@ -112,6 +112,8 @@ def _as_mcp_error(exc: Exception, what: str) -> MCPError:
     if isinstance(exc, UnknownItem):
         code = RESOURCE_NOT_FOUND if what == "resources/read" else types.INVALID_PARAMS
         return MCPError(code=code, message=exc.message)
+    if isinstance(exc, InvalidArguments):
+        return MCPError(code=types.INVALID_PARAMS, message=exc.message)
     if isinstance(exc, HostError):
         return MCPError(code=types.INTERNAL_ERROR, message=exc.message)
     logger.error("%s failed unexpectedly", what, exc_info=exc)

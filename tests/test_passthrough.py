@@ -183,10 +183,11 @@ async def test_log_messages_reach_a_2026_visitor_that_opted_in_on_the_call(tmp_p
     assert logged == [("warning", "hello")]
 
 
-async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, database_url: str) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, database_url: str, mode: str) -> None:
     async with running_host(_settings(tmp_path, database_url)) as host:
         session = await host.new_session()
-        async with host.client(session, "legacy") as client:
+        async with host.client(session, mode) as client:
             async with anyio.create_task_group() as tg:
 
                 async def waiting() -> None:
