@@ -323,3 +323,25 @@ async def test_a_session_that_cannot_see_a_child_gets_none_of_its_prompts_or_res
             assert (await client.list_resources()).resources == []
             with pytest.raises(MCPError):
                 await client.read_resource("relay://note")
+
+
+async def test_prompts_and_resources_follow_the_same_gate_as_tools(tmp_path: Path, database_url: str) -> None:
+    """List and get agree (SECURITY.md E2): once the session's code is revoked, its prompts and
+    resources go with its tools, and reading by a known URI or name is refused too."""
+    async with running_host(_settings(tmp_path, database_url)) as host:
+        access, owner = host.host.access, host.host.owner_id
+        await access.put_role(owner, "plain", [])
+        code, _ = await access.create_code(owner, "plain")
+        session = await host.new_session({"code": code})
+        async with host.client(session, "legacy") as client:
+            before = [p.name for p in (await client.list_prompts()).prompts]
+            assert (await client.read_resource("relay://note")).contents
+            await access.revoke_code(owner, code)
+            prompts = (await client.list_prompts()).prompts
+            resources = (await client.list_resources()).resources
+            with pytest.raises(MCPError):
+                await client.read_resource("relay://note")
+            with pytest.raises(MCPError):
+                await client.get_prompt("relay_greeting", {"name": "Ada"})
+    assert before == ["relay_greeting"]
+    assert prompts == [] and resources == []
