@@ -278,9 +278,8 @@ class Quota(_Model):
     collection: Key | None = None
     subject_field: Key | None = None
     tools: Annotated[tuple[ToolName, ...], _unique("quota tool")] = ()
-    """The tools that use the quota up; at zero only they hide and refuse. Empty: every tool of
-    the capability (e.g. a visitor at `max_bookings` can still list and cancel bookings when
-    only the booking tool is named)."""
+    """The tools that use the quota up; at zero only they hide and refuse, so the capability's
+    other tools (listing or undoing what was used) stay. Empty: every tool of the capability."""
 
     def gates(self, tool: str) -> bool:
         return not self.tools or tool in self.tools

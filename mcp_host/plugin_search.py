@@ -1,7 +1,7 @@
 """Ranked full-text search over a plugin's documents: the argument checks, the SQL, and the
 in-memory twin's matcher.
 
-Above: `plugin_store` (`PluginStore.search`, `InMemoryPluginStore.search`, and the schema's
+Above: `plugin_store` (`PluginStore.search`, `memory_store.InMemoryPluginStore.search`, and the schema's
 `text_vector` column), and through it the host op `store.search`. Below: PostgreSQL's text
 search (`websearch_to_tsquery`, `ts_rank`, `ts_headline`) in the `simple` configuration —
 words are lower-cased, never stemmed and no stop words are dropped, so every language is

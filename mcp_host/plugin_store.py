@@ -5,7 +5,8 @@ Above: the host ops (`store.insert` … `store.release`, `store.search`), which 
 from the grant, never from the plugin; `quota`, which counts rows; and installing or
 uninstalling a plugin (`PluginStores.ensure` / `PluginStores.drop`). Below: the pool of
 `database` (jsonb decoded to Python values), `json_guard` and `plugin_search`.
-`InMemoryPluginStore` is the twin for unit tests of logic; both satisfy `DocumentStore`.
+`memory_store.InMemoryPluginStore` is the twin for unit tests of logic; both satisfy
+`DocumentStore`; `store_checks` holds the argument checks both apply.
 
 Isolation (SECURITY D9, F3): the schema name comes only from the trusted (kind, plugin id)
 pair through `store_schema`, is checked by `check_schema_name` and quoted before it is spliced
@@ -25,27 +26,35 @@ import hashlib
 import json
 import logging
 import re
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import anyio.lowlevel
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
-from mcp_host.json_guard import check_json_object, json_contains
+from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugin_search import (
     ALL_TEXT,
-    SearchLimits,
     check_fields,
     check_search_limit,
     check_search_query,
     search_sql,
-    text_match,
+)
+from mcp_host.store_checks import (
+    QuotaCheck,
+    StoreLimits,
+    check_doc,
+    check_filter,
+    check_key,
+    check_limit,
+    check_record_id,
+    check_scope,
+    check_ttl,
+    exhausted,
+    quota_cap,
+    stamped,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +62,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DocumentStore",
-    "InMemoryPluginStore",
     "PluginKind",
     "PluginStore",
     "PluginStores",
@@ -76,9 +84,6 @@ _SCHEMA_NAME = re.compile(r"\Aplugin_[a-z0-9_]+\Z")
 _CORE_SCHEMAS = frozenset({"mcp_host", "public", "information_schema"})
 _MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1; longer names are cut silently
 _HASH_HEX = 10
-_COLLECTION = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
-_RECORD_ID = re.compile(r"\A[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\Z")
-_CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
 
@@ -119,19 +124,6 @@ def _quoted(schema: str) -> str:
     return '"' + check_schema_name(schema).replace('"', '""') + '"'
 
 
-@dataclass(frozen=True)
-class StoreLimits:
-    """What one call may put in or take out of a store."""
-
-    max_doc_bytes: int = 256 * 1024  # compact JSON size of one doc or filter
-    max_doc_depth: int = 32
-    max_query_limit: int = 500
-    default_query_limit: int = 100
-    max_claim_ttl_s: int = 300
-    max_key_chars: int = 200
-    search: SearchLimits = field(default_factory=SearchLimits)
-
-
 class Record(BaseModel):
     """One stored document, as `query` returns it."""
 
@@ -153,15 +145,6 @@ class SearchHit(BaseModel):
     created_at: datetime
     rank: float
     snippet: str
-
-
-@dataclass(frozen=True)
-class QuotaCheck:
-    """How `insert` guards a quota collection (see `PluginStore.insert`)."""
-
-    subject_field: str  # the doc field the quota counts by
-    subject_id: str | None  # the session's subject id (None: public session, never counted)
-    limit: int | None  # None or <= 0: unlimited
 
 
 class DocumentStore(Protocol):
@@ -227,66 +210,6 @@ class DocumentStore(Protocol):
     async def release(self, owner_id: str, collection: str, key: str) -> bool:
         """Give `key` back; True if a live claim was released."""
         ...
-
-
-# -- argument checks, shared by both stores ---------------------------------------------------
-
-
-def _check_scope(owner_id: str, collection: str) -> None:
-    # owner_id comes from a grant: a bad one is a host bug, not the plugin's mistake.
-    if not isinstance(owner_id, str) or not 0 < len(owner_id) <= 128 or _CONTROL_OR_SURROGATE.search(owner_id):
-        raise ValueError("owner_id is not an owner id")
-    if not isinstance(collection, str) or _COLLECTION.fullmatch(collection) is None:
-        raise InvalidArguments("collection must be 1-64 characters of a-z, 0-9 and _, starting with a letter")
-
-
-def _check_doc(limits: StoreLimits, value: object, what: str) -> dict[str, Any]:
-    return check_json_object(value, what=what, max_bytes=limits.max_doc_bytes, max_depth=limits.max_doc_depth)
-
-
-def _check_filter(limits: StoreLimits, value: object) -> dict[str, Any]:
-    return {} if value is None else _check_doc(limits, value, "filter")
-
-
-def _stamped(doc: dict[str, Any], quota: QuotaCheck | None) -> dict[str, Any]:
-    if quota is None or not isinstance(doc, dict):
-        return doc  # a non-dict doc is refused by _check_doc
-    return {**doc, quota.subject_field: quota.subject_id}
-
-
-def _counted(quota: QuotaCheck | None) -> tuple[dict[str, Any], int] | None:
-    """The containment filter and the cap when `quota` limits this insert."""
-    if quota is None or quota.subject_id is None or quota.limit is None or quota.limit <= 0:
-        return None
-    return {quota.subject_field: quota.subject_id}, quota.limit
-
-
-def _check_limit(limits: StoreLimits, value: object) -> int:
-    if value is None:
-        return limits.default_query_limit
-    if type(value) is not int or not 1 <= value <= limits.max_query_limit:
-        raise InvalidArguments(f"limit must be an integer from 1 to {limits.max_query_limit}")
-    return value
-
-
-def _check_record_id(value: object) -> str:
-    if not isinstance(value, str) or _RECORD_ID.fullmatch(value) is None:
-        raise InvalidArguments("id is not a record id (a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e)")
-    return str(uuid.UUID(value))
-
-
-def _check_key(limits: StoreLimits, key: object) -> None:
-    if not isinstance(key, str) or not 1 <= len(key) <= limits.max_key_chars or _CONTROL_OR_SURROGATE.search(key):
-        raise InvalidArguments(f"key must be 1-{limits.max_key_chars} characters without control characters")
-
-
-def _check_ttl(limits: StoreLimits, ttl_s: object) -> None:
-    if type(ttl_s) is not int or not 1 <= ttl_s <= limits.max_claim_ttl_s:
-        raise InvalidArguments(f"ttl_s must be an integer from 1 to {limits.max_claim_ttl_s}")
-
-
-def _exhausted(limit: int) -> QuotaExhausted:
-    return QuotaExhausted(f"the quota of {limit} is used up")
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------
@@ -370,8 +293,8 @@ class PluginStore:
     async def insert(
         self, owner_id: str, collection: str, doc: dict[str, Any], *, quota: QuotaCheck | None = None
     ) -> str:
-        _check_scope(owner_id, collection)
-        stored, counted = _check_doc(self._limits, _stamped(doc, quota), "doc"), _counted(quota)
+        check_scope(owner_id, collection)
+        stored, counted = check_doc(self._limits, stamped(doc, quota), "doc"), quota_cap(quota)
         with _translated(self.schema):
             if counted is None:
                 return str(await self._pool.fetchval(self._sql["insert"], owner_id, collection, stored))
@@ -382,21 +305,21 @@ class PluginStore:
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(_LOCK, key)
                 if await conn.fetchval(self._sql["count"], owner_id, collection, subject) >= limit:
-                    raise _exhausted(limit)
+                    raise exhausted(limit)
                 return str(await conn.fetchval(self._sql["insert"], owner_id, collection, stored))
 
     async def query(
         self, owner_id: str, collection: str, filter: dict[str, Any] | None = None, limit: int | None = None
     ) -> list[Record]:
-        _check_scope(owner_id, collection)
-        pattern, count = _check_filter(self._limits, filter), _check_limit(self._limits, limit)
+        check_scope(owner_id, collection)
+        pattern, count = check_filter(self._limits, filter), check_limit(self._limits, limit)
         with _translated(self.schema):
             rows = await self._pool.fetch(self._sql["query"], owner_id, collection, pattern, count)
         return [Record(id=str(row["id"]), doc=row["doc"], created_at=row["created_at"]) for row in rows]
 
     async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
-        _check_scope(owner_id, collection)
-        pattern = _check_filter(self._limits, filter)
+        check_scope(owner_id, collection)
+        pattern = check_filter(self._limits, filter)
         with _translated(self.schema):
             return int(await self._pool.fetchval(self._sql["count"], owner_id, collection, pattern))
 
@@ -410,9 +333,9 @@ class PluginStore:
         filter: dict[str, Any] | None = None,
         limit: int | None = None,
     ) -> list[SearchHit]:
-        _check_scope(owner_id, collection)
+        check_scope(owner_id, collection)
         text, keys = check_search_query(self._limits.search, query), check_fields(fields)
-        pattern, count = _check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
+        pattern, count = check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
         with _translated(self.schema):
             rows = await self._pool.fetch(
                 self._search_sql[len(keys)], owner_id, collection, text, pattern, count, *keys
@@ -425,8 +348,8 @@ class PluginStore:
     async def update(
         self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None
     ) -> bool:
-        _check_scope(owner_id, collection)
-        args = (owner_id, collection, _check_record_id(id), _check_doc(self._limits, doc, "doc"), keep_field)
+        check_scope(owner_id, collection)
+        args = (owner_id, collection, check_record_id(id), check_doc(self._limits, doc, "doc"), keep_field)
         with _translated(self.schema):
             status = await self._pool.execute(self._sql["update"], *args)
         return status == "UPDATE 1"
@@ -434,26 +357,26 @@ class PluginStore:
     async def delete(
         self, owner_id: str, collection: str, *, id: str | None = None, filter: dict[str, Any] | None = None
     ) -> int:
-        _check_scope(owner_id, collection)
+        check_scope(owner_id, collection)
         if id is None and filter is None:
             raise InvalidArguments("delete needs an id, a filter, or both")
-        args: tuple[object, ...] = (owner_id, collection, _check_filter(self._limits, filter))
+        args: tuple[object, ...] = (owner_id, collection, check_filter(self._limits, filter))
         if id is not None:
-            args += (_check_record_id(id),)
+            args += (check_record_id(id),)
         with _translated(self.schema):
             status = await self._pool.execute(self._sql["delete" if id is None else "delete_id"], *args)
         return int(status.split()[-1])
 
     async def claim(self, owner_id: str, collection: str, key: str, ttl_s: int) -> bool:
-        _check_scope(owner_id, collection)
-        _check_key(self._limits, key)
-        _check_ttl(self._limits, ttl_s)
+        check_scope(owner_id, collection)
+        check_key(self._limits, key)
+        check_ttl(self._limits, ttl_s)
         with _translated(self.schema):
             return await self._pool.fetchval(self._sql["claim"], owner_id, collection, key, ttl_s) is True
 
     async def release(self, owner_id: str, collection: str, key: str) -> bool:
-        _check_scope(owner_id, collection)
-        _check_key(self._limits, key)
+        check_scope(owner_id, collection)
+        check_key(self._limits, key)
         with _translated(self.schema):
             return await self._pool.fetchval(self._sql["release"], owner_id, collection, key) is True
 
@@ -498,134 +421,3 @@ class PluginStores:
         if existed:
             _logger.warning("dropped plugin store %s (%s %s) with all its rows", schema, kind, plugin_id)
         return bool(existed)
-
-
-# -- in memory --------------------------------------------------------------------------------
-
-
-@dataclass
-class _Row:
-    id: str
-    owner_id: str
-    collection: str
-    doc: dict[str, Any]
-    created_at: datetime
-
-
-class InMemoryPluginStore:
-    """A store in lists and dicts, for unit tests of logic; same checks and contract as
-    `PluginStore`. Docs are kept as JSON round-trips (nothing shared with the caller); jsonb's
-    number normalisation is not mimicked. `clock` lets a test move claims past their expiry."""
-
-    def __init__(self, limits: StoreLimits | None = None, *, clock: Callable[[], datetime] | None = None) -> None:
-        self._limits = limits or StoreLimits()
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self._rows: list[_Row] = []
-        self._claims: dict[tuple[str, str, str], datetime] = {}
-
-    def _matching(self, owner_id: str, collection: str, pattern: dict[str, Any]) -> list[_Row]:
-        """This owner's rows of `collection` containing `pattern`, oldest first (ties: insertion order)."""
-        scope = (r for r in self._rows if r.owner_id == owner_id and r.collection == collection)
-        return sorted((r for r in scope if json_contains(r.doc, pattern)), key=lambda r: r.created_at)
-
-    async def insert(
-        self, owner_id: str, collection: str, doc: dict[str, Any], *, quota: QuotaCheck | None = None
-    ) -> str:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        stored = _check_doc(self._limits, _stamped(doc, quota), "doc")
-        counted = _counted(quota)
-        if counted is not None:
-            subject, limit = counted
-            if len(self._matching(owner_id, collection, subject)) >= limit:
-                raise _exhausted(limit)
-        row = _Row(str(uuid.uuid4()), owner_id, collection, json.loads(json.dumps(stored)), self._clock())
-        self._rows.append(row)
-        return row.id
-
-    async def query(
-        self, owner_id: str, collection: str, filter: dict[str, Any] | None = None, limit: int | None = None
-    ) -> list[Record]:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        pattern, count = _check_filter(self._limits, filter), _check_limit(self._limits, limit)
-        found = self._matching(owner_id, collection, pattern)[:count]
-        return [Record(id=r.id, doc=json.loads(json.dumps(r.doc)), created_at=r.created_at) for r in found]
-
-    async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        pattern = _check_filter(self._limits, filter)
-        return len(self._matching(owner_id, collection, pattern))
-
-    async def search(
-        self,
-        owner_id: str,
-        collection: str,
-        query: str,
-        *,
-        fields: list[str] | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-    ) -> list[SearchHit]:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        text, keys = check_search_query(self._limits.search, query), check_fields(fields)
-        pattern, count = _check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
-        found = []
-        for row in self._matching(owner_id, collection, pattern):
-            match = text_match(row.doc, text, keys)
-            if match is not None:
-                found.append((-match[0], row.created_at, match[1], row))
-        found.sort(key=lambda hit: (hit[0], hit[1]))  # stable: insertion order breaks the last ties
-        return [
-            SearchHit(id=r.id, doc=json.loads(json.dumps(r.doc)), created_at=r.created_at, rank=-rank, snippet=snippet)
-            for rank, _, snippet, r in found[:count]
-        ]
-
-    async def update(
-        self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None
-    ) -> bool:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        record_id, stored = _check_record_id(id), json.loads(json.dumps(_check_doc(self._limits, doc, "doc")))
-        for row in self._matching(owner_id, collection, {}):
-            if row.id == record_id:
-                if keep_field is not None:
-                    stored.pop(keep_field, None)
-                    if keep_field in row.doc:
-                        stored[keep_field] = row.doc[keep_field]
-                row.doc = stored
-                return True
-        return False
-
-    async def delete(
-        self, owner_id: str, collection: str, *, id: str | None = None, filter: dict[str, Any] | None = None
-    ) -> int:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        if id is None and filter is None:
-            raise InvalidArguments("delete needs an id, a filter, or both")
-        pattern = _check_filter(self._limits, filter)
-        record_id = None if id is None else _check_record_id(id)
-        doomed = {r.id for r in self._matching(owner_id, collection, pattern) if record_id in (None, r.id)}
-        self._rows = [r for r in self._rows if r.id not in doomed]
-        return len(doomed)
-
-    async def claim(self, owner_id: str, collection: str, key: str, ttl_s: int) -> bool:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        _check_key(self._limits, key)
-        _check_ttl(self._limits, ttl_s)
-        now, expires = self._clock(), self._claims.get((owner_id, collection, key))
-        if expires is not None and expires > now:
-            return False
-        self._claims[(owner_id, collection, key)] = now + timedelta(seconds=ttl_s)
-        return True
-
-    async def release(self, owner_id: str, collection: str, key: str) -> bool:
-        await anyio.lowlevel.checkpoint()
-        _check_scope(owner_id, collection)
-        _check_key(self._limits, key)
-        expires = self._claims.pop((owner_id, collection, key), None)
-        return expires is not None and expires > self._clock()

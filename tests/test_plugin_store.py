@@ -19,10 +19,10 @@ from pydantic import SecretStr
 
 from mcp_host.database import DatabaseLimits, PgConnection, PgPool, open_database
 from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
+from mcp_host.memory_store import InMemoryPluginStore
 from mcp_host.plugin_search import search_sql
 from mcp_host.plugin_store import (
     DocumentStore,
-    InMemoryPluginStore,
     PluginStore,
     PluginStores,
     QuotaCheck,
