@@ -288,38 +288,41 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 max_request_body_size=settings.max_body_bytes,
             )
             async with manager.run(), owner_manager.run():
-                yield Host(
-                    settings=settings,
-                    report=report,
-                    pool=pool,
-                    catalogue=catalogue,
-                    owner_token_file=token_file,
-                    owners=owners,
-                    sessions_endpoint=SessionsEndpoint(
-                        access,
-                        FailureThrottle(_throttle_limits(settings)),
-                        owner.id,
-                        settings.base_url,
-                        settings.max_rest_body_bytes,
-                    ),
-                    visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
-                    owner_endpoint=OwnerMCPEndpoint(owners, owner_manager),
-                    owner_id=owner.id,
-                    sessions=sessions,
-                    config=config,
-                    stores=stores,
-                    grants=grants,
-                    channel=channel,
-                    access=access,
-                    connections=connections,
-                    connectors=connectors,
-                    audit=audit,
-                    turns=turns,
-                    turns_endpoint=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
-                    pins=pins,
-                    owner_token_new=first_token and token_file is not None,
-                    spawned=spawned,
-                )
+                try:
+                    yield Host(
+                        settings=settings,
+                        report=report,
+                        pool=pool,
+                        catalogue=catalogue,
+                        owner_token_file=token_file,
+                        owners=owners,
+                        sessions_endpoint=SessionsEndpoint(
+                            access,
+                            FailureThrottle(_throttle_limits(settings)),
+                            owner.id,
+                            settings.base_url,
+                            settings.max_rest_body_bytes,
+                        ),
+                        visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
+                        owner_endpoint=OwnerMCPEndpoint(owners, owner_manager),
+                        owner_id=owner.id,
+                        sessions=sessions,
+                        config=config,
+                        stores=stores,
+                        grants=grants,
+                        channel=channel,
+                        access=access,
+                        connections=connections,
+                        connectors=connectors,
+                        audit=audit,
+                        turns=turns,
+                        turns_endpoint=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
+                        pins=pins,
+                        owner_token_new=first_token and token_file is not None,
+                        spawned=spawned,
+                    )
+                finally:
+                    rounds.close()  # calls parked between input rounds end with the host
         background.cancel_scope.cancel()
         logger.info("stopping children")
 

@@ -130,10 +130,13 @@ Forward = Callable[[RoundsClient], Awaitable[types.CallToolResult]]
 class InputRounds:
     """Parked calls of this replica, by request state."""
 
-    def __init__(self, task_group: TaskGroup, *, timeout_s: float, max_parked: int = 1024) -> None:
+    def __init__(
+        self, task_group: TaskGroup, *, timeout_s: float, max_parked: int = 1024, max_per_session: int = 8
+    ) -> None:
         self._tg = task_group
         self._timeout_s = timeout_s
         self._max_parked = max_parked
+        self._max_per_session = max_per_session
         self._parked: dict[str, _Parked] = {}
 
     def parked_count(self) -> int:
@@ -216,7 +219,9 @@ class InputRounds:
                 if isinstance(more, _Done):  # cannot happen while a request waits; keep order anyway
                     break
                 waiting.append(more)
-            if len(self._parked) >= self._max_parked:
+            # One visitor that never answers cannot take every slot from the others.
+            mine = sum(1 for p in self._parked.values() if p.session_key == client.session_key)
+            if mine >= self._max_per_session or len(self._parked) >= self._max_parked:
                 raise Unavailable("too many calls are waiting for their visitors' input")
             state = secrets.token_urlsafe(_STATE_BYTES)
             self._parked[state] = _Parked(
@@ -230,6 +235,13 @@ class InputRounds:
                 # The visitor went away or the round failed: the call ends with it.
                 cancel.cancel()
                 events.close()
+
+    def close(self) -> None:
+        """End every parked call (the host is stopping)."""
+        for parked in self._parked.values():
+            parked.cancel.cancel()
+            parked.events.close()
+        self._parked.clear()
 
     def _expire(self) -> None:
         now = time.monotonic()

@@ -13,7 +13,7 @@ import mcp.types as types
 import pytest
 
 from mcp_host.call_routing import CALL_KEY, CallRouter
-from mcp_host.errors import InvalidArguments
+from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.input_rounds import InputRounds, RoundsClient
 from mcp_host.visitor_client import ClientLacks, InputRequest, InputResponse
 
@@ -169,3 +169,17 @@ async def test_a_named_request_goes_to_its_call_only() -> None:
     assert a.asked == [] and b.asked == ["elicitation/create"]
     # After the calls ended, nobody is asked.
     assert isinstance(await router.elicit(None, QUESTION.params), types.ErrorData)  # type: ignore[arg-type]
+
+
+async def test_one_session_cannot_park_more_than_its_share() -> None:
+    async with anyio.create_task_group() as tg:
+        rounds = InputRounds(tg, timeout_s=30, max_per_session=2)
+        for _ in range(2):
+            assert isinstance(await rounds.call("greedy", CAN_ELICIT, _params(), _asking), types.InputRequiredResult)
+        with pytest.raises(Unavailable):
+            await rounds.call("greedy", CAN_ELICIT, _params(), _asking)
+        # Another visitor still gets its round.
+        assert isinstance(await rounds.call("other", CAN_ELICIT, _params(), _asking), types.InputRequiredResult)
+        assert rounds.parked_count() == 3
+        rounds.close()
+        assert rounds.parked_count() == 0
