@@ -109,6 +109,7 @@ def _child_limits(s: Settings) -> ChildLimits:
         crash_loop_threshold=s.child_crash_loop_threshold,
         timeouts_before_recycle=s.child_timeouts_before_recycle,
         input_timeout_s=s.input_timeout_s,
+        input_budget=s.input_budget,
     )
 
 
@@ -242,6 +243,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 connectors=connectors,
                 turns=turns,
                 input_timeout_s=settings.input_timeout_s,
+                input_budget=settings.input_budget,
             )
             holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
             door = VisitorDoor(

@@ -46,8 +46,17 @@ class InFlight:
     client: VisitorClient | None
     deadline: anyio.CancelScope | None = None
     """The call's timeout; it does not run while the visitor is being asked something."""
+    asked: int = 0
+    """How many requests this call has put to its visitor's client (see `CallRouter.budget`)."""
     _waits: int = 0
     _left_s: float = 0.0
+
+    def spend(self, budget: int) -> bool:
+        """Count one more request to the visitor; False once `budget` is spent."""
+        if self.asked >= budget:
+            return False
+        self.asked += 1
+        return True
 
     @contextmanager
     def waiting_for_visitor(self) -> Iterator[None]:
@@ -70,9 +79,12 @@ class InFlight:
 class CallRouter:
     """The calls one child is serving, and the client each came from."""
 
-    def __init__(self, plugin_id: str, *, request_timeout_s: float) -> None:
+    def __init__(self, plugin_id: str, *, request_timeout_s: float, budget: int = 16) -> None:
+        """`budget`: requests one call may put to its visitor's client. Sampling spends the
+        visitor's model tokens and elicitation their attention: a plugin cannot flood either."""
         self._plugin_id = plugin_id
         self._timeout_s = request_timeout_s
+        self.budget = budget
         self._calls: dict[str, InFlight] = {}
 
     @contextmanager
@@ -109,6 +121,11 @@ class CallRouter:
                 code=types.INVALID_REQUEST,
                 message=f"{what} must be sent while serving a call; with several sessions' calls in flight, "
                 f"name the call with _meta[{CALL_KEY!r}]",
+            )
+        if not call.spend(self.budget):
+            logger.warning("%s: a call asked its visitor more than %d times; refused", self._plugin_id, self.budget)
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=f"a call may ask its visitor at most {self.budget} times"
             )
         try:
             with call.waiting_for_visitor():

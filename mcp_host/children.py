@@ -81,6 +81,8 @@ class ChildLimits:
     input_timeout_s: float = 600.0
     """How long a visitor's client may take to answer a child's elicitation or sampling request;
     the call's own timeout does not run meanwhile."""
+    input_budget: int = 16
+    """How many such requests one call may make."""
 
 
 @dataclass
@@ -105,7 +107,7 @@ class Child:
         on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
     ) -> None:
         self.plugin_id = plugin_id
-        self.router = CallRouter(plugin_id, request_timeout_s=limits.input_timeout_s)
+        self.router = CallRouter(plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget)
         """Where the child's server→client requests and log messages go: the call they are about."""
         self._on_list_changed = on_list_changed
         self._launch = launch

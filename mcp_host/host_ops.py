@@ -49,6 +49,8 @@ class OpServices:
     turns: TurnStore
     input_timeout_s: float = 600.0
     """How long the visitor's client may take to answer `inference.generate`."""
+    input_budget: int = 16
+    """Requests one call may put to its visitor's client (`inference.generate` included)."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,8 @@ async def _inference_generate(call: _Call, args: InferenceGenerate) -> JsonObjec
     client = in_flight.client if in_flight is not None else None
     if in_flight is None or client is None:
         raise Unavailable("no visitor's client is behind this call to write the text")
+    if not in_flight.spend(call.services.input_budget):  # the same budget as the child's own requests
+        raise Denied("this call has asked its visitor's client as often as it may")
     request = types.CreateMessageRequest(
         params=types.CreateMessageRequestParams(
             messages=[

@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # (the call's own timeout waits meanwhile), and how long a 2026-07-28 call stays parked
     # between input rounds.
     input_timeout_s: float = Field(default=600.0, gt=0)
+    # Elicitation, sampling and roots requests (and inference.generate ops) one call may put to
+    # its visitor's client: sampling spends the visitor's model tokens.
+    input_budget: int = Field(default=16, ge=1)
     child_start_timeout_s: float = Field(default=10.0, gt=0)
     child_idle_timeout_s: float = Field(default=600.0, gt=0)
     child_max_line_bytes: int = Field(default=8 * MiB, ge=1024)

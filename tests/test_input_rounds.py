@@ -183,3 +183,15 @@ async def test_one_session_cannot_park_more_than_its_share() -> None:
         assert rounds.parked_count() == 3
         rounds.close()
         assert rounds.parked_count() == 0
+
+
+async def test_a_call_may_ask_its_visitor_only_so_often() -> None:
+    router = CallRouter("p", request_timeout_s=5, budget=3)
+    a = _Client("A")
+    with router.serving(a):
+        answers = [await router.elicit(None, QUESTION.params) for _ in range(5)]  # type: ignore[arg-type]
+    with router.serving(a):  # a new call has a budget of its own
+        again = await router.elicit(None, QUESTION.params)  # type: ignore[arg-type]
+    assert [type(x).__name__ for x in answers] == ["ElicitResult"] * 3 + ["ErrorData"] * 2
+    assert isinstance(again, types.ElicitResult)
+    assert a.asked == ["elicitation/create"] * 4

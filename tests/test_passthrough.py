@@ -75,6 +75,21 @@ async def test_sampling_and_roots_reach_the_visitor_and_back(tmp_path: Path, dat
     assert rooted.structured_content == {"roots": ["file:///visitor/work"]}
 
 
+async def test_a_plugin_cannot_flood_the_visitors_client(tmp_path: Path, database_url: str) -> None:
+    sampled: list[str] = []
+
+    async def sampler(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        sampled.append("asked")
+        return await _sampler(context, params)
+
+    async with running_host(host_settings(tmp_path, database_url, ["relay"], input_budget=4)) as host:
+        session = await host.new_session()
+        async with host.client(session, "legacy", sampling_callback=sampler) as client:
+            result = await client.call_tool("sample_many", {"times": 10})
+    assert result.structured_content == {"written": 4, "refusal": "a call may ask its visitor at most 4 times"}
+    assert len(sampled) == 4
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_client_without_the_capability_gets_the_child_a_clear_error(
     tmp_path: Path, database_url: str, mode: str

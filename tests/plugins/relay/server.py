@@ -56,6 +56,23 @@ async def sample(prompt: str, ctx: Context) -> dict[str, Any]:
 
 
 @mcp.tool()
+async def sample_many(times: int, ctx: Context) -> dict[str, Any]:
+    """Ask the caller's client to write `times` texts; how many it wrote, and the refusal."""
+    written, refusal = 0, None
+    for _ in range(times):
+        try:
+            await ctx.session.create_message(
+                [types.SamplingMessage(role="user", content=types.TextContent(type="text", text="more"))],
+                max_tokens=5,
+                related_request_id=ctx.request_id,
+            )
+            written += 1
+        except MCPError as exc:
+            refusal = exc.error.message
+    return {"written": written, "refusal": refusal}
+
+
+@mcp.tool()
 async def roots(ctx: Context) -> dict[str, Any]:
     """The caller's roots."""
     listed = await ctx.session.list_roots()
