@@ -122,7 +122,12 @@ async def test_owner_lists_tools_and_capabilities_without_starting_a_child(
     assert [(f["key"], f["value"]) for f in notes["config"]["owner"]] == [("greeting", "hello"), ("page_size", 10)]
     assert [f["key"] for f in notes["config"]["code"]] == ["max_notes"]
     assert notes["config"]["role"] == []
-    assert notes["quota"] == {"config_key": "max_notes", "collection": "notes", "subject_field": "subject_id"}
+    assert notes["quota"] == {
+        "config_key": "max_notes",
+        "collection": "notes",
+        "subject_field": "subject_id",
+        "tools": [],
+    }
     assert notes["claim_gate"] is None
     assert trail == [("capabilities_list", "ok")]
 
