@@ -97,6 +97,10 @@ class CallRouter:
         finally:
             del self._calls[call.id]
 
+    def in_flight(self) -> int:
+        """How many calls the child is serving right now."""
+        return len(self._calls)
+
     def target(self, meta: Mapping[str, Any] | None) -> InFlight | None:
         named = (meta or {}).get(CALL_KEY)
         if isinstance(named, str) and named:

@@ -209,7 +209,10 @@ async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, databas
                     await client.call_tool("wait", {"tag": "w1"})
 
                 tg.start_soon(waiting)
-                await anyio.sleep(1.0)  # the call has reached the child
+                with anyio.fail_after(20):  # the child has started and is serving the call
+                    while (child := host.host.pool.get("test.relay")) is None or child.router.in_flight() == 0:
+                        await anyio.sleep(0.02)
+                await anyio.sleep(0.3)  # the request is on the child's stdin
                 tg.cancel_scope.cancel()
             with anyio.fail_after(10):
                 while True:
