@@ -19,7 +19,7 @@ from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from hosting import host_settings, running_host
+from hosting import RunningHost, host_settings, running_host, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -198,6 +198,12 @@ async def test_log_messages_reach_a_2026_visitor_that_opted_in_on_the_call(tmp_p
     assert logged == [("warning", "hello")]
 
 
+def _serving(host: RunningHost, plugin_id: str) -> bool:
+    """Whether the plugin's child has started and is serving a call."""
+    child = host.host.pool.get(plugin_id)
+    return child is not None and child.router.in_flight() > 0
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, database_url: str, mode: str) -> None:
     async with running_host(_settings(tmp_path, database_url)) as host:
@@ -209,9 +215,7 @@ async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, databas
                     await client.call_tool("wait", {"tag": "w1"})
 
                 tg.start_soon(waiting)
-                with anyio.fail_after(20):  # the child has started and is serving the call
-                    while (child := host.host.pool.get("test.relay")) is None or child.router.in_flight() == 0:
-                        await anyio.sleep(0.02)
+                await wait_until(lambda: _serving(host, "test.relay"), within_s=20)
                 await anyio.sleep(0.3)  # the request is on the child's stdin
                 tg.cancel_scope.cancel()
             with anyio.fail_after(10):
