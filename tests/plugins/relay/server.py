@@ -33,9 +33,19 @@ async def ask(question: str, ctx: Context) -> dict[str, Any]:
     return {"asked": True, "action": answer.action, "reply": answer.data.reply if answer.data else None}
 
 
+_arrived: list[str] = []
+_all_here = anyio.Event()
+
+
 @mcp.tool()
-async def ask_plain(question: str, ctx: Context) -> dict[str, Any]:
-    """Ask with the SDK's own elicitation (the call is not named)."""
+async def ask_plain(question: str, ctx: Context, together: int = 1) -> dict[str, Any]:
+    """Ask with the SDK's own elicitation (the call is not named); with `together`, first wait
+    (up to 10 s) until that many of these calls are in progress."""
+    _arrived.append(question)
+    if len(_arrived) >= together:
+        _all_here.set()
+    with anyio.move_on_after(10):
+        await _all_here.wait()
     answer = await ctx.elicit(question, Reply)
     return {"action": answer.action, "reply": getattr(getattr(answer, "data", None), "reply", None)}
 
