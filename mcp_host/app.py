@@ -259,7 +259,13 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 turns=turns,
             )
             feed = ChangeFeed(door.sees, background)
-            pool.on_list_changed = feed.publish
+
+            def list_changed(plugin_id: str, what: str) -> None:
+                if what in ("prompts", "resources"):
+                    door.listings.forget(plugin_id)
+                feed.publish(plugin_id, what)
+
+            pool.on_list_changed = list_changed
             meta_caps = MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes)
             rounds = InputRounds(background, timeout_s=settings.input_timeout_s)
             manager = StreamableHTTPSessionManager(

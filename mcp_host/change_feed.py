@@ -177,8 +177,11 @@ class SessionBus:
         self._feed = feed
         self._session = session
 
-    async def publish(self, event: ServerEvent) -> None:  # events come from the children only
-        raise NotImplementedError
+    async def publish(self, event: ServerEvent) -> None:
+        """Tell this session's listen streams (the host's events come through `ChangeFeed.publish`)."""
+        listeners = self._feed._by_session.get(self._session.id)
+        for deliver in list(listeners.streams) if listeners is not None else []:
+            deliver(event)
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], Any]:
         return self._feed._subscribe(self._session, listener)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import anyio
@@ -67,48 +67,70 @@ def _unique(kind: str, found: list[tuple[str, str, _R]]) -> dict[str, tuple[str,
     return kept
 
 
+@dataclass(frozen=True)
+class _ChildItems:
+    """What one child listed, and which run of the child listed it."""
+
+    starts: int
+    prompts: tuple[types.Prompt, ...] = ()
+    resources: tuple[types.Resource, ...] = ()
+    templates: tuple[types.ResourceTemplate, ...] = ()
+    serves_resources: bool = False
+
+
 class Listings:
     def __init__(self, child_of: Callable[[Plugin], Child], *, timeout_s: float) -> None:
         self._child_of = child_of
         self._timeout_s = timeout_s
+        self._last: dict[str, _ChildItems] = {}
 
-    async def surface(self, visible: Sequence[Plugin]) -> Surface:
-        prompts: list[tuple[str, str, types.Prompt]] = []
-        resources: list[tuple[str, str, types.Resource]] = []
-        templates: list[tuple[str, types.ResourceTemplate]] = []
-        serving: list[str] = []
+    def forget(self, plugin_id: str) -> None:
+        """The child said its prompts or resources changed: the next use lists them again."""
+        self._last.pop(plugin_id, None)
+
+    async def surface(self, visible: Sequence[Plugin], *, fresh: bool = True) -> Surface:
+        """What `visible` list: asked afresh (`fresh`, for the list methods), or from each
+        child's last lists while that child runs and has not said they changed (for routing a
+        get or read, which then costs one round trip, not one per child)."""
+        found: dict[str, _ChildItems] = {}
 
         async def collect(plugin: Plugin) -> None:
             pid = plugin.manifest.id
             try:
-                child = self._child_of(plugin)
-                caps = await child.capabilities()
-                if caps.prompts is not None:
-                    listed = await self._pages(child, types.ListPromptsRequest, types.ListPromptsResult, "prompts")
-                    prompts.extend((pid, p.name, p) for p in listed)
-                if caps.resources is not None:
-                    serving.append(pid)
-                    found = await self._pages(child, types.ListResourcesRequest, types.ListResourcesResult, "resources")
-                    resources.extend((pid, str(r.uri), r) for r in found)
-                    shapes = await self._pages(
-                        child,
-                        types.ListResourceTemplatesRequest,
-                        types.ListResourceTemplatesResult,
-                        "resource_templates",
-                    )
-                    templates.extend((pid, t) for t in shapes)
+                found[pid] = await self._items(plugin, fresh=fresh)
             except HostError as exc:
                 logger.info("%s: prompts and resources left out: %s", pid, exc.message)
 
         async with anyio.create_task_group() as tg:
             for plugin in visible:
                 tg.start_soon(collect, plugin)
+        ordered = [(p.manifest.id, found[p.manifest.id]) for p in visible if p.manifest.id in found]
         return Surface(
-            prompts=_unique("prompt", prompts),
-            resources=_unique("resource", resources),
-            templates=templates,
-            serving_resources=serving,
+            prompts=_unique("prompt", [(pid, x.name, x) for pid, items in ordered for x in items.prompts]),
+            resources=_unique("resource", [(pid, str(x.uri), x) for pid, items in ordered for x in items.resources]),
+            templates=[(pid, t) for pid, items in ordered for t in items.templates],
+            serving_resources=[pid for pid, items in ordered if items.serves_resources],
         )
+
+    async def _items(self, plugin: Plugin, *, fresh: bool) -> _ChildItems:
+        pid = plugin.manifest.id
+        child = self._child_of(plugin)
+        last = self._last.get(pid)
+        if not fresh and last is not None and child.running and child.health().starts == last.starts:
+            return last
+        caps = await child.capabilities()  # starts the child when it is not running
+        items = _ChildItems(starts=child.health().starts)
+        if caps.prompts is not None:
+            listed = await self._pages(child, types.ListPromptsRequest, types.ListPromptsResult, "prompts")
+            items = replace(items, prompts=tuple(listed))
+        if caps.resources is not None:
+            resources = await self._pages(child, types.ListResourcesRequest, types.ListResourcesResult, "resources")
+            shapes = await self._pages(
+                child, types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult, "resource_templates"
+            )
+            items = replace(items, resources=tuple(resources), templates=tuple(shapes), serves_resources=True)
+        self._last[pid] = items
+        return items
 
     async def _pages(self, child: Child, request_type: Any, result_type: Any, attribute: str) -> list[Any]:
         items: list[Any] = []

@@ -128,9 +128,10 @@ class VisitorDoor:
         """Whether `session` can see capability `plugin_id` (its connectors aside)."""
         return any(p.manifest.id == plugin_id for p in self.visible(session))
 
-    async def surface(self, session: Session) -> Surface:
-        """The prompts and resources of the capabilities this session can reach."""
-        return await self._listings.surface(await self.reachable(session))
+    async def surface(self, session: Session, *, fresh: bool = True) -> Surface:
+        """The prompts and resources of the capabilities this session can reach: listed now
+        (`fresh`), or from the children's last lists (to route a get or read)."""
+        return await self._listings.surface(await self.reachable(session), fresh=fresh)
 
     def child_for(self, plugin_id: str) -> Child:
         return self._child_of(self._by_id[plugin_id])

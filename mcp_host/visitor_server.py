@@ -195,10 +195,20 @@ def build_visitor_server(
         log_levels.set(session_of(ctx).id, params.level)
         return types.EmptyResult()
 
-    async def surface(ctx: ServerRequestContext[Any, Any]) -> tuple[Session, Surface]:
+    async def surface(ctx: ServerRequestContext[Any, Any], *, fresh: bool = True) -> tuple[Session, Surface]:
         session = session_of(ctx)
         remember(ctx, session)
-        return session, await door.surface(session)
+        return session, await door.surface(session, fresh=fresh)
+
+    async def owner_of(ctx: ServerRequestContext[Any, Any], pick: Callable[[Surface], str]) -> tuple[Session, str]:
+        """The session, and the capability `pick` finds in its surface: from the children's last
+        lists, and listed afresh when those do not have it (a prompt or resource added since)."""
+        session, found = await surface(ctx, fresh=False)
+        try:
+            return session, pick(found)
+        except UnknownItem:
+            _, found = await surface(ctx)
+            return session, pick(found)
 
     async def list_prompts(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -210,8 +220,8 @@ def build_visitor_server(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         try:
-            session, found = await surface(ctx)
-            child = door.child_for(door.listings.prompt_owner(found, params.name))
+            session, owner = await owner_of(ctx, lambda found: door.listings.prompt_owner(found, params.name))
+            child = door.child_for(owner)
             forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
             result = await child.forward(
                 types.GetPromptRequest(params=forwarded), types.GetPromptResult, timeout_s=door.call_timeout_s
@@ -236,8 +246,8 @@ def build_visitor_server(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         try:
-            session, found = await surface(ctx)
-            child = door.child_for(door.listings.resource_owner(found, str(params.uri)))
+            session, owner = await owner_of(ctx, lambda found: door.listings.resource_owner(found, str(params.uri)))
+            child = door.child_for(owner)
             forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
             result = await child.forward(
                 types.ReadResourceRequest(params=forwarded), types.ReadResourceResult, timeout_s=door.call_timeout_s
@@ -248,7 +258,7 @@ def build_visitor_server(
 
     async def subscribe_child(session: Session, uri: str) -> None:
         """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
-        found = await door.surface(session)
+        found = await door.surface(session, fresh=False)
         child = door.child_for(door.listings.resource_owner(found, uri))
         served = (await child.capabilities()).resources
         if served is None or not served.subscribe:
@@ -281,12 +291,11 @@ def build_visitor_server(
         ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
     ) -> types.CompleteResult:
         try:
-            session, found = await surface(ctx)
             ref = params.ref
             if isinstance(ref, types.PromptReference):
-                owner = door.listings.prompt_owner(found, ref.name)
+                session, owner = await owner_of(ctx, lambda found: door.listings.prompt_owner(found, ref.name))
             else:
-                owner = door.listings.template_owner(found, ref.uri)
+                session, owner = await owner_of(ctx, lambda found: door.listings.template_owner(found, ref.uri))
             forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
             result = await door.child_for(owner).forward(
                 types.CompleteRequest(params=forwarded), types.CompleteResult, timeout_s=door.call_timeout_s

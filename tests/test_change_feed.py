@@ -125,3 +125,14 @@ async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch:
         with pytest.raises(OverflowError):  # both left hold a listen stream
             feed.bus(_session(5, ("a",))).subscribe(streamed.append)
     assert streamed == [ToolsListChanged()]
+
+
+async def test_a_session_bus_publishes_to_that_session_only() -> None:
+    mine, other = _session(1, ("a",)), _session(2, ("a",))
+    heard: dict[str, list[ServerEvent]] = {"mine": [], "other": []}
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.bus(mine).subscribe(heard["mine"].append)
+        feed.bus(other).subscribe(heard["other"].append)
+        await feed.bus(mine).publish(ToolsListChanged())
+    assert heard == {"mine": [ToolsListChanged()], "other": []}
