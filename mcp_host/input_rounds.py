@@ -16,6 +16,10 @@ arguments; it is single use; it expires with the input timeout (the child's requ
 fails and the call is cancelled). A state that fails any of these is refused as
 `invalid_arguments`. Parked calls live in this replica's memory: a retry must reach the
 replica that parked it.
+
+A client that declared none of elicitation, sampling and roots can be asked nothing: its calls
+run inline in the request's own task (the child's requests fail at once), since the task hop
+a parkable call needs costs about 0.6 ms per call over HTTP.
 """
 
 from __future__ import annotations
@@ -107,6 +111,32 @@ class RoundsClient:
         await self.log_sink(params)
 
 
+class _Unasked:
+    """A 2026-07-28 client that declared none of elicitation, sampling and roots: every
+    request of the child fails at once, so the call runs inline, with no rounds to park."""
+
+    def __init__(self, session_key: str, capabilities: types.ClientCapabilities | None, log: LogSink | None) -> None:
+        self._session_key = session_key
+        self._capabilities = capabilities
+        self._log = log
+
+    @property
+    def session_key(self) -> str:
+        return self._session_key
+
+    async def request(self, request: InputRequest, *, timeout_s: float) -> InputResponse:
+        raise ClientLacks(lacking(self._capabilities, request) or request.method)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self._log is not None:
+            await self._log(params)
+
+
+def _can_answer(capabilities: types.ClientCapabilities | None) -> bool:
+    caps = capabilities or types.ClientCapabilities()
+    return caps.elicitation is not None or caps.sampling is not None or caps.roots is not None
+
+
 @dataclass
 class _Parked:
     session_key: str
@@ -124,7 +154,7 @@ def _digest(tool: str, arguments: Mapping[str, Any] | None) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-Forward = Callable[[RoundsClient], Awaitable[types.CallToolResult]]
+Forward = Callable[["RoundsClient | _Unasked"], Awaitable[types.CallToolResult]]
 
 
 class InputRounds:
@@ -152,6 +182,10 @@ class InputRounds:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """The first round of a call (`forward` starts it), or the next one of a parked call.
         `log`: where the child's log messages go during this round."""
+        if params.request_state is None and not _can_answer(capabilities):
+            # Nothing could be asked of this client: no task, no parking (a task hop costs
+            # ~0.6 ms per call on the bench's HTTP path).
+            return await forward(_Unasked(session_key, capabilities, log))
         self._expire()
         digest = _digest(params.name, params.arguments)
         if params.request_state is not None:

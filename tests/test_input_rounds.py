@@ -195,3 +195,23 @@ async def test_a_call_may_ask_its_visitor_only_so_often() -> None:
     assert [type(x).__name__ for x in answers] == ["ElicitResult"] * 3 + ["ErrorData"] * 2
     assert isinstance(again, types.ElicitResult)
     assert a.asked == ["elicitation/create"] * 4
+
+
+async def test_a_call_of_a_client_that_can_answer_nothing_runs_inline() -> None:
+    caller = anyio.get_current_task().id
+    ran_in: list[int] = []
+
+    async def forward(client: Any) -> types.CallToolResult:
+        ran_in.append(anyio.get_current_task().id)
+        if len(ran_in) == 1:  # the inline client refuses at once
+            with pytest.raises(ClientLacks):
+                await client.request(QUESTION, timeout_s=30)
+        return types.CallToolResult(content=[])
+
+    async with anyio.create_task_group() as tg:
+        rounds = InputRounds(tg, timeout_s=30)
+        inline = await rounds.call("s1", types.ClientCapabilities(), _params(), forward)
+        detached = await rounds.call("s1", CAN_ELICIT, _params(), forward)
+    assert isinstance(inline, types.CallToolResult) and isinstance(detached, types.CallToolResult)
+    assert ran_in[0] == caller  # no task, nothing to park: the hop costs ~0.6 ms over HTTP
+    assert ran_in[1] != caller
