@@ -52,6 +52,7 @@ from mcp_host_kit import (
     Unconfigured,
     tool_errors,
 )
+from mcp_host_kit.addresses import is_email
 
 logger = logging.getLogger("caldav_connector")
 
@@ -79,10 +80,6 @@ PRIVILEGES_FOR: dict[str, frozenset[str]] = {
 _EXAMPLE = "2030-01-01T09:00:00+01:00"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CONTROL_BUT_NEWLINES = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_EMAIL = re.compile(
-    r"\A[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
-    r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+\Z"
-)
 
 
 mcp = PluginServer("caldav", version="1", log_level="WARNING")
@@ -173,7 +170,7 @@ def _attendees(values: list[str] | None) -> list[str]:
     if len(values) > MAX_ATTENDEES:
         raise InvalidArguments(f"at most {MAX_ATTENDEES} attendees")
     for index, value in enumerate(values):
-        if not _EMAIL.match(value):
+        if not is_email(value):
             raise InvalidArguments(f"attendees[{index}] is not an email address")
     return list(dict.fromkeys(value.lower() for value in values))
 

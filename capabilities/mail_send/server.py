@@ -45,6 +45,7 @@ from mcp_host_kit import (
     Unconfigured,
     tool_errors,
 )
+from mcp_host_kit.addresses import is_email
 
 MAX_SUBJECT_CHARS = 200
 MAX_PREFIX_CHARS = 50
@@ -54,10 +55,6 @@ SENT = "sent"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _BODY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tab, LF, CR allowed
-_EMAIL = re.compile(
-    r"\A[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
-    r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+\Z"
-)
 
 mcp = PluginServer("mail.send", version="1", log_level="WARNING")
 kit = Kit(__file__)
@@ -85,29 +82,25 @@ def _body(body: str, max_chars: int) -> str:
     return body
 
 
-def _is_email(value: str) -> bool:
-    return not _CONTROL.search(value) and _EMAIL.match(value) is not None
-
-
 def _reply_to(reply_to: str | None, session: SessionInfo) -> str | None:
     if reply_to is not None:
         reply_to = reply_to.strip()
-        if not _is_email(reply_to):
+        if not is_email(reply_to):
             raise InvalidArguments("reply_to must be one plain email address, e.g. ada@example.com")
         return reply_to
     # The address the visitor gave when the session opened, when it is one.
     given = session.visitor.email if session.visitor is not None else None
-    return given if given is not None and _is_email(given) else None
+    return given if given is not None and is_email(given) else None
 
 
 async def _recipient(host: Host, configured: Any) -> str:
     """The owner's configured recipient, else the owner's own address."""
     if isinstance(configured, str) and configured.strip():
-        if not _is_email(configured.strip()):
+        if not is_email(configured.strip()):
             raise Unconfigured("the recipient in mail.send's config is not an email address")
         return configured.strip()
     own = await host.owner.meta("email")
-    if own is None or not _is_email(own):
+    if own is None or not is_email(own):
         raise Unconfigured("the owner has set no email address to send visitors' mail to")
     return own
 

@@ -64,6 +64,7 @@ from mcp_host_kit import (
     Unconfigured,
     tool_errors,
 )
+from mcp_host_kit.addresses import is_email
 
 logger = logging.getLogger("smtp_connector")
 
@@ -75,10 +76,6 @@ MAX_TEXT_BYTES = 256 * 1024
 DEFAULT_PORTS = {"starttls": 587, "tls": 465, "none": 25}
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_EMAIL = re.compile(
-    r"\A[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@"
-    r"(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+\Z"
-)
 _HOST = re.compile(
     r"\A(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*|\[?[0-9A-Fa-f:.]+\]?)\Z"
 )
@@ -121,7 +118,7 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _has_sender(self) -> Settings:
-        if not _EMAIL.match(self.sender):
+        if not is_email(self.sender):
             raise ValueError("from_address must be an email address (or the username one)")
         return self
 
@@ -150,7 +147,7 @@ def _addresses(name: str, values: list[str]) -> list[str]:
     for index, value in enumerate(values):
         if _CONTROL.search(value):
             raise InvalidArguments(f"{name}[{index}] holds a line break or control character")
-        if not _EMAIL.match(value):
+        if not is_email(value):
             raise InvalidArguments(f"{name}[{index}] is not an email address")
     return values
 
