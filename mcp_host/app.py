@@ -11,7 +11,7 @@ import functools
 import gc
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +51,7 @@ from .plugin_store import PluginStores, StoreLimits
 from .plugins import LoadReport, Plugin, load_plugins
 from .quota import QuotaGate
 from .requirements import RequirementGate
+from .rpc_edge import RpcEdge
 from .sandbox import SandboxLedger, require_bwrap
 from .secrets_box import SecretBox, load_host_key
 from .session_cache import CachedSessionStore
@@ -311,8 +312,12 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                             settings.base_url,
                             settings.max_rest_body_bytes,
                         ),
-                        visitor_endpoint=VisitorMCPEndpoint(sessions, manager),
-                        owner_endpoint=OwnerMCPEndpoint(owners, owner_manager),
+                        visitor_endpoint=VisitorMCPEndpoint(
+                            sessions, RpcEdge(manager.handle_request, max_body_bytes=settings.max_body_bytes)
+                        ),
+                        owner_endpoint=OwnerMCPEndpoint(
+                            owners, RpcEdge(owner_manager.handle_request, max_body_bytes=settings.max_body_bytes)
+                        ),
                         owner_id=owner.id,
                         sessions=sessions,
                         config=config,
@@ -377,22 +382,36 @@ class HostApp:
         await self.inner(scope, receive, send)
 
 
-def create_app(settings: Settings) -> HostApp:
-    """The host's ASGI app; its lifespan runs `running_host`."""
+def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None) -> HostApp:
+    """The host's ASGI app; its lifespan runs `running_host`.
+
+    `on_fatal` is called when the running host ends by itself (a part of it failed): the
+    server should then exit, non-zero, so that a supervisor restarts it, rather than keep a
+    listening process that answers 503 to everything.
+    """
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with running_host(settings) as host:
-            app.state.host = host
-            _announce(host)
-            # Everything built so far lives as long as the host: keep the cyclic GC from
-            # walking it on every collection (fewer, shorter pauses on the request path).
-            gc.freeze()
-            try:
-                yield
-            finally:
-                app.state.host = None
-                gc.unfreeze()
+        started = False
+        try:
+            async with running_host(settings) as host:
+                app.state.host = host
+                started = True
+                _announce(host)
+                # Everything built so far lives as long as the host: keep the cyclic GC from
+                # walking it on every collection (fewer, shorter pauses on the request path).
+                gc.freeze()
+                try:
+                    yield
+                finally:
+                    app.state.host = None
+                    gc.unfreeze()
+        except BaseException:
+            if started:
+                logger.critical("the host stopped because a part of it failed", exc_info=True)
+                if on_fatal is not None:
+                    on_fatal()
+            raise
 
     async def healthz(request: Request) -> Response:
         ready = getattr(request.app.state, "host", None) is not None

@@ -12,6 +12,7 @@ can be shown to anyone who may see the owner's administration.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping
 from datetime import datetime
@@ -28,6 +29,7 @@ REDACTED = "[redacted]"
 MAX_LIST_LIMIT = 500
 _SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|settings|\bcode\b|\bkey\b|api_?key", re.I)
 _MAX_STRING = 200
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _MAX_ITEMS = 50
 _MAX_DEPTH = 4
 
@@ -44,16 +46,24 @@ class AuditRow(BaseModel):
     at: datetime
 
 
+def _text(value: str, limit: int) -> str:
+    """`value` cut to `limit`, storable as jsonb: NUL and lone surrogates become U+FFFD."""
+    cut = value if len(value) <= limit else value[:limit] + "…"
+    return cut if cut.isascii() and "\x00" not in cut else _UNSTORABLE.sub("\ufffd", cut)
+
+
 def _summary(value: object, depth: int) -> object:
     if isinstance(value, str):
-        return value if len(value) <= _MAX_STRING else value[:_MAX_STRING] + "…"
+        return _text(value, _MAX_STRING)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # jsonb has no NaN or Infinity
     if value is None or isinstance(value, bool | int | float):
         return value
     if depth >= _MAX_DEPTH:
         return "…"
     if isinstance(value, Mapping):
         items = list(value.items())[:_MAX_ITEMS]
-        return {str(k)[:64]: REDACTED if _SECRET_KEY.search(str(k)) else _summary(v, depth + 1) for k, v in items}
+        return {_text(str(k), 64): REDACTED if _SECRET_KEY.search(str(k)) else _summary(v, depth + 1) for k, v in items}
     if isinstance(value, list | tuple):
         return [_summary(v, depth + 1) for v in value[:_MAX_ITEMS]]
     return f"<{type(value).__name__}>"

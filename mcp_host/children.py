@@ -291,6 +291,15 @@ class Child:
     async def _run_to_end(self, start: _Start, ended: anyio.Event) -> None:
         try:
             await self._run(start)
+        except Exception:
+            # Whatever went wrong ends this child's run, never the pool's task group (and with
+            # it every other child and the host).
+            logger.exception("%s: the child's run failed", self.plugin_id)
+            self._session = None
+            self._state = ChildState.STOPPED
+            if not start.done.is_set():
+                start.error = "failed"
+                start.done.set()
         finally:
             ended.set()
 

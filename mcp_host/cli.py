@@ -52,8 +52,14 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every command line at INFO
     if settings.sandbox == "on":
         require_bwrap()  # refuse before anything starts, with the install command
+    failed: list[bool] = []
+
+    def on_fatal() -> None:  # the host ended by itself: exit non-zero so a supervisor restarts it
+        failed.append(True)
+        server.should_exit = True
+
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, on_fatal=on_fatal),
         host=settings.host,
         port=settings.port,
         log_level="warning",
@@ -65,12 +71,13 @@ def _serve(args: argparse.Namespace) -> int:
         http="httptools",
         timeout_graceful_shutdown=5,
     )
+    server = uvicorn.Server(config)
     try:
-        uvicorn.Server(config).run()
+        server.run()
     except HostError as exc:
         print(f"mcp-host: {exc.message}", file=sys.stderr)
         return 2
-    return 0
+    return 1 if failed else 0
 
 
 def _check(args: argparse.Namespace) -> int:

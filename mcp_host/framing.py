@@ -21,6 +21,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+from pydantic_core import PydanticSerializationError
 
 __all__ = ["LineTooLong", "framed_transport"]
 
@@ -40,6 +41,30 @@ class LineTooLong(Exception):
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
 WriteStream = MemoryObjectSendStream[SessionMessage]
+
+
+async def _refuse_unencodable(
+    message: types.JSONRPCMessage,
+    in_send: MemoryObjectSendStream[SessionMessage | Exception],
+    send: ByteSendStream,
+    name: str,
+) -> None:
+    """A message that cannot be written as JSON (e.g. a string that is not Unicode).
+
+    A request of ours is answered locally with an error, so its caller fails at once; an
+    answer to the peer's request becomes an error answer; a notification is dropped.
+    """
+    logger.warning("a %s for %s could not be encoded as JSON; not sent", type(message).__name__, name)
+    error = types.ErrorData(code=types.INVALID_PARAMS, message="the message could not be encoded as JSON")
+    if isinstance(message, types.JSONRPCRequest):
+        await in_send.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
+    elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+        reply = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+        try:
+            line = reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        except (PydanticSerializationError, ValueError):
+            return  # its id itself cannot be written: the peer's request times out
+        await send.send(line)
 
 
 @asynccontextmanager
@@ -84,7 +109,12 @@ async def framed_transport(
         async with out_recv:
             try:
                 async for item in out_recv:
-                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    try:
+                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    except (PydanticSerializationError, ValueError):
+                        # Only this message is lost: its request fails, the transport goes on.
+                        await _refuse_unencodable(item.message, in_send, send, name)
+                        continue
                     await send.send(data.encode() + b"\n")
             except _END_OF_INPUT:
                 pass

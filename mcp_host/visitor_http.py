@@ -33,12 +33,11 @@ from typing import Annotated, Any, TypeVar
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import Access
 from .sessions import Session, SessionStore, Visitor
@@ -93,9 +92,10 @@ def _unauthorized(body: Mapping[str, str] | None = None) -> Response:
 class VisitorMCPEndpoint:
     """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
 
-    def __init__(self, sessions: SessionStore, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, sessions: SessionStore, mcp_app: ASGIApp) -> None:
         self._sessions = sessions
-        self._manager = manager
+        self._mcp_app = mcp_app
+        """The SDK's session manager behind the JSON-RPC edge (`app.py` composes them)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))
@@ -108,7 +108,7 @@ class VisitorMCPEndpoint:
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
         # session presenting it gets 404. The token itself never goes into the scope.
         scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
-        await self._manager.handle_request(scope, receive, send)
+        await self._mcp_app(scope, receive, send)
 
 
 class _NewSession(BaseModel):

@@ -19,10 +19,9 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from opentelemetry import trace
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.owners import Owner, OwnerStore
 from mcp_host.visitor_http import bearer_token
@@ -75,9 +74,10 @@ def build_owner_server(door: OwnerDoor) -> Server[Any]:
 class OwnerMCPEndpoint:
     """ASGI endpoint of `/v1/owner/mcp`: verify the owner token, then hand to the SDK."""
 
-    def __init__(self, owners: OwnerStore, manager: StreamableHTTPSessionManager) -> None:
+    def __init__(self, owners: OwnerStore, mcp_app: ASGIApp) -> None:
         self._owners = owners
-        self._manager = manager
+        self._mcp_app = mcp_app
+        """The SDK's session manager behind the JSON-RPC edge (`mcp_host.app` composes them)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)
@@ -93,4 +93,4 @@ class OwnerMCPEndpoint:
         scope[SCOPE_KEY] = owner
         # The token itself never goes into the scope.
         scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"owner:{owner.id}", scopes=[]))
-        await self._manager.handle_request(scope, receive, send)
+        await self._mcp_app(scope, receive, send)

@@ -1,0 +1,195 @@
+"""The JSON-RPC edge of both MCP doors: what a POSTed message must be before the SDK sees it.
+
+Above: the visitor and owner endpoints (`visitor_http.VisitorMCPEndpoint`,
+`owner_facade.http.OwnerMCPEndpoint`), which authenticate first and then hand the request
+here. Below: the SDK's `StreamableHTTPSessionManager.handle_request`.
+
+Two things are decided here, once, for every message of either era:
+
+- **Strings must be Unicode.** JSON may spell a lone UTF-16 surrogate (`"\\ud800"`); the
+  2026-07-28 transport parses bodies with `json.loads`, which accepts it, and the string then
+  cannot be encoded again — not to a child's stdin, not into PostgreSQL, not into a log
+  line's JSON. Such a message is refused with a JSON-RPC error (-32602, `data.code`
+  `invalid_arguments`), whatever field holds the string; nothing after the edge has to care.
+  (Invalid UTF-8 bytes are refused by both eras' parsers already.)
+- **A request id is in flight once per protocol session** (2025-11-25 `Mcp-Session-Id`). The
+  SDK keys each POST's response stream by request id: a second request with the id of one
+  still running takes the first one's stream and leaves its POST open forever. The duplicate
+  is refused (-32600, HTTP 409) and the first goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Hashable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["RpcEdge", "has_lone_surrogate"]
+
+logger = logging.getLogger(__name__)
+
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+# Where a surrogate escape may hide: an escaped backslash (consumed, so `\\ud800` is the text
+# "\ud800", not an escape), a valid pair, or a lone half (group 1).
+_ESCAPES = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_MAYBE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def has_lone_surrogate(raw: bytes) -> bool:
+    """Whether JSON text `raw` spells a UTF-16 surrogate that is not half of a valid pair."""
+    if _MAYBE.search(raw) is None:  # the common case: one scan, no match
+        return False
+    return any(m.group(1) is not None for m in _ESCAPES.finditer(raw))
+
+
+class RpcEdge:
+    """ASGI wrapper: check one POSTed JSON-RPC message, then replay it to `app`."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+        self._app = app
+        self._max_body_bytes = max_body_bytes
+        self._in_flight: set[Hashable] = set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        body, trailing = await _read_body(receive, self._max_body_bytes)
+        if body is None:
+            await _reply(send, 413, None, INVALID_REQUEST, f"the body is over {self._max_body_bytes} bytes")
+            return
+        lone = has_lone_surrogate(body)
+        protocol_session = _header(scope, b"mcp-session-id")
+        # Parsed only when needed: a 2026-07-28 request with valid strings goes by untouched.
+        message = _parse(body) if lone or protocol_session is not None else None
+        request_id = _request_id(message)
+        if lone:
+            logger.debug("refused a JSON-RPC message holding a string that is not valid Unicode")
+            await _reply(
+                send,
+                400,
+                request_id,
+                INVALID_PARAMS,
+                "a string in this message is not valid Unicode (a lone UTF-16 surrogate)",
+                data={"code": "invalid_arguments"},
+            )
+            return
+        key = _in_flight_key(scope, protocol_session, message, request_id)
+        if key is not None and key in self._in_flight:
+            await _reply(
+                send, 409, request_id, INVALID_REQUEST, "a request with this id is already in flight; use a new id"
+            )
+            return
+        replay = _replayer(body, trailing, receive)
+        if key is None:
+            await self._app(scope, replay, send)
+            return
+        self._in_flight.add(key)
+        try:
+            await self._app(scope, replay, send)
+        finally:
+            self._in_flight.discard(key)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def _in_flight_key(
+    scope: Scope, protocol_session: bytes | None, message: Any, request_id: str | int | None
+) -> Hashable | None:
+    """(principal, protocol session, id) of a 2025-11-25 request; None for anything else.
+
+    Without an `Mcp-Session-Id` (2026-07-28, or an initialize) each POST is its own exchange.
+    """
+    if protocol_session is None or request_id is None or not isinstance(message, dict) or "method" not in message:
+        return None
+    user = scope.get("user")
+    principal = getattr(getattr(user, "access_token", None), "client_id", None)
+    return (principal, protocol_session, type(request_id).__name__, request_id)
+
+
+async def _read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message | None]:
+    """The whole body (None when over `cap`), and a non-body message that ended it, if any."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return None, None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def _replayer(body: bytes, trailing: Message | None, receive: Receive) -> Receive:
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    if trailing is not None:
+        pending.append(trailing)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
+def _parse(body: bytes) -> Any:
+    """The message as JSON, or None when it is not (the SDK answers that with its parse error)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _request_id(message: Any) -> str | int | None:
+    """The message's id when it is one a reply may echo (a string of Unicode, or an integer)."""
+    if not isinstance(message, dict):
+        return None
+    value = message.get("id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if abs(value) < 2**63 else None
+    if isinstance(value, str) and len(value) <= 256 and not has_lone_surrogate(json.dumps(value).encode()):
+        return value
+    return None
+
+
+async def _reply(
+    send: Send,
+    status: int,
+    request_id: str | int | None,
+    code: int,
+    message: str,
+    *,
+    data: dict[str, Any] | None = None,
+) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    payload = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
