@@ -341,7 +341,9 @@ def _mutate(rng: random.Random, cls: str, message: Any) -> tuple[bytes, list[tup
         spots = _string_paths(message)
         if not spots:
             return emit(message).encode(), None
-        path, is_key = rng.choice(spots)
+        # Half the time in what a tool, prompt or op is handed: that is what travels furthest.
+        payload = [(p, k) for p, k in spots if not k and len(p) > 2 and p[:2] == ("params", "arguments")]
+        path, is_key = rng.choice(payload if payload and rng.random() < 0.5 else spots)
         bad = rng.choice(_SURROGATES)
         if is_key:
             return emit(_rename_key(message, path, str(path[-1]) + bad)).encode(), None
