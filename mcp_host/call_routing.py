@@ -12,6 +12,10 @@ does not say which of our requests a server→client request is about. So:
 - otherwise nobody gets it: the child gets an error saying the host cannot tell which visitor
   it is for. A question meant for visitor A is never put to visitor B (SECURITY.md E4).
 A request that arrives when no call is in flight is refused the same way.
+
+What passes on passes `meta.from_child` first (after routing, which reads the call's id): a
+child's request or log message never carries the host's `_meta` keys (its `mcp-host/call` id
+included) or reserved protocol keys to a visitor.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import mcp.types as types
 from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 
+from .meta import from_child
 from .visitor_client import ClientLacks, InputRequest, InputResponse, VisitorClient
 
 __all__ = ["CALL_KEY", "CallRouter", "InFlight"]
@@ -133,7 +138,7 @@ class CallRouter:
             )
         try:
             with call.waiting_for_visitor():
-                return await call.client.request(request, timeout_s=self._timeout_s)
+                return await call.client.request(from_child(request), timeout_s=self._timeout_s)
         except ClientLacks as exc:
             return types.ErrorData(code=types.INVALID_REQUEST, message=exc.message)
         except MCPError as exc:
@@ -170,6 +175,6 @@ class CallRouter:
             logger.debug("%s: log message outside any single call; kept in the host log only", self._plugin_id)
             return
         try:
-            await call.client.log(params)
+            await call.client.log(from_child(params))
         except Exception:  # a visitor that went away must not break the child's session
             logger.debug("%s: a log message could not be passed on", self._plugin_id, exc_info=True)

@@ -15,8 +15,13 @@ Everything a child can do in MCP reaches the session's client and back:
 - cancellation: a cancelled call is cancelled in the child (`notifications/cancelled`);
 - list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
   streams for 2026-07-28 clients, only for sessions that see the child.
-A forwarded result carries the host's own `serverInfo`, never the child's. Lists are per
-session, so they are marked `cacheScope: private` with no TTL (SECURITY.md E18).
+A child never speaks for the host: every result a child gave (tool results, lists, prompts,
+resources, completions) passes `meta.from_child` here before it is answered, so a child's
+`mcp-host/quota`, `mcp-host/session` or reserved protocol keys (`io.modelcontextprotocol/…`,
+its `serverInfo` stamp included) do not reach the visitor; `call_routing` does the same for
+what a child sends unasked (log messages, requests). The host's own `_meta` (the quota
+figures on `tools/list`) is written after. Lists are per session, so they are marked
+`cacheScope: private` with no TTL (SECURITY.md E18).
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 
 from .change_feed import ChangeFeed
+from .database import as_unavailable
 from .errors import HostError, InvalidArguments
 from .grants import CallScope
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
-from .meta import MetaCaps, forwarded_meta, visitor_meta
+from .meta import MetaCaps, forwarded_meta, from_child, visitor_meta
 from .sessions import Session
 from .tool_results import error_result
 from .visitor_client import PushClient, log_sink
@@ -57,7 +63,6 @@ logger = logging.getLogger(__name__)
 SCOPE_KEY = "mcp_host.session"
 SERVER_NAME = "mcp-host"
 SERVER_VERSION = "0.1.0"
-SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 RESOURCE_NOT_FOUND = -32002
 _PRIVATE = CacheHint(ttl_ms=0, scope="private")
 # Resource URIs one subscriptions/listen request may ask updates of.
@@ -116,16 +121,10 @@ def _as_mcp_error(exc: Exception, what: str) -> MCPError:
         return MCPError(code=types.INVALID_PARAMS, message=exc.message)
     if isinstance(exc, HostError):
         return MCPError(code=types.INTERNAL_ERROR, message=exc.message)
+    if (outage := as_unavailable(exc)) is not None:  # the database watch logs the outage, once
+        return MCPError(code=types.INTERNAL_ERROR, message=outage.message)
     logger.error("%s failed unexpectedly", what, exc_info=exc)
     return MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed inside the host")
-
-
-def _own(result: Any) -> Any:
-    """The host answers as itself: a child's serverInfo stamp does not travel."""
-    meta = getattr(result, "meta", None)
-    if meta:
-        meta.pop(SERVER_INFO_KEY, None)
-    return result
 
 
 def build_visitor_server(
@@ -160,7 +159,7 @@ def build_visitor_server(
         session = session_of(ctx)
         remember(ctx, session)
         listed = await door.list_tools(session)
-        return types.ListToolsResult(tools=listed.tools, _meta=listed.meta())
+        return types.ListToolsResult(tools=from_child(listed.tools), _meta=listed.meta())
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -179,17 +178,21 @@ def build_visitor_server(
         relay_progress = relay if asked else None
         if _modern(ctx):
             try:
-                return await rounds.call(
-                    session.id,
-                    ctx.session.client_capabilities,
-                    params,
-                    lambda client: door.call_tool(session, params.name, params.arguments, meta, relay_progress, client),
-                    log_sink(ctx, None),
+                return from_child(
+                    await rounds.call(
+                        session.id,
+                        ctx.session.client_capabilities,
+                        params,
+                        lambda client: door.call_tool(
+                            session, params.name, params.arguments, meta, relay_progress, client
+                        ),
+                        log_sink(ctx, None),
+                    )
                 )
             except HostError as exc:
                 return error_result(exc.code, exc.message)
         client = PushClient(ctx, session.id, log_levels.get(session.id))
-        return await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+        return from_child(await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client))
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         log_levels.set(session_of(ctx).id, params.level)
@@ -214,7 +217,7 @@ def build_visitor_server(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         _, found = await surface(ctx)
-        return types.ListPromptsResult(prompts=[p for _, p in found.prompts.values()])
+        return types.ListPromptsResult(prompts=from_child([p for _, p in found.prompts.values()]))
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -228,19 +231,19 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "prompts/get") from None
-        return _own(result)  # type: ignore[no-any-return]
+        return from_child(result)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         _, found = await surface(ctx)
-        return types.ListResourcesResult(resources=[r for _, r in found.resources.values()])
+        return types.ListResourcesResult(resources=from_child([r for _, r in found.resources.values()]))
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         _, found = await surface(ctx)
-        return types.ListResourceTemplatesResult(resource_templates=[t for _, t in found.templates])
+        return types.ListResourceTemplatesResult(resource_templates=from_child([t for _, t in found.templates]))
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -254,7 +257,7 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "resources/read") from None
-        return _own(result)  # type: ignore[no-any-return]
+        return from_child(result)
 
     async def subscribe_child(session: Session, uri: str) -> None:
         """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
@@ -302,7 +305,7 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "completion/complete") from None
-        return _own(result)  # type: ignore[no-any-return]
+        return from_child(result)
 
     async def listen(
         ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
