@@ -10,6 +10,8 @@ Reconciliation rules (issue 2):
 - a child that cannot be started or answered is left out, and its cause is logged and kept
   for the catalogue (never a silent empty list);
 - a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
+  so are names that differ only in case, `-` or `_` (`Get_Item`, `get-item`: an agent or a
+  client that normalises names could call the wrong one), even two of one capability;
 - a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged;
 - a tool the manifest names as an `owner_tools` target and not in `visitor_tools` is the
   owner's: it is never in a visitor's list (the owner's door calls it by name);
@@ -31,7 +33,7 @@ import mcp.types as types
 from .children import Child
 from .errors import HostError
 from .manifest import TOOL_NAME_RE
-from .pins import PinBook
+from .pins import PinBook, collision_key
 from .plugins import Plugin
 from .text_safety import check_text, check_tool_schema
 
@@ -57,7 +59,8 @@ class Binding:
 @dataclass(frozen=True)
 class Toolset:
     tools: dict[str, Binding]
-    collisions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    collisions: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """Each hidden tool name → every (capability id, tool name) it collides with, itself included."""
     unavailable: dict[str, str] = field(default_factory=dict)
 
     def listed(self) -> list[types.Tool]:
@@ -233,11 +236,11 @@ class Bindings:
         lists: dict[str, tuple[types.Tool, ...]],
         unavailable: dict[str, str],
     ) -> Toolset:
-        owners: dict[str, list[str]] = {}
+        owners: dict[str, list[tuple[str, str]]] = {}
         for plugin in capabilities:  # manifest order is id order: deterministic
             for tool in lists.get(plugin.manifest.id, ()):
-                owners.setdefault(tool.name, []).append(plugin.manifest.id)
-        collisions = {name: tuple(ids) for name, ids in owners.items() if len(ids) > 1}
+                owners.setdefault(collision_key(tool.name), []).append((plugin.manifest.id, tool.name))
+        collisions = {name: tuple(group) for group in owners.values() if len(group) > 1 for _, name in group}
         exposed: dict[str, Binding] = {}
         for plugin in capabilities:
             pid = plugin.manifest.id
@@ -250,16 +253,12 @@ class Bindings:
     def _record_causes(
         self,
         capabilities: Sequence[Plugin],
-        collisions: dict[str, tuple[str, ...]],
+        collisions: dict[str, tuple[tuple[str, str], ...]],
         unavailable: dict[str, str],
     ) -> None:
         for plugin in capabilities:
             pid = plugin.manifest.id
-            clashes = [
-                f"tool {name!r} is also exposed by {', '.join(i for i in ids if i != pid)}; neither copy is exposed"
-                for name, ids in sorted(collisions.items())
-                if pid in ids
-            ]
+            clashes = [_clash(pid, name, group) for name, group in sorted(collisions.items()) if (pid, name) in group]
             clashes.extend(f"tool {name!r} is pending owner approval" for name in self._withheld.get(pid, ()))
             if pid in unavailable:
                 clashes.insert(0, f"left out of tool lists: {unavailable[pid]}")
@@ -270,6 +269,19 @@ class Bindings:
                 self.causes[pid] = "; ".join(clashes)
             else:
                 self.causes.pop(pid, None)
+
+
+def _clash(pid: str, name: str, group: tuple[tuple[str, str], ...]) -> str:
+    """Why `pid`'s tool `name` is hidden: the other (capability, tool) pairs of its `group`."""
+    others = list(group)
+    others.remove((pid, name))
+    if all(other == name for _, other in others):
+        return f"tool {name!r} is also exposed by {', '.join(pid for pid, _ in others)}; neither copy is exposed"
+    named = ", ".join(f"{pid} as {other!r}" for pid, other in others)
+    return (
+        f"tool {name!r} is also exposed by {named} (names that differ only in case, '-' or '_' collide); "
+        "no copy is exposed"
+    )
 
 
 def _owner_only(plugin: Plugin) -> frozenset[str]:

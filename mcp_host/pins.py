@@ -12,6 +12,11 @@ builtin's tool is approved the first time the host sees it (it was installed wit
 a tool of a plugin added with `--plugins` starts pending. Any later change, a builtin's too,
 is pending until the owner approves the definition as it is then.
 
+Approving a tool whose name collides with a tool visitors are shown (the same name, or one that
+differs only in case, `-` or `_`: `collision_key`) hides both from every session that sees
+both plugins (`bindings`). So a pending tool names those it collides with
+(`PendingTool.collides_with`, `exposed_alike`), and the owner's door says so before approving.
+
 Each replica keeps the approved hashes in memory: listing and calling cost no query. An
 approval made on another replica reaches this one when it next observes that plugin's list
 changing, or at its next start; until then the tool stays hidden here (fail closed).
@@ -24,7 +29,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,9 +40,25 @@ from .plugins import Plugin
 if TYPE_CHECKING:
     from .database import PgPool
 
-__all__ = ["DefinitionChanged", "MemoryPins", "PendingTool", "PinBook", "Pins", "definition_hash", "definition_of"]
+__all__ = [
+    "DefinitionChanged",
+    "MemoryPins",
+    "PendingTool",
+    "PinBook",
+    "Pins",
+    "collision_key",
+    "definition_hash",
+    "definition_of",
+]
 
 logger = logging.getLogger(__name__)
+
+
+def collision_key(name: str) -> str:
+    """What two tool names that collide have in common: names that differ only in case, `-` or
+    `_` collide (`Get_Item`, `get-item`), as exact ones do. Tool names are ASCII
+    (`^[a-zA-Z0-9_-]{1,64}$`, checked before any tool is shown)."""
+    return name.casefold().replace("-", "_")
 
 
 def definition_of(tool: types.Tool) -> dict[str, Any]:
@@ -75,6 +96,9 @@ class PendingTool:
     approved: dict[str, Any] | None
     seen: dict[str, Any]
     seen_at: datetime
+    collides_with: tuple[tuple[str, str], ...] = ()
+    """(plugin id, tool) of the tools shown to visitors (approved as they are) whose names
+    collide with this one's: approving it hides them too, wherever a session sees both."""
 
 
 class PinBook(Protocol):
@@ -103,7 +127,13 @@ class PinBook(Protocol):
         ...
 
     async def pending(self) -> list[PendingTool]:
-        """Every tool whose live definition is not approved, by plugin id and name."""
+        """Every tool whose live definition is not approved, by plugin id and name, with the
+        shown tools it collides with."""
+        ...
+
+    async def exposed_alike(self, plugin_id: str, tool_name: str) -> list[tuple[str, str]]:
+        """(plugin id, tool) of every other tool shown to visitors (its live definition approved)
+        whose name collides with `tool_name` (`collision_key`), by plugin id and name."""
         ...
 
     async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
@@ -149,6 +179,17 @@ class _Approvals:
                 why = "it is new" if approved[name] is None else "its definition changed since it was approved"
                 logger.warning("%s: tool %r is hidden, pending owner approval: %s", plugin_id, name, why)
         return ok
+
+
+def _alike(shown: Sequence[tuple[str, str]], plugin_id: str, tool_name: str) -> tuple[tuple[str, str], ...]:
+    key = collision_key(tool_name)
+    alike = {(pid, name) for pid, name in shown if collision_key(name) == key}
+    alike.discard((plugin_id, tool_name))
+    return tuple(sorted(alike))
+
+
+def _with_collisions(pending: list[PendingTool], shown: Sequence[tuple[str, str]]) -> list[PendingTool]:
+    return [replace(p, collides_with=_alike(shown, p.plugin_id, p.tool)) for p in pending]
 
 
 def _definitions(tools: Sequence[types.Tool]) -> dict[str, tuple[dict[str, Any], bytes]]:
@@ -227,10 +268,20 @@ class Pins:
             "SELECT plugin_id, tool, approved_definition, seen_definition, seen_at FROM mcp_host.tool_pins "
             "WHERE approved_hash IS DISTINCT FROM seen_hash ORDER BY plugin_id, tool"
         )
-        return [
+        pending = [
             PendingTool(r["plugin_id"], r["tool"], r["approved_definition"], r["seen_definition"], r["seen_at"])
             for r in rows
         ]
+        return _with_collisions(pending, await self._shown()) if pending else pending
+
+    async def exposed_alike(self, plugin_id: str, tool_name: str) -> list[tuple[str, str]]:
+        return list(_alike(await self._shown(), plugin_id, tool_name))
+
+    async def _shown(self) -> list[tuple[str, str]]:
+        # Tools approved as last seen (a few per plugin; one a child stopped listing too):
+        # names are compared by `collision_key`, in Python.
+        rows = await self._pool.fetch("SELECT plugin_id, tool FROM mcp_host.tool_pins WHERE approved_hash = seen_hash")
+        return [(r["plugin_id"], r["tool"]) for r in rows]
 
     async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
         row = await self._pool.fetchrow(_APPROVE, plugin_id, tool_name, expected)
@@ -291,11 +342,18 @@ class MemoryPins:
         return self._memory.approved(plugin_id, tool)
 
     async def pending(self) -> list[PendingTool]:
-        return [
+        pending = [
             PendingTool(pid, name, row.approved, row.seen, row.seen_at)
             for (pid, name), row in sorted(self._rows.items())
             if row.approved_hash != row.seen_hash
         ]
+        return _with_collisions(pending, self._shown())
+
+    async def exposed_alike(self, plugin_id: str, tool_name: str) -> list[tuple[str, str]]:
+        return list(_alike(self._shown(), plugin_id, tool_name))
+
+    def _shown(self) -> list[tuple[str, str]]:
+        return [key for key, row in self._rows.items() if row.approved_hash == row.seen_hash]
 
     async def approve(self, plugin_id: str, tool_name: str, expected: bytes | None = None) -> PendingTool | None:
         row = self._rows.get((plugin_id, tool_name))

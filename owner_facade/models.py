@@ -116,6 +116,9 @@ class ToolApprove(_Arguments):
     tool: str = Name
     # The `live_sha256` that `tools_pending` showed: approval fails if the tool changed since.
     live_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # A tool whose name collides with one visitors are shown is approved only with this set:
+    # both are then hidden from every session that sees both capabilities.
+    hide_colliding: bool = False
 
 
 class HoldsList(_Arguments):

@@ -8,7 +8,7 @@ Handlers raise `mcp_host`'s `HostError`s; the door turns them into `{code, messa
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -297,29 +297,61 @@ async def _session_end(s: OwnerServices, owner_id: str, a: SessionEnd) -> Answer
 # -- tool pinning ---------------------------------------------------------------------------------
 
 
-def _pending(tool: PendingTool) -> dict[str, Any]:
-    return {
+def _colliding(s: OwnerServices, alike: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The shown tools of `alike` whose capability this host runs, as the owner sees them."""
+    shown: list[dict[str, Any]] = []
+    for plugin_id, tool in alike:
+        plugin = s.plugin(plugin_id, "capability")
+        if plugin is not None:
+            shown.append({"capability": plugin_id, "tool": tool, "builtin": plugin.builtin})
+    return shown
+
+
+def _hiding(tool: str, capability: str, colliding: list[dict[str, Any]]) -> str:
+    named = ", ".join(f"{c['tool']!r} of {c['capability']}{' (builtin)' if c['builtin'] else ''}" for c in colliding)
+    return (
+        f"approving {tool[:64]!r} of {capability[:64]!r} hides it and {named} from every session that can see "
+        "both (tool names that differ only in case, '-' or '_' collide, and a collision exposes neither)"
+    )
+
+
+def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
+    colliding = _colliding(s, tool.collides_with)
+    shown = {
         "capability": tool.plugin_id,
         "tool": tool.tool,
         "approved": tool.approved,
         "live": tool.seen,
         "live_sha256": definition_hash(tool.seen).hex(),
         "seen_at": tool.seen_at.isoformat(),
+        "collides_with": colliding,
     }
+    if colliding:
+        shown["warning"] = _hiding(tool.tool, tool.plugin_id, colliding)
+    return shown
 
 
 async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
     """Tools hidden until approved: new ones, and ones whose definition changed since approval,
-    with the approved and the live definition side by side (JSON, so any text in them is escaped)."""
+    with the approved and the live definition side by side (JSON, so any text in them is escaped),
+    and the tools visitors are shown now that approving one would hide (`collides_with`)."""
     if s.pins is None:
         return {"pinning": False, "pending": []}
-    return {"pinning": True, "pending": [_pending(t) for t in await s.pins.pending()]}
+    return {"pinning": True, "pending": [_pending(s, t) for t in await s.pins.pending()]}
 
 
 async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:
+    """Approve a tool as it is now. One whose name collides with a tool visitors are shown is
+    approved only with `hide_colliding` (else `invalid_arguments` naming what it would hide):
+    the owner decides knowingly that both go dark for sessions that see both."""
     if s.pins is None:
         raise Unconfigured("tool pinning is off on this host (MCP_HOST_PIN_TOOLS=false)")
     expected = bytes.fromhex(a.live_sha256) if a.live_sha256 is not None else None
+    colliding = _colliding(s, await s.pins.exposed_alike(a.capability, a.tool))
+    if colliding and not a.hide_colliding:
+        raise InvalidArguments(
+            f"{_hiding(a.tool, a.capability, colliding)}; to approve it anyway, call again with hide_colliding: true"
+        )
     try:
         before = await s.pins.approve(a.capability, a.tool, expected)
     except DefinitionChanged:
@@ -328,7 +360,10 @@ async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answ
         ) from None
     if before is None:
         raise UnknownTool(f"no tool {a.tool[:64]!r} of {a.capability[:64]!r} has been seen")
-    return {"approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen}}
+    return {
+        "approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen},
+        "hidden": colliding,
+    }
 
 
 # -- holds ------------------------------------------------------------------------------------
@@ -425,13 +460,15 @@ _TABLE: list[OwnerTool[Any]] = [
     OwnerTool(
         "tools_pending",
         "Tools hidden from visitors until you approve them (new, or changed since approval), "
-        "with the approved and the live definition side by side.",
+        "with the approved and the live definition side by side, and the tools visitors see now "
+        "that approving one would hide (collides_with: a name that differs only in case, '-' or '_').",
         NoArguments,
         _tools_pending,
     ),
     OwnerTool(
         "tool_approve",
-        "Approve a tool's live definition, so visitors can see and call it.",
+        "Approve a tool's live definition, so visitors can see and call it. A tool that collides "
+        "with one visitors see needs hide_colliding: true, and then hides both (listed in `hidden`).",
         ToolApprove,
         _tool_approve,
     ),

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from hosting import BUILTINS, RunningHost, host_settings, running_host
+from hosting import BUILTINS, PLUGINS, RunningHost, host_settings, running_host
 from owner_facade import OWNER_PATH
 from processes import needs_bwrap
 
@@ -383,6 +383,45 @@ async def test_owner_sees_a_pending_tool_side_by_side_and_approving_shows_it_to_
         ("tool_approve", "unknown"),
         ("tools_pending", "ok"),
     ]
+
+
+async def test_approving_a_tool_that_collides_with_a_builtins_says_what_it_hides_and_needs_consent(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = host_settings(tmp_path, database_url, ["twin_b"], builtin_dir=PLUGINS / "twin_a", pin_tools=True)
+    async with running_host(settings) as running:
+        session = await running.new_session()
+        async with running.client(session) as visitor:
+            before = sorted(t.name for t in (await visitor.list_tools()).tools)
+        async with owner_client(running) as client:
+            _, pending = await call(client, "tools_pending")
+            refused, why = await call(client, "tool_approve", capability="test.twin_b", tool="same_name")
+            _, plain = await call(client, "tool_approve", capability="test.twin_b", tool="only_b")
+            async with running.client(session) as visitor:
+                unchanged = sorted(t.name for t in (await visitor.list_tools()).tools)
+            failed, approved = await call(
+                client, "tool_approve", capability="test.twin_b", tool="same_name", hide_colliding=True
+            )
+        async with running.client(session) as visitor:
+            after = sorted(t.name for t in (await visitor.list_tools()).tools)
+
+    assert before == ["only_a", "same_name"]  # the builtin's; twin b's wait for approval
+    shown = {p["tool"]: (p["collides_with"], p.get("warning")) for p in pending["pending"]}
+    twin_a = {"capability": "test.twin_a", "tool": "same_name", "builtin": True}
+    warning = (
+        "approving 'same_name' of 'test.twin_b' hides it and 'same_name' of test.twin_a (builtin) from every "
+        "session that can see both (tool names that differ only in case, '-' or '_' collide, and a collision "
+        "exposes neither)"
+    )
+    assert shown == {"same_name": ([twin_a], warning), "only_b": ([], None)}
+    assert refused and why == {
+        "code": INVALID_ARGUMENTS,
+        "message": f"{warning}; to approve it anyway, call again with hide_colliding: true",
+    }
+    assert plain["hidden"] == []
+    assert unchanged == ["only_a", "only_b", "same_name"]  # the refused approval changed nothing
+    assert not failed and approved["hidden"] == [twin_a]
+    assert after == ["only_a", "only_b"]
 
 
 async def test_roles_keys_and_their_config_are_administered_through_the_door(tmp_path: Path, database_url: str) -> None:

@@ -138,6 +138,36 @@ async def test_a_pending_tool_is_logged_once_per_definition(caplog: pytest.LogCa
     )
 
 
+# -- collisions, in memory and in Postgres ------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def either(request: pytest.FixtureRequest) -> Any:
+    # A plain fixture: anyio cannot run an async fixture looked up from inside an async one.
+    return MemoryPins() if request.param == "memory" else Pins(request.getfixturevalue("pool"))
+
+
+async def test_a_pending_tool_names_the_shown_tools_approving_it_would_hide(either: Any) -> None:
+    pins = either
+    await pins.load()
+    await pins.observe(BUILTIN, [_tool("send_mail"), _tool("book")])
+    await pins.observe(EXTRA, [_tool("Send-Mail"), _tool("SEND_MAIL"), _tool("list")])
+    pending = {p.tool: p.collides_with for p in await pins.pending()}
+    assert pending == {
+        # Only shown tools count: the other pending look-alike hides nothing until it is approved.
+        "SEND_MAIL": (("test.builtin", "send_mail"),),
+        "Send-Mail": (("test.builtin", "send_mail"),),
+        "list": (),
+    }
+    await pins.approve("test.extra", "Send-Mail")
+    assert await pins.exposed_alike("test.extra", "SEND_MAIL") == [
+        ("test.builtin", "send_mail"),
+        ("test.extra", "Send-Mail"),
+    ]
+    assert await pins.exposed_alike("test.builtin", "send_mail") == [("test.extra", "Send-Mail")]
+    assert await pins.exposed_alike("test.extra", "list") == []
+
+
 # -- Postgres --------------------------------------------------------------------------------
 
 

@@ -75,6 +75,33 @@ async def test_colliding_tool_names_are_exposed_by_neither_and_catalogue_says_wh
         )
 
 
+async def test_names_that_differ_only_in_case_dash_or_underscore_collide_and_catalogue_says_why(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["twin_a", "lookalike"])) as host:
+        session = await host.new_session()
+        async with host.client(session) as client:
+            listed = sorted(t.name for t in (await client.list_tools()).tools)
+            refused = await client.call_tool("Only-A", {})
+        causes = {e.id: e.cause for e in host.host.catalogue.entries()}
+    assert listed == ["own_tool", "same_name"]
+    assert refused.structured_content == {
+        "code": "unknown",
+        "message": "no tool named 'Only-A' is available in this session",
+    }
+    assert causes == snapshot(
+        {
+            "test.lookalike": "tool 'Only-A' is also exposed by test.twin_a as 'only_a' (names that differ only in "
+            "case, '-' or '_' collide); no copy is exposed; tool 'Send-Mail' is also exposed by test.lookalike as "
+            "'send_mail' (names that differ only in case, '-' or '_' collide); no copy is exposed; tool 'send_mail' "
+            "is also exposed by test.lookalike as 'Send-Mail' (names that differ only in case, '-' or '_' collide); "
+            "no copy is exposed",
+            "test.twin_a": "tool 'only_a' is also exposed by test.lookalike as 'Only-A' (names that differ only in "
+            "case, '-' or '_' collide); no copy is exposed",
+        }
+    )
+
+
 async def _whoami(host: Any, meta: dict[str, Any] | None) -> Any:
     session = await host.new_session({"visitor": {"name": "Ada", "email": "ada@example.org"}})
     async with host.client(session, "legacy") as client:
