@@ -28,12 +28,13 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RpcEdge", "has_lone_surrogate"]
+__all__ = ["DRAIN_FACTOR", "RpcEdge", "has_lone_surrogate", "read_body"]
 
 logger = logging.getLogger(__name__)
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+DRAIN_FACTOR = 4
 
 # Where a surrogate escape may hide: an escaped backslash (consumed, so `\\ud800` is the text
 # "\ud800", not an escape), a valid pair, or a lone half (group 1).
@@ -62,7 +63,7 @@ class RpcEdge:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        body, trailing = await _read_body(receive, self._max_body_bytes)
+        body, trailing = await read_body(receive, self._max_body_bytes)
         if body is None:
             await _reply(send, 413, None, INVALID_REQUEST, f"the body is over {self._max_body_bytes} bytes")
             return
@@ -120,21 +121,27 @@ def _in_flight_key(
     return (principal, protocol_session, type(request_id).__name__, request_id)
 
 
-async def _read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message | None]:
-    """The whole body (None when over `cap`), and a non-body message that ended it, if any."""
+async def read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message | None]:
+    """The whole body (None when over `cap`), and a non-body message that ended it, if any.
+
+    A body over the cap is still read, and thrown away, up to `DRAIN_FACTOR` × `cap`: a
+    client gets its 413 instead of a connection reset while it is still sending. Past that the
+    answer goes out unread.
+    """
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks), message
+            return (b"".join(chunks) if size <= cap else None), message
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
-        if size > cap:
-            return None, None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks), None
+        if size <= cap:
+            chunks.append(chunk)
+        elif chunks:
+            chunks.clear()
+        if not message.get("more_body", False) or size > DRAIN_FACTOR * cap:
+            return (b"".join(chunks) if size <= cap else None), None
 
 
 def _replayer(body: bytes, trailing: Message | None, receive: Receive) -> Receive:
@@ -159,15 +166,16 @@ def _parse(body: bytes) -> Any:
 
 
 def _request_id(message: Any) -> str | int | None:
-    """The message's id when it is one a reply may echo (a string of Unicode, or an integer)."""
+    """The message's id when it is one a reply may echo: an integer, or a string of Unicode.
+
+    Any integer: two requests with the same 20-digit id are as much a duplicate as two with id 1.
+    """
     if not isinstance(message, dict):
         return None
     value = message.get("id")
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if abs(value) < 2**63 else None
-    if isinstance(value, str) and len(value) <= 256 and not has_lone_surrogate(json.dumps(value).encode()):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and not has_lone_surrogate(json.dumps(value).encode()):
         return value
     return None
 

@@ -40,6 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import Access
+from .rpc_edge import DRAIN_FACTOR, read_body
 from .sessions import Session, SessionStore, Visitor
 from .throttle import FailureThrottle
 from .turns import TurnStore, UnknownTurn, judge
@@ -276,15 +277,9 @@ def _invalid(message: str) -> Response:
 
 
 async def _read_capped(request: Request, cap: int) -> bytes | None:
-    """The body, or None when it is over `cap` bytes (read no further than that)."""
+    """The body, or None when it is over `cap` bytes (drained a little first: `rpc_edge.read_body`)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared is not None and declared.isdigit() and int(declared) > DRAIN_FACTOR * cap:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body, _ = await read_body(request.receive, cap)
+    return body

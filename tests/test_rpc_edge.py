@@ -191,8 +191,9 @@ async def test_a_message_the_child_cannot_be_sent_fails_only_its_call(tmp_path: 
         assert len(host.host.spawned) == 1
 
 
+@pytest.mark.parametrize("request_id", [7, 2**64, "same-id"])
 async def test_a_duplicate_in_flight_id_is_refused_and_the_first_call_still_answers(
-    tmp_path: Path, database_url: str
+    tmp_path: Path, database_url: str, request_id: int | str
 ) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
@@ -212,29 +213,46 @@ async def test_a_duplicate_in_flight_id_is_refused_and_the_first_call_still_answ
         initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert (await host.http.post(session["mcp_url"], json=initialized, headers=headers)).status_code == 202
 
-        def call(request_id: int, seconds: float) -> dict[str, Any]:
+        def call(seconds: float) -> dict[str, Any]:
             params = {"name": "sleep", "arguments": {"seconds": seconds}}
             return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
         first: dict[str, httpx2.Response] = {}
 
         async def slow() -> None:
-            first["response"] = await host.http.post(session["mcp_url"], json=call(7, 1.5), headers=headers)
+            first["response"] = await host.http.post(session["mcp_url"], json=call(1.5), headers=headers)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow)
             await wait_until(lambda: _in_flight(host) == 1)
-            duplicate = await host.http.post(session["mcp_url"], json=call(7, 0), headers=headers)
+            duplicate = await host.http.post(session["mcp_url"], json=call(0), headers=headers)
             assert duplicate.status_code == 409
             assert duplicate.json()["error"]["code"] == -32600
-            assert duplicate.json()["id"] == 7
+            assert duplicate.json()["id"] == request_id
         assert first["response"].status_code == 200
         assert '"slept":1.5' in first["response"].text.replace(" ", "")
         # Once answered, the id may be used again.
-        again = await host.http.post(session["mcp_url"], json=call(7, 0), headers=headers)
+        again = await host.http.post(session["mcp_url"], json=call(0), headers=headers)
         assert again.status_code == 200 and '"slept":0' in again.text.replace(" ", "")
 
 
 def _in_flight(host: RunningHost) -> int:
     child = host.host.pool.get("test.echo")
     return child.router.in_flight() if child is not None else 0
+
+
+async def test_a_body_over_the_cap_gets_413_not_a_reset(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo"], max_body_bytes=64 * 1024)
+    async with running_host(settings) as host:
+        session = await host.new_session()
+        auth = {"Authorization": f"Bearer {session['token']}"}
+        deep = b'{"message":' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"}"  # ~600 KB
+        for url, extra in [
+            (session["mcp_url"], {"Accept": "application/json, text/event-stream"}),
+            (f"{host.url}/v1/sessions/{session['session_id']}/turns", {}),
+            (f"{host.url}/v1/sessions", {}),
+        ]:
+            headers = {**auth, **extra, "Content-Type": "application/json"} if "sessions/" in url else extra
+            response = await host.http.post(url, content=deep[: 200 * 1024], headers=headers)
+            assert response.status_code == 413, url
+        await _assert_serving(host, session)
