@@ -189,7 +189,12 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
     channel = BackChannel(
         report.plugins,
         grants,
-        BackChannelLimits(settings.host_op_max_message_bytes, settings.host_op_max_connections),
+        BackChannelLimits(
+            settings.host_op_max_message_bytes,
+            settings.host_op_max_connections,
+            denials_logged_per_s=settings.host_op_denials_logged_per_s,
+            denials_logged_burst=settings.host_op_denials_logged_burst,
+        ),
         runtime_dir=settings.runtime_dir,
     )
 

@@ -19,7 +19,14 @@ the grant's owner and scope. This module is the door's error boundary: a refusal
 code and message (they are about the caller's own input); anything unexpected is logged with
 its traceback and answered opaquely. The socket is untrusted input: messages are capped
 (`host_op_max_message_bytes`; a longer line ends the connection) and so are concurrent
-connections per plugin (`host_op_max_connections`; one more is closed at once).
+connections per plugin (`host_op_max_connections`; one more is closed at once). Denials (and
+connections over the cap) are logged within a token bucket per plugin (`log_limit`): a plugin
+calling ops it may not in a loop is refused every time, but cannot flood the log.
+
+Without a `runtime_dir`, the sockets live in a fresh folder under the system temp dir, named
+after the host's pid and start time (`mcp-host-ops-<pid>-<start>-…`); a host killed before it
+removed its folder leaves it behind, and the next host start removes every such folder whose
+host is gone (`sweep_ops_folders`, as `SandboxLedger` and `PidsCgroups` sweep theirs).
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,22 +53,29 @@ from .errors import Denied, HostError, Unavailable
 from .framing import framed_transport
 from .grants import GrantBook
 from .host_ops import OPS, OpServices, run_op
+from .log_limit import LimitedLog
 from .meta import GRANT_KEY
 from .plugins import Plugin
+from .procs import proc_stat, started_at
 from .tool_results import error_result, structured_result
 
-__all__ = ["BackChannel", "BackChannelLimits", "named_ops"]
+__all__ = ["BackChannel", "BackChannelLimits", "named_ops", "sweep_ops_folders"]
 
 logger = logging.getLogger(__name__)
 
 # sockaddr_un.sun_path holds 108 bytes, the final NUL included.
 _MAX_SOCKET_PATH = 107
+_FOLDER_PREFIX = "mcp-host-ops-"
+_FOLDER_NAME = re.compile(r"mcp-host-ops-(?P<host_pid>[0-9]{1,10})-(?P<host_start>[0-9]{1,20})-[A-Za-z0-9_]+")
 
 
 @dataclass(frozen=True)
 class BackChannelLimits:
     max_message_bytes: int
     max_connections: int
+    denials_logged_per_s: float = 1.0
+    """Denial log lines per plugin and second, after a burst of `denials_logged_burst`."""
+    denials_logged_burst: int = 20
 
 
 def named_ops(plugin: Plugin) -> tuple[str, ...]:
@@ -78,7 +94,10 @@ class BackChannel:
         limits: BackChannelLimits,
         *,
         runtime_dir: Path | None = None,
+        temp_dir: Path | None = None,
     ) -> None:
+        """`runtime_dir`: where the sockets go; else a fresh folder under `temp_dir` (the system
+        temp dir when None), where dead hosts' folders are swept first."""
         self._plugins = [p for p in plugins if named_ops(p)]
         self._grants = grants
         self.services: OpServices | None = None
@@ -86,6 +105,10 @@ class BackChannel:
         exist before it either: the doors that mint them open after the database)."""
         self._limits = limits
         self._runtime_dir = runtime_dir
+        self._temp_dir = temp_dir
+        self._denials = LimitedLog(
+            logger, per_s=limits.denials_logged_per_s, burst=limits.denials_logged_burst, what="host-op denials"
+        )
         self._folder: Path | None = None
         self._made_folder = False
         self._sockets: dict[str, Path] = {}
@@ -125,11 +148,16 @@ class BackChannel:
         await self._tg.__aexit__(None, None, None)
         self._tg = None
         self._remove_folder()
+        self._denials.flush()
 
     def _make_folder(self) -> Path:
         if self._runtime_dir is None:
+            temp = self._temp_dir or Path(tempfile.gettempdir())
+            sweep_ops_folders(temp)
+            host = proc_stat(os.getpid())
+            assert host is not None  # this very process
             self._made_folder = True
-            return Path(tempfile.mkdtemp(prefix="mcp-host-ops-"))
+            return Path(tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-{host.starttime}-", dir=temp))
         self._runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self._runtime_dir, 0o700)
         return self._runtime_dir
@@ -152,7 +180,8 @@ class BackChannel:
                     await anyio.sleep(0.1)
                     continue
                 if self._connections.get(pid, 0) >= self._limits.max_connections:
-                    logger.warning("%s: over %d host-op connections; closing one", pid, self._limits.max_connections)
+                    limit = self._limits.max_connections
+                    self._denials.log(pid, logging.WARNING, "%s: over %d host-op connections; closing one", pid, limit)
                     await conn.aclose()
                     continue
                 assert self._tg is not None
@@ -190,7 +219,7 @@ class BackChannel:
             answer = await run_op(name, arguments, plugin, grant, self.services)
             return answer if isinstance(answer, types.CallToolResult) else structured_result(answer)
         except Denied as exc:
-            logger.warning("%s: host op %r denied: %s", pid, name[:64], exc.message)
+            self._denials.log(pid, logging.WARNING, "%s: host op %r denied: %s", pid, name[:64], exc.message)
             return error_result(Denied.code, "denied")
         except HostError as exc:
             logger.info("%s: host op %r refused: %s: %s", pid, name[:64], exc.code, exc.message)
@@ -198,6 +227,32 @@ class BackChannel:
         except Exception:
             logger.exception("%s: host op %r failed", pid, name[:64])
             return error_result("unavailable", "the host op failed inside the host")
+
+
+def sweep_ops_folders(temp_dir: Path) -> list[Path]:
+    """Remove the socket folders under `temp_dir` whose host is gone (its pid is not the
+    process that started at the recorded time); a live host's, this one's included, are kept,
+    and so is anything not named like ours or not a folder of this user's. Returns the removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = sorted(temp_dir.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        match = _FOLDER_NAME.fullmatch(path.name)
+        if match is None or started_at(int(match["host_pid"]), int(match["host_start"])):
+            continue
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue  # a symlink, a file, or someone else's: never ours to remove
+        shutil.rmtree(path, ignore_errors=True)
+        logger.warning("removed host-op socket folder %s, left by a host that is gone", path)
+        removed.append(path)
+    return removed
 
 
 def _socket_name(plugin_id: str) -> str:

@@ -2,7 +2,8 @@
 
 Above: `children.Child`, which starts one drain per process. Below: the pipe.
 Unread pipes deadlock a child (SECURITY.md B6), so the drain always reads; what it logs is
-cut to `line_bytes` per line and `lines_per_s` per second, and dropped lines are counted.
+cut to `line_bytes` per line and `lines_per_s` per second (`log_limit.TokenBucket`), and
+dropped lines are counted.
 The last few lines are kept so a child that dies at start can be explained.
 """
 
@@ -10,10 +11,11 @@ from __future__ import annotations
 
 import collections
 import logging
-import time
 
 import anyio
 from anyio.abc import ByteReceiveStream
+
+from .log_limit import TokenBucket
 
 __all__ = ["StderrDrain"]
 
@@ -27,12 +29,10 @@ class StderrDrain:
 
     def __init__(self, name: str, *, lines_per_s: int, line_bytes: int, keep: int = 5) -> None:
         self._name = name
-        self._lines_per_s = lines_per_s
         self._line_bytes = line_bytes
         self.tail: collections.deque[str] = collections.deque(maxlen=keep)
         self.dropped = 0
-        self._window_start = 0.0
-        self._window_count = 0
+        self._budget = TokenBucket(per_s=lines_per_s, burst=lines_per_s)
 
     async def run(self, stream: ByteReceiveStream) -> None:
         partial = bytearray()
@@ -60,11 +60,7 @@ class StderrDrain:
         if not text:
             return
         self.tail.append(text)
-        now = time.monotonic()
-        if now - self._window_start >= 1.0:
-            self._window_start, self._window_count = now, 0
-        if self._window_count >= self._lines_per_s:
+        if not self._budget.take():
             self.dropped += 1
             return
-        self._window_count += 1
         logger.info("%s: %s", self._name, text.encode("unicode_escape").decode("ascii")[: self._line_bytes])

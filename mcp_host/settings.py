@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     runtime_dir: Path | None = None
     host_op_max_message_bytes: int = Field(default=1 * MiB, ge=4096)
     host_op_max_connections: int = Field(default=16, ge=1)
+    # Back-channel denials logged per plugin (backchannel.py, log_limit.py): a plugin that keeps
+    # calling ops it may not is refused every time, but only this burst of denials is logged at
+    # once, then this many a second; the rest are counted in one "N more … suppressed" line.
+    host_op_denials_logged_burst: int = Field(default=20, ge=1)
+    host_op_denials_logged_per_s: float = Field(default=1.0, gt=0)
     # Host ops one forwarded call may make (its grant's budget).
     grant_op_budget: int = Field(default=256, ge=1)
     # How long a quota limit read for a visitor's list or call is reused; the write that

@@ -8,14 +8,27 @@ messages and too many connections. One host serves every test of this module.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
 
 from conftest import fresh_database
-from hosting import RunningHost, host_settings, running_host
+from hosting import PLUGINS, RunningHost, host_settings, running_host
+from mcp_host.backchannel import BackChannel, BackChannelLimits
+from mcp_host.grants import GrantBook
+from mcp_host.plugins import load_plugins
+from mcp_host.procs import proc_stat
+from mcp_host.settings import Settings
+from mcp_host.tool_results import error_result
 from processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
@@ -144,3 +157,91 @@ async def test_connections_over_the_cap_are_closed_at_once(host: Any) -> None:
 
     answer = await forge(host, "op", name="store.count", arguments={"collection": "things"})
     assert answer["outcomes"][0]["is_error"] is False
+
+
+# -- without a host: the denial log and the socket folder ------------------------------------------
+
+BURST, PER_S = 20, 1.0
+LIMITS = BackChannelLimits(MAX_MESSAGE, MAX_CONNECTIONS, denials_logged_per_s=PER_S, denials_logged_burst=BURST)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path: a socket path must stay under 108 bytes (pytest's are long)."""
+    path = Path(tempfile.mkdtemp(prefix="bc-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _forger() -> Any:
+    [plugin] = load_plugins(None, [PLUGINS / "forger"]).plugins
+    return plugin
+
+
+def test_denial_log_limits_are_pinned(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert (settings.host_op_denials_logged_burst, settings.host_op_denials_logged_per_s) == (20, 1.0)
+
+
+async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the_limit(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.backchannel")
+    forger, denied = _forger(), error_result("denied", "denied")
+    async with BackChannel([forger], GrantBook(budget=BUDGET), LIMITS, temp_dir=short_tmp) as channel:
+        started = time.monotonic()
+        answers = [
+            # ops it did not name, and a named op with a made-up grant
+            await channel.call(forger, "store.bogus", {}, None)
+            if n % 2
+            else await channel.call(forger, "store.count", {"collection": "x"}, {"mcp-host/grant": f"made-up-{n}"})
+            for n in range(5000)
+        ]
+        elapsed = time.monotonic() - started
+    assert all(answer == denied for answer in answers)
+    lines = [r.getMessage() for r in caplog.records if r.name == "mcp_host.backchannel"]
+    denials = [line for line in lines if " denied: " in line]
+    summaries = [line for line in lines if "more host-op denials suppressed" in line]
+    assert len(lines) == len(denials) + len(summaries)
+    assert BURST <= len(denials) <= BURST + elapsed * PER_S + 1
+    held = sum(int(line.split(": ")[1].split()[0]) for line in summaries)
+    assert len(denials) + held == 5000  # every denial is either logged or counted
+
+
+@pytest.fixture
+def left_folders(short_tmp: Path) -> Iterator[dict[str, Path]]:
+    """Socket folders in `short_tmp` as hosts leave them: one of a host that is gone, one of a
+    live host (another process), one of this process, and one not named like ours."""
+
+    def folder(pid: int) -> Path:
+        stat = proc_stat(pid)
+        assert stat is not None
+        path = short_tmp / f"mcp-host-ops-{pid}-{stat.starttime}-x1"
+        path.mkdir()
+        (path / "0123456789abcdef.sock").touch()
+        return path
+
+    with subprocess.Popen(["sleep", "60"]) as gone, subprocess.Popen(["sleep", "60"]) as live:
+        dead_host = folder(gone.pid)
+        gone.kill()
+        gone.wait()
+        not_ours = short_tmp / "mcp-host-ops-abcdefgh"  # an older host's name, or anyone's
+        not_ours.mkdir()
+        try:
+            yield {"dead": dead_host, "live": folder(live.pid), "this": folder(os.getpid()), "not_ours": not_ours}
+        finally:
+            live.kill()
+
+
+async def test_socket_folders_of_dead_hosts_are_swept_at_start_and_live_ones_kept(
+    short_tmp: Path, left_folders: dict[str, Path]
+) -> None:
+    async with BackChannel([_forger()], GrantBook(budget=BUDGET), LIMITS, temp_dir=short_tmp) as channel:
+        socket = channel.socket_for("forger")
+        assert socket is not None and socket.exists()
+        left = set(os.listdir(short_tmp))
+    kept = {left_folders[k].name for k in ("live", "this", "not_ours")}
+    assert left == kept | {socket.parent.name}
+    assert socket.parent.name.startswith(f"mcp-host-ops-{os.getpid()}-")
+    assert not left_folders["dead"].exists()
+    assert not socket.parent.exists()  # and its own, at a clean stop
