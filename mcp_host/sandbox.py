@@ -19,8 +19,12 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
     <interpreter>   each `extra_ro_binds` path, read-only at the same path
     /plugin (ro)    the plugin folder; the working directory
     /tmp            a private tmpfs of `limits.tmp_bytes`; HOME points here
-    /proc /dev      the sandbox's own; only its own pids are visible
+    /proc /dev      the sandbox's own; only its own pids are visible. /dev is read-only but
+                    for its device nodes and /dev/shm, a private tmpfs of `limits.shm_bytes`
     sockets         each `socket_binds` entry, read-write (the host-op socket)
+    the rest        read-only: bwrap's root (/, /etc, /run, /opt ...) is an uncapped tmpfs,
+                    RAM the host pays for, so it is remounted read-only once every mount
+                    point is made (`--remount-ro /`, last). Only /tmp and /dev/shm take writes.
     env             only `spec.env` plus PATH, HOME and LANG (`BASE_ENV`)
     namespaces      all new (user, ipc, pid, net, uts, cgroup); the network is the host's only
                     with allow_net; no nested user namespaces (--disable-userns)
@@ -32,7 +36,13 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     own mounts, into the sandbox's init and the command (prlimit, then the
                     child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI; `Seccomp`
                     reads 2 inside. Required: no sandboxed argv without it.
-    limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size
+    limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size.
+                    `limits.memory_bytes` is the sandbox's whole memory budget: the tmpfs caps
+                    come out of it and the rest is the address space (`Limits`)
+    argv            with `args_fd`, bwrap's operations (every host path) are read from a
+                    memfd (`--args FD`), so bwrap's command line, which is also the sandbox's
+                    pid 1's (/proc/1/cmdline), shows only the fd, prlimit's numbers and the
+                    command, which sandbox-side paths name
     pids cgroup     when the host has one (`pids_cgroup.PidsCgroups`): `pids.max` tasks for the
                     whole sandbox, bwrap included, joined before bwrap runs. The only task cap
                     that holds when the host runs as root (see `_prlimit_argv`).
@@ -63,6 +73,7 @@ __all__ = [
     "SandboxUnavailable",
     "bwrap_path",
     "build_command",
+    "bwrap_arguments",
     "require_bwrap",
 ]
 
@@ -112,17 +123,24 @@ class SandboxUnavailable(Unavailable):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-child resource limits, applied with `prlimit` inside the sandbox.
+    """Per-child resource limits: prlimit inside the sandbox, and the sizes of its tmpfs.
 
-    memory_bytes: RLIMIT_AS (address space, so thread stacks and malloc arenas count too).
+    memory_bytes: the sandbox's memory budget: its tmpfs caps (`tmp_bytes`, `shm_bytes`:
+        tmpfs pages are RAM that RLIMIT_AS does not see) and, for the rest, RLIMIT_AS
+        (`address_space_bytes`: the address space, so thread stacks and malloc arenas count
+        too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory and
+        System V shared memory segments it detached (mcp_host/README.md says which).
     max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where
         the kernel enforces it.
     max_open_files: RLIMIT_NOFILE.
     cpu_seconds: RLIMIT_CPU, soft = hard, so reaching it is a SIGKILL the child cannot
         catch. It counts the child's whole life, not one call.
     max_file_bytes: RLIMIT_FSIZE (a bigger write fails with EFBIG; Python ignores SIGXFSZ).
-    tmp_bytes: the size of the private /tmp tmpfs (tmpfs pages are RAM that RLIMIT_AS
-        does not see).
+    tmp_bytes: the size of the private /tmp tmpfs.
+    shm_bytes: the size of the private /dev/shm tmpfs (POSIX shared memory, semaphores).
+
+    Raises ValueError for a limit that is not a positive int, or tmpfs caps that leave no
+    address space.
     """
 
     memory_bytes: int
@@ -131,11 +149,22 @@ class Limits:
     cpu_seconds: int
     max_file_bytes: int
     tmp_bytes: int = 64 * _MiB
+    shm_bytes: int = 16 * _MiB
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if type(value) is not int or value <= 0:
                 raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+        if self.address_space_bytes <= 0:
+            raise ValueError(
+                f"Limits.memory_bytes ({self.memory_bytes}) must exceed tmp_bytes + shm_bytes "
+                f"({self.tmp_bytes + self.shm_bytes}): the tmpfs caps are part of it"
+            )
+
+    @property
+    def address_space_bytes(self) -> int:
+        """RLIMIT_AS: the memory budget less the tmpfs caps."""
+        return self.memory_bytes - self.tmp_bytes - self.shm_bytes
 
 
 @dataclass(frozen=True)
@@ -185,6 +214,7 @@ def build_command(
     seccomp_fd: int | None = None,
     sandbox: bool = True,
     cgroup: PidsCgroup | None = None,
+    args_fd: int | None = None,
 ) -> list[str]:
     """The argv that runs `spec`: prlimit + command inside bwrap, with a clean environment,
     under the seccomp filter bwrap reads from `seccomp_fd`; with `cgroup`, behind the shell
@@ -192,25 +222,54 @@ def build_command(
 
     seccomp_fd: the number of an fd holding `seccomp.program()` (`seccomp.open_filter`) that
         the caller passes to the process it spawns; required when sandboxed.
+    args_fd: leave bwrap's operations out of the argv: `--args FD` stands for them, and the
+        caller passes an fd of that number holding `bwrap_arguments(spec, seccomp_fd=...)`,
+        each NUL-terminated. bwrap's command line is also the one of the sandbox's pid 1
+        (its init is a fork of bwrap), which every process inside can read: this way it
+        names no host path. Without it the operations are inline (the same sandbox).
     sandbox=False (MCP_HOST_SANDBOX=off, development only): `env -i` + the command, run by
     the caller in the plugin folder; the same clean environment, but no isolation, no limits
-    and no filter (`seccomp_fd` and `cgroup` are ignored).
+    and no filter (`seccomp_fd`, `cgroup` and `args_fd` are ignored).
 
     Raises ValueError for a value that cannot be passed safely (NUL, a bad env key, a
     relative or `..` path) and for a sandboxed argv without a seccomp fd (never a sandbox
-    without its filter, SECURITY.md D11), and `SandboxUnavailable` when bwrap or prlimit is
-    missing.
+    without its filter, SECURITY.md D11) or with a bad `args_fd`, and `SandboxUnavailable`
+    when bwrap or prlimit is missing.
     """
     _check_spec(spec)
     env = _child_env(spec)
     if not sandbox:
         return _dev_argv(spec, env)
+    operations = _bwrap_operations(spec, env, seccomp_fd)
+    if args_fd is not None:
+        if type(args_fd) is not int or args_fd < 3 or args_fd == seccomp_fd:
+            raise ValueError(f"args_fd must be an fd of its own, 3 or above, got {args_fd!r}")
+        operations = ["--args", str(args_fd)]
+    return [
+        *(cgroup.join_argv() if cgroup is not None else ()),
+        require_bwrap(),
+        *operations,
+        # Everything after this is the child's argv: no manifest value is ever read as a flag.
+        "--",
+        *_prlimit_argv(spec.limits),
+        spec.command,
+        *spec.args,
+    ]
+
+
+def bwrap_arguments(spec: SandboxSpec, *, seccomp_fd: int) -> list[str]:
+    """bwrap's operations for `spec` (what comes between bwrap and `--`): the content of the
+    fd a `build_command(spec, seccomp_fd=..., args_fd=...)` argv names. Raises as
+    `build_command` does."""
+    _check_spec(spec)
+    return _bwrap_operations(spec, _child_env(spec), seccomp_fd)
+
+
+def _bwrap_operations(spec: SandboxSpec, env: Mapping[str, str], seccomp_fd: int | None) -> list[str]:
     # bool is an int: `True` would pass for fd 1. 0-2 are the child's stdio, never a filter.
     if type(seccomp_fd) is not int or seccomp_fd < 3:
         raise ValueError(f"a sandboxed argv needs the seccomp filter's fd (3 or above), got {seccomp_fd!r}")
     return [
-        *(cgroup.join_argv() if cgroup is not None else ()),
-        require_bwrap(),
         *_namespace_args(spec.allow_net),
         *_privilege_args(seccomp_fd),
         "--clearenv",
@@ -218,11 +277,6 @@ def build_command(
         *_filesystem_args(spec),
         "--chdir",
         _PLUGIN_MOUNT,
-        # Everything after this is the child's argv: no manifest value is ever read as a flag.
-        "--",
-        *_prlimit_argv(spec.limits),
-        spec.command,
-        *spec.args,
     ]
 
 
@@ -261,7 +315,9 @@ def _privilege_args(seccomp_fd: int) -> list[str]:
 def _filesystem_args(spec: SandboxSpec) -> list[str]:
     # Order matters: later mounts land on top of earlier ones. /tmp comes before the
     # interpreter binds so an interpreter that lives under /tmp is not hidden by the tmpfs.
-    args = ["--proc", "/proc", "--dev", "/dev", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp"]
+    limits = spec.limits
+    args = ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
+    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
     args += ["--ro-bind", "/usr", "/usr", *_root_link_args()]
     etc = _ETC_ALWAYS + (_ETC_NET if spec.allow_net else ())
     args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
@@ -269,6 +325,11 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     args += [arg for host, inside in spec.ro_binds_at for arg in ("--ro-bind", str(host), inside)]
     args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
     args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
+    # Last, once every mount point is made: bwrap's root and its /dev are tmpfs without a
+    # size, so anything written there (/x, /etc, /run, /dev/x) would be host RAM beyond every
+    # limit (measured: 900 MiB written, host Shmem +901 MiB). Read-only, not recursively, so
+    # the mounts on top keep their own flags: /tmp, /dev/shm, the device nodes, the socket.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return args
 
 
@@ -306,7 +367,7 @@ def _prlimit_argv(limits: Limits) -> list[str]:
     # * Inside, the limits bind the child's tree only, not bwrap's own setup.
     return [
         _PRLIMIT,
-        f"--as={limits.memory_bytes}",
+        f"--as={limits.address_space_bytes}",
         f"--nproc={limits.max_processes}",
         f"--nofile={limits.max_open_files}",
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds}",
@@ -468,4 +529,3 @@ def _sigkill(kill: Callable[[int, int], None], pid: int) -> None:
         kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["Settings", "default_data_dir"]
@@ -141,6 +141,19 @@ class Settings(BaseSettings):
     access_failure_clients_max: int = Field(default=10_000, ge=1)
     # -- end of Access ---------------------------------------------------------------------
 
+    # -- Sandbox memory and crash loops (sandbox.py `Limits`, children.py) -------------------
+    # A sandbox's tmpfs: its private /tmp and /dev/shm (the rest of its file system is
+    # read-only). Both are part of `child_memory_bytes`: its RLIMIT_AS is what they leave.
+    child_tmp_bytes: int = Field(default=64 * MiB, ge=MiB)
+    child_shm_bytes: int = Field(default=16 * MiB, ge=MiB)
+    # A child's consecutive failures (crashes, failed starts) delay its next start: none after
+    # the first, then `child_restart_backoff_base_s` doubling up to the max above. Only an
+    # answered tools/call or `child_stable_after_s` of uptime resets the count (a restarted
+    # child answering initialize or tools/list proves nothing).
+    child_restart_backoff_base_s: float = Field(default=0.25, ge=0)
+    child_stable_after_s: float = Field(default=30.0, gt=0)
+    # -- end of Sandbox memory and crash loops -----------------------------------------------
+
     @field_validator("plugins", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:
@@ -154,6 +167,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [h.strip() for h in value.split(",") if h.strip()]
         return value
+
+    @model_validator(mode="after")
+    def _tmpfs_within_child_memory(self) -> Settings:
+        # Sandbox memory: the tmpfs caps come out of the child's budget and must leave some.
+        if self.child_tmp_bytes + self.child_shm_bytes >= self.child_memory_bytes:
+            raise ValueError("child_tmp_bytes + child_shm_bytes must be below child_memory_bytes (they are part of it)")
+        return self
 
     @property
     def base_url(self) -> str:

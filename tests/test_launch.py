@@ -10,12 +10,16 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hosting import wait_until
-from mcp_host.children import ChildPool
+from mcp_host.children import Child, ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.launch import Launch, host_pids_cgroups, launch_for
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
@@ -24,7 +28,9 @@ from mcp_host.settings import Settings
 from processes import CHILD_LIMITS, needs_bwrap
 
 PLUGINS = Path(__file__).parent / "plugins"
-KIT = Path(__file__).resolve().parent.parent / "mcp_host_kit"
+REPO = Path(__file__).resolve().parent.parent
+KIT = REPO / "mcp_host_kit"
+VENV = Path(sys.prefix).resolve()
 
 
 @pytest.fixture
@@ -44,6 +50,31 @@ def pids_cgroups() -> PidsCgroups:
             "or cgroup v2 with the pids controller in the root or a delegated cgroup (see the log)"
         )
     return groups
+
+
+@pytest.fixture
+def peek() -> Plugin:
+    report = load_plugins(None, [PLUGINS / "peek"])
+    assert not report.errors
+    return report.plugins[0]
+
+
+@pytest.fixture
+def host_socket(tmp_path: Path) -> Iterator[Path]:
+    """A listening unix socket under a stand-in for the host's data dir, as a host-op socket."""
+    path = tmp_path / "data" / "run" / "ops.sock"
+    path.parent.mkdir(parents=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen()
+        yield path
+
+
+async def call(child: Child, tool: str, **arguments: Any) -> Any:
+    result = await child.call_tool(tool, arguments, {}, timeout_s=30)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
 
 
 def members(group: PidsCgroup) -> set[int]:
@@ -120,8 +151,9 @@ async def test_without_a_usable_pids_cgroup_the_launch_relies_on_prlimit_and_war
     assert first.cgroup is None and second.cgroup is None
     assert first.argv[0] == shutil.which("bwrap")
     assert "--nproc=64" in first.argv
-    # The same argv but for the number of each launch's own seccomp filter fd.
-    assert first.argv == [str(first.pass_fds[0]) if arg == str(second.pass_fds[0]) else arg for arg in second.argv]
+    # The same argv but for the numbers of each launch's own fds (its filter, bwrap's arguments).
+    numbers = {str(b): str(a) for a, b in zip(first.pass_fds, second.pass_fds, strict=True)}
+    assert first.full_argv() == [numbers.get(arg, arg) for arg in second.full_argv()]
     fallbacks = [r for r in caplog.records if r.getMessage().startswith("no usable pids cgroup")]
     assert len(fallbacks) == 1
     await first.release()  # no pids cgroup to release; closes the filter's fd
@@ -144,7 +176,8 @@ async def test_a_plugin_that_named_host_ops_gets_its_socket_bound_and_named(tmp_
     launch = launch_for(forger, Settings(), host_socket=socket)
     await launch.release()
 
-    argv = launch.argv
+    assert str(socket) not in launch.argv  # it is in the fd bwrap reads its operations from
+    argv = launch.full_argv()
     at = argv.index(str(socket))
     assert argv[at - 1 : at + 2] == ["--bind", str(socket), "/run/mcp-host/ops.sock"]
     at = argv.index("MCP_HOST_SOCKET")
@@ -157,8 +190,8 @@ async def test_a_plugin_without_host_ops_gets_no_socket_and_no_variable(echo: Pl
     launch = launch_for(echo, Settings())
     await launch.release()
 
-    assert "MCP_HOST_SOCKET" not in launch.argv
-    assert not any(arg.endswith(".sock") for arg in launch.argv)
+    assert "MCP_HOST_SOCKET" not in launch.full_argv()
+    assert not any(arg.endswith(".sock") for arg in launch.full_argv())
 
 
 @needs_bwrap
@@ -167,10 +200,11 @@ async def test_a_python_plugin_sees_the_kit_read_only_on_its_path(echo: Plugin) 
     launch = launch_for(echo, Settings())
     await launch.release()
 
-    at = launch.argv.index(str(KIT))
-    assert launch.argv[at - 1 : at + 2] == ["--ro-bind", str(KIT), "/opt/mcp-host/lib/mcp_host_kit"]
-    at = launch.argv.index("PYTHONPATH")
-    assert launch.argv[at + 1] == "/opt/mcp-host/lib"
+    argv = launch.full_argv()
+    at = argv.index(str(KIT))
+    assert argv[at - 1 : at + 2] == ["--ro-bind", str(KIT), "/opt/mcp-host/lib/mcp_host_kit"]
+    at = argv.index("PYTHONPATH")
+    assert argv[at + 1] == "/opt/mcp-host/lib"
 
 
 def test_unsandboxed_plugin_is_told_the_host_path_of_its_socket(tmp_path: Path) -> None:
@@ -179,3 +213,80 @@ def test_unsandboxed_plugin_is_told_the_host_path_of_its_socket(tmp_path: Path) 
     launch = launch_for(forger, Settings(sandbox="off"), host_socket=tmp_path / "ops.sock")
 
     assert f"MCP_HOST_SOCKET={tmp_path / 'ops.sock'}" in launch.argv
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_no_command_line_in_the_sandbox_names_a_host_path(peek: Plugin, host_socket: Path) -> None:
+    # Every process in a sandbox can read every other's /proc/<pid>/cmdline, pid 1's (bwrap's
+    # init, a fork of bwrap, so bwrap's whole argv) among them.
+    launches: list[Launch] = []
+
+    def launch() -> Launch:
+        launches.append(launch_for(peek, Settings(), host_socket=host_socket))
+        return launches[-1]
+
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        cmdlines = await call(pool.child("test.peek", launch), "cmdlines")
+    data_dir = host_socket.parent.parent
+    host_paths = {str(REPO), sys.prefix, str(VENV), str(data_dir), str(PLUGINS)}
+    assert [path for path in host_paths if any(path in arg for arg in launches[0].full_argv())]  # a control
+    leaks = {(pid, path) for pid, argv in cmdlines.items() for arg in argv for path in host_paths if path in arg}
+    assert leaks == set()
+    python = (
+        f"/opt/mcp-host/venv/{Path(sys.executable).relative_to(sys.prefix)}"
+        if sys.prefix != sys.base_prefix
+        else sys.executable
+    )
+    prlimit = launches[0].argv[launches[0].argv.index("/usr/bin/prlimit") :]
+    assert cmdlines == {
+        "1": [shutil.which("bwrap"), "--args", str(launches[0].pass_fds[1]), "--", *prlimit],
+        "2": [python, "server.py"],
+    }
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_launched_child_writes_only_to_its_capped_tmpfs(peek: Plugin, host_socket: Path) -> None:
+    settings = Settings(child_tmp_bytes=8 << 20, child_shm_bytes=4 << 20)
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        child = pool.child("test.peek", lambda: launch_for(peek, settings, host_socket=host_socket))
+        paths = ["/x", "/etc/x", "/run/x", "/run/mcp-host/x", "/opt/mcp-host/x", "/tmp/x", "/dev/shm/x"]
+        filled = {path: await call(child, "fill", path=path, mib=16) for path in paths}
+    assert filled == {
+        "/x": {"written_mib": 0, "error": "EROFS"},
+        "/etc/x": {"written_mib": 0, "error": "EROFS"},
+        "/run/x": {"written_mib": 0, "error": "EROFS"},
+        "/run/mcp-host/x": {"written_mib": 0, "error": "EROFS"},
+        "/opt/mcp-host/x": {"written_mib": 0, "error": "EROFS"},
+        "/tmp/x": {"written_mib": 8, "error": "ENOSPC"},
+        "/dev/shm/x": {"written_mib": 4, "error": "ENOSPC"},
+    }
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_budget(peek: Plugin) -> None:
+    settings = Settings()
+    assert (settings.child_memory_bytes, settings.child_tmp_bytes, settings.child_shm_bytes) == (
+        1024 << 20,
+        64 << 20,
+        16 << 20,
+    )
+    launch = launch_for(peek, settings)
+    await launch.release()
+    argv = launch.full_argv()
+    at = argv.index("/dev/shm")
+    assert argv[at - 3 : at + 5] == [
+        "--size",
+        str(16 << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        str(64 << 20),
+        "--tmpfs",
+        "/tmp",
+    ]
+    assert f"--as={(1024 - 64 - 16) << 20}" in argv
+    with pytest.raises(ValueError, match="child_tmp_bytes \\+ child_shm_bytes must be below child_memory_bytes"):
+        Settings(child_memory_bytes=64 << 20, child_tmp_bytes=60 << 20, child_shm_bytes=4 << 20)

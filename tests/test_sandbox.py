@@ -43,6 +43,7 @@ from mcp_host.sandbox import (
     SandboxSpec,
     SandboxUnavailable,
     build_command,
+    bwrap_arguments,
     bwrap_path,
     require_bwrap,
 )
@@ -104,6 +105,7 @@ ARITY = {
     "--ro-bind-try": 2,
     "--symlink": 2,
     "--bind": 2,
+    "--remount-ro": 1,
     "--chdir": 1,
 }
 
@@ -124,6 +126,27 @@ HOSTILE = [
     " ",
     "",
 ]
+
+# Writes up to 32 MiB of zeros to each path given (making its folder first) and prints
+# {path: [whole MiB written, errno name or null]}: where a child can put bytes, and how many.
+WRITE_PROBE = """
+import errno, json, os, sys
+found = {}
+for path in sys.argv[1:]:
+    written, error = 0, None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            while written < 32 << 20:
+                written += os.write(fd, bytes(min(1 << 20, (32 << 20) - written)))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        error = errno.errorcode[exc.errno]
+    found[path] = [written >> 20, error]
+print(json.dumps(found))
+"""
 
 UNSHARE_PROBE = """
 import ctypes
@@ -216,7 +239,7 @@ def grouped(argv: list[str]) -> list[tuple[str, ...]]:
 def prlimit_argv(limits: Limits) -> list[str]:
     return [
         "/usr/bin/prlimit",
-        f"--as={limits.memory_bytes}",
+        f"--as={limits.address_space_bytes}",
         f"--nproc={limits.max_processes}",
         f"--nofile={limits.max_open_files}",
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds}",
@@ -249,6 +272,8 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
             ("--setenv", "MCP_HOST_SOCKET", "/run/mcp-host.sock"),
             ("--proc", "/proc"),
             ("--dev", "/dev"),
+            ("--size", "16777216"),
+            ("--tmpfs", "/dev/shm"),
             ("--size", "67108864"),
             ("--tmpfs", "/tmp"),
             ("--ro-bind", "/usr", "/usr"),
@@ -262,11 +287,13 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
             ("--ro-bind", "/opt/python", "/opt/python"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
+            ("--remount-ro", "/dev"),
+            ("--remount-ro", "/"),
             ("--chdir", "/plugin"),
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=1073741824",
+                "--as=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -302,6 +329,8 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--setenv", "MCP_HOST_SOCKET", "/run/mcp-host.sock"),
             ("--proc", "/proc"),
             ("--dev", "/dev"),
+            ("--size", "16777216"),
+            ("--tmpfs", "/dev/shm"),
             ("--size", "67108864"),
             ("--tmpfs", "/tmp"),
             ("--ro-bind", "/usr", "/usr"),
@@ -323,11 +352,13 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--ro-bind", "/opt/python", "/opt/python"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
+            ("--remount-ro", "/dev"),
+            ("--remount-ro", "/"),
             ("--chdir", "/plugin"),
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=1073741824",
+                "--as=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -369,6 +400,8 @@ def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
             ("--setenv", "MCP_HOST_SOCKET", "/run/mcp-host.sock"),
             ("--proc", "/proc"),
             ("--dev", "/dev"),
+            ("--size", "16777216"),
+            ("--tmpfs", "/dev/shm"),
             ("--size", "67108864"),
             ("--tmpfs", "/tmp"),
             ("--ro-bind", "/usr", "/usr"),
@@ -382,11 +415,13 @@ def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
             ("--ro-bind", "/opt/python", "/opt/python"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
+            ("--remount-ro", "/dev"),
+            ("--remount-ro", "/"),
             ("--chdir", "/plugin"),
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=1073741824",
+                "--as=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -432,6 +467,65 @@ def test_hostile_values_never_become_bwrap_flags() -> None:
             setenv = [op for op in ops if op[0] == "--setenv"]
             assert setenv == [("--setenv", key, val) for key, val in {**BASE_ENV, **spec.env}.items()]
             assert child == [*prlimit_argv(spec.limits), spec.command, *spec.args]
+
+
+@needs_bwrap
+def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> None:
+    # What the host spawns (launch.py): bwrap reads its operations, every host path among
+    # them, from the fd; its command line is also the sandbox's pid 1's.
+    argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=CGROUP, args_fd=10)
+    assert argv == snapshot(
+        [
+            "/bin/sh",
+            "-c",
+            'echo $$ > "$0/cgroup.procs" && exec "$@"',
+            "/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de",
+            "/usr/bin/bwrap",
+            "--args",
+            "10",
+            "--",
+            "/usr/bin/prlimit",
+            "--as=989855744",
+            "--nproc=64",
+            "--nofile=256",
+            "--cpu=60:60",
+            "--fsize=16777216",
+            "--",
+            "/opt/venv/bin/python",
+            "server.py",
+            "--verbose",
+        ]
+    )
+    # The fd holds exactly the operations the inline argv has.
+    inline = build_command(TYPICAL, seccomp_fd=SECCOMP_FD)
+    assert bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD) == inline[1 : inline.index("--chdir") + 2]
+    assert [*inline[:1], *bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD), *argv[7:]] == inline
+
+
+@pytest.mark.parametrize("args_fd", [0, 2, -1, True, "10", SECCOMP_FD])
+def test_an_args_fd_that_is_not_one_of_its_own_is_refused(args_fd: Any) -> None:
+    with pytest.raises(ValueError, match="args_fd"):
+        build_command(TYPICAL, seccomp_fd=SECCOMP_FD, args_fd=args_fd)
+
+
+@needs_bwrap
+def test_bwrap_reads_its_operations_from_the_args_fd(seccomp_file: Path, tmp_path: Path) -> None:
+    spec = replace(escape_spec("unused"), command="/bin/cat", args=("/proc/1/cmdline",))
+    args_file = tmp_path / "args"
+    args_file.write_bytes(b"".join(arg.encode() + b"\0" for arg in bwrap_arguments(spec, seccomp_fd=SECCOMP_FD)))
+    argv = build_command(spec, seccomp_fd=SECCOMP_FD, args_fd=8)  # dash opens fds 0-9 only
+    opener = ["/bin/sh", "-c", f'a="$1"; shift; exec "$@" {SECCOMP_FD}<"$0" 8<"$a"', str(seccomp_file)]
+    done = subprocess.run([*opener, str(args_file), *argv], capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(b"\0")[:-1] == [arg.encode() for arg in argv]  # pid 1 is bwrap's init
+
+
+def test_tmpfs_caps_are_part_of_the_memory_budget() -> None:
+    limits = replace(LIMITS, memory_bytes=100 * MiB, tmp_bytes=64 * MiB, shm_bytes=16 * MiB)
+    assert limits.address_space_bytes == 20 * MiB
+    assert "--as=20971520" in build_command(replace(TYPICAL, limits=limits), seccomp_fd=SECCOMP_FD)
+    with pytest.raises(ValueError, match="must exceed tmp_bytes"):
+        replace(limits, memory_bytes=80 * MiB)
 
 
 @needs_bwrap
@@ -513,7 +607,8 @@ def test_dev_mode_child_sees_only_its_declared_environment(monkeypatch: pytest.M
 
 
 @pytest.mark.parametrize(
-    "field", ["memory_bytes", "max_processes", "max_open_files", "cpu_seconds", "max_file_bytes", "tmp_bytes"]
+    "field",
+    ["memory_bytes", "max_processes", "max_open_files", "cpu_seconds", "max_file_bytes", "tmp_bytes", "shm_bytes"],
 )
 @pytest.mark.parametrize("value", [0, -1, 1.5, True])
 def test_limits_must_be_positive_ints(field: str, value: Any) -> None:
@@ -750,6 +845,36 @@ def test_private_tmp_is_capped_at_tmp_bytes(seccomp_file: Path) -> None:
 
 
 @needs_bwrap
+def test_only_tmp_and_dev_shm_take_writes_each_up_to_its_cap(seccomp_file: Path) -> None:
+    # bwrap's root (/, /etc, /run …) and /dev are tmpfs without a size: writable, anything a
+    # child put there would be host RAM outside every limit. Read-only, but for the two capped
+    # tmpfs; the device nodes work as before.
+    paths = ["/x", "/etc/x", "/run/x", "/run/mcp-host/x", "/opt/x", "/dev/x", "/plugin/x", "/usr/x"]
+    paths += ["/dev/null", "/tmp/x", "/dev/shm/x"]
+    spec = replace(
+        escape_spec("unused"),
+        command=sys.executable,
+        args=("-c", WRITE_PROBE, *paths),
+        limits=replace(LIMITS, tmp_bytes=8 * MiB, shm_bytes=4 * MiB, max_file_bytes=64 * MiB),
+    )
+    done = subprocess.run(command(spec, seccomp_file), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "/x": [0, "EROFS"],
+        "/etc/x": [0, "EROFS"],
+        "/run/x": [0, "EROFS"],  # mkdir /run
+        "/run/mcp-host/x": [0, "EROFS"],
+        "/opt/x": [0, "EROFS"],
+        "/dev/x": [0, "EROFS"],
+        "/plugin/x": [0, "EROFS"],
+        "/usr/x": [0, "EROFS"],
+        "/dev/null": [32, None],
+        "/tmp/x": [8, "ENOSPC"],
+        "/dev/shm/x": [4, "ENOSPC"],
+    }
+
+
+@needs_bwrap
 @pytest.mark.skipif(
     shutil.which("setpriv") is None, reason="setpriv (util-linux) is needed to drop to nobody"
 )
@@ -876,8 +1001,9 @@ def test_record_ignores_a_pid_that_is_not_a_live_child(tmp_path: Path) -> None:
 
 def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off() -> None:
     # SECURITY.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
-    # that passes fds to a process is children.py's spawn, and it passes a Launch's own
-    # (its seccomp filter); only launch.py makes a Launch with fds. Nothing sets close_fds,
+    # that passes fds to a process is children.py's spawn, and it passes a Launch's own (its
+    # seccomp filter and bwrap's arguments, both read and closed by bwrap); only launch.py
+    # makes a Launch with fds. Nothing sets close_fds,
     # or makes an fd inheritable by hand.
     passing, forbidden = [], []
     packages = ("mcp_host", "owner_facade", "capabilities")
@@ -897,7 +1023,7 @@ def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off()
                 forbidden.append((relative, called))
     assert passing == [
         ("mcp_host/children.py", "anyio.open_process", "launch.pass_fds"),
-        ("mcp_host/launch.py", "Launch", "(seccomp_fd,)"),
+        ("mcp_host/launch.py", "Launch", "fds"),
     ]
     assert forbidden == []
 

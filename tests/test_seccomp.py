@@ -374,9 +374,10 @@ def test_each_fd_of_a_launch_is_closed_once() -> None:
 async def test_a_sandboxed_launch_names_its_own_filter_fd_and_release_closes_it(escape: Plugin) -> None:
     launch = launch_for(escape, Settings())
     try:
-        (fd,) = launch.pass_fds
-        index = launch.argv.index("--seccomp")
-        assert launch.argv[index + 1] == str(fd) and launch.argv.count("--seccomp") == 1
+        fd = launch.pass_fds[0]  # then the fd of bwrap's other arguments
+        argv = launch.full_argv()
+        index = argv.index("--seccomp")
+        assert argv[index + 1] == str(fd) and argv.count("--seccomp") == 1
         assert os.pread(fd, 1 << 16, 0) == program()
     finally:
         await launch.release()
@@ -419,8 +420,9 @@ def unfiltered(escape: Plugin) -> Callable[[], Launch]:
     def launch() -> Launch:
         real = launch_for(escape, Settings(cgroup_root=Path("/nonexistent")))
         real.close_passed_fds()
-        index = real.argv.index("--seccomp")
-        return Launch(argv=real.argv[:index] + real.argv[index + 2 :], cwd=real.cwd, env=real.env)
+        argv = real.full_argv()  # bwrap's arguments inline, not from their fd
+        index = argv.index("--seccomp")
+        return Launch(argv=argv[:index] + argv[index + 2 :], cwd=real.cwd, env=real.env)
 
     return launch
 
@@ -528,7 +530,7 @@ async def test_bwrap_refuses_to_start_a_child_without_a_valid_filter(
         launches.append(launch_for(escape, Settings(cgroup_root=Path("/nonexistent"))))
         real = launches[-1]
         if content is None:  # the argv names the fd, but the spawn does not pass it
-            return Launch(argv=real.argv, cwd=real.cwd, env=real.env)
+            return Launch(argv=real.full_argv(), cwd=real.cwd, env=real.env)
         replacement = os.memfd_create("test-filter")
         os.write(replacement, content)
         os.lseek(replacement, 0, os.SEEK_SET)
