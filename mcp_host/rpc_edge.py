@@ -28,13 +28,20 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["DRAIN_FACTOR", "RpcEdge", "has_lone_surrogate", "read_body"]
+__all__ = ["RpcEdge", "drain_limit", "has_lone_surrogate", "read_body"]
 
 logger = logging.getLogger(__name__)
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 DRAIN_FACTOR = 4
+DRAIN_MIN_BYTES = 1024 * 1024
+
+
+def drain_limit(cap: int) -> int:
+    """How much of a body over `cap` is read (and thrown away) before its 413."""
+    return max(DRAIN_FACTOR * cap, DRAIN_MIN_BYTES)
+
 
 # Where a surrogate escape may hide: an escaped backslash (consumed, so `\\ud800` is the text
 # "\ud800", not an escape), a valid pair, or a lone half (group 1).
@@ -124,7 +131,7 @@ def _in_flight_key(
 async def read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message | None]:
     """The whole body (None when over `cap`), and a non-body message that ended it, if any.
 
-    A body over the cap is still read, and thrown away, up to `DRAIN_FACTOR` × `cap`: a
+    A body over the cap is still read, and thrown away, up to `drain_limit(cap)`: a
     client gets its 413 instead of a connection reset while it is still sending. Past that the
     answer goes out unread.
     """
@@ -140,7 +147,7 @@ async def read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message |
             chunks.append(chunk)
         elif chunks:
             chunks.clear()
-        if not message.get("more_body", False) or size > DRAIN_FACTOR * cap:
+        if not message.get("more_body", False) or size > drain_limit(cap):
             return (b"".join(chunks) if size <= cap else None), None
 
 

@@ -40,7 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import Access
-from .rpc_edge import DRAIN_FACTOR, read_body
+from .rpc_edge import drain_limit, read_body
 from .sessions import Session, SessionStore, Visitor
 from .throttle import FailureThrottle
 from .turns import TurnStore, UnknownTurn, judge
@@ -279,7 +279,7 @@ def _invalid(message: str) -> Response:
 async def _read_capped(request: Request, cap: int) -> bytes | None:
     """The body, or None when it is over `cap` bytes (drained a little first: `rpc_edge.read_body`)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > DRAIN_FACTOR * cap:
+    if declared is not None and declared.isdigit() and int(declared) > drain_limit(cap):
         return None
     body, _ = await read_body(request.receive, cap)
     return body
