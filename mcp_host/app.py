@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -41,6 +42,7 @@ from .database import open_database
 from .grants import GrantBook
 from .holds import Holds
 from .host_ops import OpServices
+from .host_origin import HostOriginGuard
 from .input_rounds import InputRounds
 from .launch import host_pids_cgroups, launch_for
 from .meta import MetaCaps
@@ -49,6 +51,7 @@ from .owners import OWNER_TOKEN_FILE, OwnerStore, ensure_owner_token
 from .pins import PinBook, Pins
 from .plugin_store import PluginStores, StoreLimits
 from .plugins import LoadReport, Plugin, load_plugins
+from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions
 from .quota import QuotaGate
 from .requirements import RequirementGate
 from .rpc_edge import RpcEdge
@@ -153,6 +156,14 @@ def _load(settings: Settings) -> LoadReport:
     else:
         logger.warning("MCP_HOST_SANDBOX=off: children run UNSANDBOXED. For development only.")
     return report
+
+
+def _protocol_session_limits(s: Settings) -> ProtocolSessionLimits:
+    return ProtocolSessionLimits(
+        per_principal=s.protocol_sessions_per_principal,
+        per_client=s.protocol_sessions_per_client,
+        idle_s=s.protocol_session_idle_s,
+    )
 
 
 def _allowed_hosts(settings: Settings) -> list[str]:
@@ -278,6 +289,8 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 build_visitor_server(door, bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps),
                 security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
                 max_request_body_size=settings.max_body_bytes,
+                max_sessions=settings.protocol_sessions_max,
+                session_idle_timeout=settings.protocol_session_idle_s,  # the idle time ProtocolSessions counts on
             )
             audit = AuditLog(database.pool)
             catalogue = Catalogue(report, pool, bindings)
@@ -300,6 +313,8 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                 build_owner_server(owner_door),
                 security_settings=security_settings(settings.host, settings.port, _allowed_hosts(settings)),
                 max_request_body_size=settings.max_body_bytes,
+                max_sessions=settings.protocol_sessions_max,
+                session_idle_timeout=settings.protocol_session_idle_s,  # the idle time ProtocolSessions counts on
             )
             async with manager.run(), owner_manager.run():
                 try:
@@ -318,10 +333,18 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                             settings.max_rest_body_bytes,
                         ),
                         visitor_endpoint=VisitorMCPEndpoint(
-                            sessions, RpcEdge(manager.handle_request, max_body_bytes=settings.max_body_bytes)
+                            sessions,
+                            ProtocolSessions(
+                                RpcEdge(manager.handle_request, max_body_bytes=settings.max_body_bytes),
+                                _protocol_session_limits(settings),
+                            ),
                         ),
                         owner_endpoint=OwnerMCPEndpoint(
-                            owners, RpcEdge(owner_manager.handle_request, max_body_bytes=settings.max_body_bytes)
+                            owners,
+                            ProtocolSessions(
+                                RpcEdge(owner_manager.handle_request, max_body_bytes=settings.max_body_bytes),
+                                _protocol_session_limits(settings),
+                            ),
                         ),
                         owner_id=owner.id,
                         sessions=sessions,
@@ -446,13 +469,16 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
 
     app = Starlette(lifespan=lifespan)
     app.state.host = None
+    # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
+    security = security_settings(settings.host, settings.port, _allowed_hosts(settings))
+    same_site = [Middleware(HostOriginGuard, security=security)]
     app.router.routes.extend(
         [
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/v1/catalogue", catalogue, methods=["GET"]),
-            Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"]),
-            Route("/v1/sessions/{session_id}/turns", open_turn, methods=["POST"]),
-            Route("/v1/sessions/{session_id}/turns/{n}/answer", answer_turn, methods=["POST"]),
+            Route("/v1/catalogue", catalogue, methods=["GET"], middleware=same_site),
+            Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"], middleware=same_site),
+            Route("/v1/sessions/{session_id}/turns", open_turn, methods=["POST"], middleware=same_site),
+            Route("/v1/sessions/{session_id}/turns/{n}/answer", answer_turn, methods=["POST"], middleware=same_site),
             Route(OWNER_PATH, _Deferred(app, "owner_endpoint"), methods=["GET", "POST", "DELETE"]),
             Route(
                 "/v1/sessions/{session_id}/mcp",

@@ -46,6 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .app import create_app
+    from .http_server import server_config
 
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -58,20 +59,8 @@ def _serve(args: argparse.Namespace) -> int:
         failed.append(True)
         server.should_exit = True
 
-    config = uvicorn.Config(
-        create_app(settings, on_fatal=on_fatal),
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        # Never uvloop: its subprocess spawn hands inheritable descriptors to children
-        # (mcp_host/README.md). asyncio's honours close_fds.
-        loop="asyncio",
-        http="httptools",
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
+    # The same config the tests run (http_server.py): timeouts, caps, loop, protocol.
+    server = uvicorn.Server(server_config(create_app(settings, on_fatal=on_fatal), settings))
     try:
         server.run()
     except HostError as exc:

@@ -141,6 +141,33 @@ class Settings(BaseSettings):
     access_failure_clients_max: int = Field(default=10_000, ge=1)
     # -- end of Access ---------------------------------------------------------------------
 
+    # -- Protocol sessions: 2025-11-25 `Mcp-Session-Id`s on both MCP endpoints ----------------
+    # (protocol_sessions.py). At most `protocol_sessions_per_principal` per visitor session (or
+    # the owner) and `protocol_sessions_per_client` per client address; past either, the least
+    # recently used idle one is closed to make room, or the new one refused (429) when every
+    # one is busy. One that had no request in flight for `protocol_session_idle_s` is closed.
+    # `protocol_sessions_max` is the SDK's host-wide cap per endpoint (503 past it); one client
+    # address can never reach it (per_client must be below it).
+    protocol_sessions_per_principal: int = Field(default=16, ge=1)
+    protocol_sessions_per_client: int = Field(default=256, ge=1)
+    protocol_sessions_max: int = Field(default=10_000, ge=2)
+    protocol_session_idle_s: float = Field(default=300.0, gt=0)
+    # -- end of Protocol sessions ----------------------------------------------------------
+
+    # -- HTTP connections (http_server.py: the uvicorn config of `serve` and the tests) -----
+    # A connection whose request head (request line and headers) is not complete within
+    # `http_header_timeout_s` of its start, or is over `http_max_head_bytes`, is answered 408 /
+    # 431 and closed. A request body that sends nothing for `http_body_timeout_s` (per read) is
+    # answered 408 and closed. Past `http_max_connections` open connections (or requests in
+    # progress) every new request is answered 503 (uvicorn's `limit_concurrency`). An idle
+    # keep-alive connection is closed after `http_keep_alive_s`.
+    http_header_timeout_s: float = Field(default=10.0, gt=0)
+    http_max_head_bytes: int = Field(default=64 * 1024, ge=4096)
+    http_body_timeout_s: float = Field(default=30.0, gt=0)
+    http_max_connections: int = Field(default=1000, ge=2)
+    http_keep_alive_s: int = Field(default=5, ge=1)
+    # -- end of HTTP connections -----------------------------------------------------------
+
     # -- Sandbox memory and crash loops (sandbox.py `Limits`, children.py) -------------------
     # A sandbox's tmpfs: its private /tmp and /dev/shm (the rest of its file system is
     # read-only). Both are part of `child_memory_bytes`: its RLIMIT_AS is what they leave.
@@ -173,6 +200,15 @@ class Settings(BaseSettings):
         # Sandbox memory: the tmpfs caps come out of the child's budget and must leave some.
         if self.child_tmp_bytes + self.child_shm_bytes >= self.child_memory_bytes:
             raise ValueError("child_tmp_bytes + child_shm_bytes must be below child_memory_bytes (they are part of it)")
+        return self
+
+    @model_validator(mode="after")
+    def _protocol_session_caps_nest(self) -> Settings:
+        # Protocol sessions: one client address must not be able to fill the host-wide cap.
+        if not self.protocol_sessions_per_principal <= self.protocol_sessions_per_client < self.protocol_sessions_max:
+            raise ValueError(
+                "protocol_sessions_per_principal <= protocol_sessions_per_client < protocol_sessions_max must hold"
+            )
         return self
 
     @property

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host.app import Host, create_app
+from mcp_host.http_server import server_config
 from mcp_host.settings import Settings
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -73,9 +74,7 @@ def host_settings(tmp_path: Path, database_url: str, plugins: list[str], **overr
 @asynccontextmanager
 async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
     app = create_app(settings)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
-    )
+    server = uvicorn.Server(server_config(app, settings))  # what `mcp-host serve` runs
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(30):

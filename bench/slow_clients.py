@@ -1,0 +1,198 @@
+"""What connections that dribble their request headers cost the host, and whether a normal
+client still gets through meanwhile (issue 11, defect 6; SECURITY.md C3). Not part of
+`scripts/bench`.
+
+Starts `mcp-host serve` (embedded PostgreSQL, sandbox on, no plugins, default settings unless
+`--env NAME=VALUE`), times a normal client for `--warmup` seconds (each request on a fresh
+connection, alternately `GET /healthz` and `POST /v1/sessions`), then opens `--slow`
+connections that each send half a request head and then one more byte every `--interval`
+seconds, never finishing it. While any of them is open (at most `--duration` seconds) the
+normal client goes on. Reports how many slow connections the host closed and when (seconds
+after their start, and whether it said 408 first), the host's open file descriptors before,
+at the peak and after, and the normal client's statuses and latency (p50, p99) before and
+during.
+
+    .venv/bin/python bench/slow_clients.py [--slow 400] [--interval 1] [--duration 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import psutil
+from procs import Processes, free_port, wait_http
+
+REPO = Path(__file__).resolve().parent.parent
+MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
+
+
+def _percentiles(samples: list[float]) -> dict[str, float | None]:
+    if not samples:
+        return {"p50_ms": None, "p99_ms": None}
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return {"p50_ms": round(statistics.median(ordered) * 1000, 2), "p99_ms": round(p99 * 1000, 2)}
+
+
+class Normal:
+    """A well-behaved client: one request after another, each on a connection of its own."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.samples: dict[str, list[float]] = {"before": [], "during": []}
+        self.statuses: dict[str, Counter[str]] = {"before": Counter(), "during": Counter()}
+        self.phase = "before"
+
+    async def run(self, stop: anyio.Event) -> None:
+        turn = 0
+        while not stop.is_set():
+            turn += 1
+            started = time.perf_counter()
+            try:
+                async with httpx2.AsyncClient(timeout=30) as http:
+                    if turn % 2:
+                        status = (await http.get(f"{self.url}/healthz")).status_code
+                    else:
+                        status = (await http.post(f"{self.url}/v1/sessions", json={})).status_code
+                outcome = str(status)
+            except httpx2.TransportError as exc:
+                outcome = type(exc).__name__
+            self.samples[self.phase].append(time.perf_counter() - started)
+            self.statuses[self.phase][outcome] += 1
+
+
+async def _slow(port: int, interval_s: float, limit_s: float, results: list[dict[str, Any]]) -> None:
+    started = time.perf_counter()
+    record: dict[str, Any] = {"closed_after_s": None, "said_408": False}
+    results.append(record)
+    try:
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+    except OSError as exc:
+        record["connect_error"] = type(exc).__name__
+        return
+    answer = b""
+
+    async def read() -> None:
+        nonlocal answer
+        while True:
+            try:
+                answer += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                record["closed_after_s"] = round(time.perf_counter() - started, 2)
+                record["said_408"] = answer.startswith(b"HTTP/1.1 408")
+                tg.cancel_scope.cancel()
+                return
+
+    async def dribble() -> None:
+        try:
+            await stream.send(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())
+            while True:
+                await anyio.sleep(interval_s)
+                await stream.send(b"a")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await anyio.sleep_forever()  # the reader records the close
+
+    with anyio.move_on_after(limit_s):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            tg.start_soon(dribble)
+    await stream.aclose()
+
+
+async def _measure(args: argparse.Namespace, url: str, port: int, pid: int) -> dict[str, Any]:
+    host = psutil.Process(pid)
+    normal = Normal(url)
+    stop = anyio.Event()
+    fds = {"before": host.num_fds(), "peak": 0}
+    slow: list[dict[str, Any]] = []
+
+    async def sample_fds() -> None:
+        while not stop.is_set():
+            fds["peak"] = max(fds["peak"], host.num_fds())
+            await anyio.sleep(0.25)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(normal.run, stop)
+        await anyio.sleep(args.warmup)
+        normal.phase = "during"
+        tg.start_soon(sample_fds)
+        slow_started = time.perf_counter()
+        async with anyio.create_task_group() as slow_group:
+            for _ in range(args.slow):
+                slow_group.start_soon(_slow, port, args.interval, args.duration, slow)
+        slow_s = time.perf_counter() - slow_started
+        stop.set()
+    await anyio.sleep(1)
+    fds["after"] = host.num_fds()
+    closed = sorted(r["closed_after_s"] for r in slow if r["closed_after_s"] is not None)
+    return {
+        "slow_connections": args.slow,
+        "closed_by_host": len(closed),
+        "closed_after_s": {"min": closed[0], "median": statistics.median(closed), "max": closed[-1]}
+        if closed
+        else None,
+        "closed_with_408": sum(r["said_408"] for r in slow),
+        "still_open_after_s": None if len(closed) == args.slow else args.duration,
+        "connect_errors": sum("connect_error" in r for r in slow),
+        "slow_phase_s": round(slow_s, 1),
+        "host_fds": fds,
+        "normal_before": {
+            "requests": len(normal.samples["before"]),
+            "statuses": dict(normal.statuses["before"]),
+            **_percentiles(normal.samples["before"]),
+        },
+        "normal_during": {
+            "requests": len(normal.samples["during"]),
+            "statuses": dict(normal.statuses["during"]),
+            **_percentiles(normal.samples["during"]),
+        },
+    }
+
+
+async def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    procs = Processes(workdir)
+    try:
+        empty = workdir / "plugins"
+        empty.mkdir()
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
+        env["MCP_HOST_BUILTIN_DIR"] = str(empty)
+        env.update(dict(pair.split("=", 1) for pair in args.env))
+        argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(workdir / "d")]
+        proc = procs.spawn("host", argv, env=env)
+        url = f"http://127.0.0.1:{port}"
+        await wait_http(proc, f"{url}/healthz", want=200)
+        result = await _measure(args, url, port, proc.popen.pid)
+        result["env"] = args.env
+        return result
+    finally:
+        procs.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slow", type=int, default=400, help="slow connections")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between a slow connection's bytes")
+    parser.add_argument("--duration", type=float, default=60.0, help="longest a slow connection is kept")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of normal traffic before")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a host setting")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="mcpb-slow-", dir="/tmp"))
+    result = anyio.run(_run, args, workdir)
+    sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The MCP endpoints' Host and Origin rules, for the host's plain HTTP routes.
+
+Above: the composition root (`app.create_app`) puts `HostOriginGuard` in front of
+`POST /v1/sessions`, `GET /v1/catalogue` and the turns routes. Below: the route's endpoint.
+
+The MCP endpoints get DNS-rebinding protection from the SDK (`TransportSecuritySettings`, built
+by `visitor_http.security_settings`). The routes beside them had none, so a page on any site
+could make a visitor's browser post a form that opens a public session (SECURITY.md E6). The
+same settings and the SDK's own check decide here: a Host that is not one of the host's names
+is answered 421, a browser Origin that is not the host's own 403. `GET /healthz` stays open:
+probes call it by whatever address reaches the host.
+"""
+
+from __future__ import annotations
+
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["HostOriginGuard"]
+
+_REFUSALS = {
+    421: {"error": "misdirected_request", "message": "this Host is not one of this host's names"},
+    403: {"error": "forbidden_origin", "message": "requests from this Origin are not accepted"},
+}
+
+
+class HostOriginGuard:
+    """ASGI wrapper: refuse a request whose Host or Origin the MCP endpoints would refuse."""
+
+    def __init__(self, app: ASGIApp, security: TransportSecuritySettings) -> None:
+        self.app = app
+        self._check = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = await self._check.validate_request(Request(scope), is_post=False)
+            if refusal is not None:
+                body = _REFUSALS.get(refusal.status_code, {"error": "forbidden", "message": "request refused"})
+                await JSONResponse(body, status_code=refusal.status_code)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
