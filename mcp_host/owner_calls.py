@@ -25,7 +25,7 @@ from .children import Child
 from .errors import InvalidArguments, UnknownTool
 from .grants import CallScope, GrantBook
 from .manifest import OwnerTool
-from .meta import forwarded_meta
+from .meta import forwarded_meta, from_child
 from .plugins import Plugin
 
 __all__ = ["OwnerCalls", "check_arguments"]
@@ -95,6 +95,4 @@ class OwnerCalls:
             with self._grants.issue(plugin.manifest.id, scope, tool.tool) as (token, _grant):
                 meta = forwarded_meta({}, scope.wire(), token)
                 result = await child.call_tool(tool.tool, args, meta, timeout_s=self._call_timeout_s)
-        if result.meta:
-            result.meta.pop("io.modelcontextprotocol/serverInfo", None)
-        return result
+        return from_child(result)  # a plugin does not speak for the host to the owner either

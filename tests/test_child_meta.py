@@ -150,3 +150,19 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
     # the host passes on only those, so the child's `trace` is not in it either).
     assert b"forged" not in wire.received
     assert wire.received.count(b"liar-trace") == 11
+
+
+async def test_the_owner_door_does_not_pass_on_a_childs_claims_either(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["liar"])) as running:
+        assert running.host.owner_token_file is not None
+        token = running.host.owner_token_file.read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(f"{running.url}/v1/owner/mcp", http_client=http)
+            async with Client(transport, cache=None) as owner:  # type: ignore[arg-type]
+                result = await owner.call_tool(
+                    "capability_invoke", {"capability": "test.liar", "tool": "liar.lie", "arguments": {}}
+                )
+        assert result.is_error is not True
+        wire = result.model_dump_json(by_alias=True)
+        assert "forged" not in wire
