@@ -140,7 +140,7 @@ async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still
                     "id": None,
                     "error": {
                         "code": -32600,
-                        "message": "too many protocol sessions open and in use for this credential or address; end one (DELETE) or retry later",
+                        "message": "too many protocol sessions open and in use for this credential or address; end one (DELETE) or retry later",  # noqa: E501
                     },
                 }
             )
@@ -150,7 +150,7 @@ async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still
         # Once the host has seen its streams end they are idle, and the next one closes the one
         # that ended first.
         with anyio.fail_after(5):
-            while (response := await busy.initialize()).status_code == 429:
+            while (response := await busy.initialize()).status_code == 429:  # noqa: ASYNC110 - no event for it
                 await anyio.sleep(0.02)
         assert response.status_code == 200
         third = response.headers["mcp-session-id"]
