@@ -38,8 +38,9 @@ from .children import Child, ChildLimits, ChildPool
 from .config import ConfigStore
 from .connections import Connections
 from .connector_gateway import ConnectorGateway
-from .database import open_database
+from .database import Database, open_database
 from .grants import GrantBook
+from .health import OutageGuard, answer_outages, healthz, readyz
 from .holds import Holds
 from .host_ops import OpServices
 from .host_origin import HostOriginGuard
@@ -97,6 +98,7 @@ class Host:
     turns: TurnStore
     turns_endpoint: TurnsEndpoint
     pins: PinBook | None = None
+    database: Database | None = None
     owner_token_new: bool = False
     """The owner token was made by this start (so `serve` shows it once, on the terminal)."""
     spawned: list[int] = field(default_factory=list)
@@ -230,7 +232,11 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
             bindings.pins = pins
             first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
             token_file = await ensure_owner_token(owners, owner, settings.data_dir)
-            sessions = CachedSessionStore(PostgresSessionStore(database.pool), ttl_s=settings.auth_cache_ttl_s)
+            sessions = CachedSessionStore(
+                PostgresSessionStore(database.pool),
+                ttl_s=settings.auth_cache_ttl_s,
+                outage_grace_s=settings.auth_outage_grace_s,
+            )
             stores = PluginStores(database.pool, _store_limits(settings))
             await _ensure_stores(stores, report.plugins)
             config = ConfigStore(database.pool)
@@ -359,6 +365,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                         turns=turns,
                         turns_endpoint=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
                         pins=pins,
+                        database=database,
                         owner_token_new=first_token and token_file is not None,
                         spawned=spawned,
                     )
@@ -393,9 +400,10 @@ class HostApp:
     _PREFIX = "/v1/sessions/"
     _SUFFIX = "/mcp"
 
-    def __init__(self, inner: Starlette) -> None:
+    def __init__(self, inner: Starlette, *, retry_after_s: int = 2) -> None:
         self.inner = inner
         self.state = inner.state
+        self._retry_after_s = retry_after_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -405,7 +413,8 @@ class HostApp:
                 session_id = path[len(self._PREFIX) : -len(self._SUFFIX)]
                 if session_id and "/" not in session_id:
                     scope["path_params"] = {"session_id": session_id}
-                    await host.visitor_endpoint(scope, receive, send)
+                    # Outside Starlette's middleware: a database outage is answered 503 here.
+                    await answer_outages(host.visitor_endpoint, scope, receive, send, self._retry_after_s)
                     return
         await self.inner(scope, receive, send)
 
@@ -441,10 +450,6 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
                     on_fatal()
             raise
 
-    async def healthz(request: Request) -> Response:
-        ready = getattr(request.app.state, "host", None) is not None
-        return JSONResponse({"ok": ready}, status_code=200 if ready else 503)
-
     async def catalogue(request: Request) -> Response:
         host: Host | None = getattr(request.app.state, "host", None)
         if host is None:
@@ -467,7 +472,9 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
             return JSONResponse({"error": "starting"}, status_code=503)
         return await host.turns_endpoint.answer(request)
 
-    app = Starlette(lifespan=lifespan)
+    # A database outage met by any route is answered 503 with Retry-After (health.py).
+    outages = Middleware(OutageGuard, retry_after_s=settings.database_retry_after_s)
+    app = Starlette(lifespan=lifespan, middleware=[outages])
     app.state.host = None
     # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
     security = security_settings(settings.host, settings.port, _allowed_hosts(settings))
@@ -475,6 +482,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
     app.router.routes.extend(
         [
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/v1/catalogue", catalogue, methods=["GET"], middleware=same_site),
             Route("/v1/sessions", _Deferred(app, "sessions_endpoint"), methods=["POST"], middleware=same_site),
             Route("/v1/sessions/{session_id}/turns", open_turn, methods=["POST"], middleware=same_site),
@@ -487,7 +495,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
             ),
         ]
     )
-    return HostApp(app)
+    return HostApp(app, retry_after_s=settings.database_retry_after_s)
 
 
 def _announce(host: Host) -> None:

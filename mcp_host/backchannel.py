@@ -49,7 +49,8 @@ from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
 from mcp.server._otel import OpenTelemetryMiddleware
 
-from .errors import Denied, HostError, Unavailable
+from .database import as_unavailable
+from .errors import DatabaseUnavailable, Denied, HostError, Unavailable
 from .framing import framed_transport
 from .grants import GrantBook
 from .host_ops import OPS, OpServices, run_op
@@ -221,10 +222,14 @@ class BackChannel:
         except Denied as exc:
             self._denials.log(pid, logging.WARNING, "%s: host op %r denied: %s", pid, name[:64], exc.message)
             return error_result(Denied.code, "denied")
+        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
+            return error_result(exc.code, exc.message)
         except HostError as exc:
             logger.info("%s: host op %r refused: %s: %s", pid, name[:64], exc.code, exc.message)
             return error_result(exc.code, exc.message)
-        except Exception:
+        except Exception as exc:
+            if (outage := as_unavailable(exc)) is not None:
+                return error_result(outage.code, outage.message)
             logger.exception("%s: host op %r failed", pid, name[:64])
             return error_result("unavailable", "the host op failed inside the host")
 

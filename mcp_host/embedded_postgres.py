@@ -22,6 +22,12 @@ What pgserver 0.1.4 does, and what this module adds:
   recovers from its WAL as after any crash).
 - pgserver registers an atexit handler; this module stops the server itself on exit and
   unregisters the handler, so the explicit stop is the one that runs.
+- A postmaster that dies while the host runs (`kill -9`, the OOM killer) is noticed at once
+  (`EmbeddedPostgres.wait_exit`, a pidfd) and started again by `restart` when the database
+  watch asks. Its orphaned postmaster may stay a zombie (nobody reaps it), and both
+  `postmaster.pid` and the socket's lock file still name its pid, which PostgreSQL would take
+  for a live server: lock files whose pid is not a live postgres of this data directory are
+  removed before every start.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import psutil
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
 
-__all__ = ["EmbeddedPostgresError", "embedded_postgres"]
+__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError", "embedded_postgres", "embedded_server"]
 
 _logger = logging.getLogger("mcp_host.database")
 
@@ -61,9 +67,47 @@ class EmbeddedPostgresError(Exception):
     """The embedded server cannot be started safely here; the message says why."""
 
 
+class EmbeddedPostgres:
+    """A running embedded server: where to connect, whether its postmaster lives, restarting it."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self._server = server
+        self.dsn = _dsn(server)
+        """The asyncpg DSN (a unix socket in the data directory); the same after a restart."""
+
+    @property
+    def pid(self) -> int:
+        """The postmaster's pid (of the latest start)."""
+        return self._server.get_postmaster_info().pid
+
+    def running(self) -> bool:
+        """Whether the postmaster is a live postgres process of this data directory."""
+        return _is_live_postmaster_of(self.pid, self._server.pgdata)
+
+    async def wait_exit(self) -> None:
+        """Return once the postmaster has exited (at once if it is not running)."""
+        try:
+            fd = os.pidfd_open(self.pid)
+        except ProcessLookupError:
+            return
+        try:
+            if self.running():  # the pid may have died, or been reused, before it was opened
+                await anyio.wait_readable(fd)
+        finally:
+            os.close(fd)
+
+    async def restart(self) -> None:
+        """Start the server again after its postmaster died (PostgreSQL recovers from its WAL).
+
+        A postmaster that is in fact running is adopted, not replaced. pgserver's errors
+        (pg_ctl failing or timing out) pass through, after it logged the server's log.
+        """
+        await anyio.to_thread.run_sync(_restart, self._server)
+
+
 @asynccontextmanager
-async def embedded_postgres(pgdata: Path) -> AsyncIterator[str]:
-    """Run PostgreSQL with its data in `pgdata` (created if missing); yield an asyncpg DSN.
+async def embedded_server(pgdata: Path) -> AsyncIterator[EmbeddedPostgres]:
+    """Run PostgreSQL with its data in `pgdata` (created if missing); yield the running server.
 
     Adopts a server another host process left running on the same directory. Stops the server
     on exit unless another live process still uses it. Raises `EmbeddedPostgresError` when
@@ -73,10 +117,17 @@ async def embedded_postgres(pgdata: Path) -> AsyncIterator[str]:
     """
     server = await anyio.to_thread.run_sync(_start, pgdata)
     try:
-        yield _dsn(server)
+        yield EmbeddedPostgres(server)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(_stop, server)
+
+
+@asynccontextmanager
+async def embedded_postgres(pgdata: Path) -> AsyncIterator[str]:
+    """`embedded_server`, yielding only its asyncpg DSN."""
+    async with embedded_server(pgdata) as server:
+        yield server.dsn
 
 
 def _start(pgdata: Path) -> PostgresServer:
@@ -95,7 +146,7 @@ def _start(pgdata: Path) -> PostgresServer:
             raise EmbeddedPostgresError(f"{pgdata}: the embedded database is already open in this process")
         with PostgresServer._lock:
             _forget_dead_handles(pgdata)
-            _remove_stale_pid_file(pgdata)
+            _remove_stale_lock_files(pgdata)
         server = get_server(pgdata, cleanup_mode="stop")
         info = server.get_postmaster_info()
     _logger.info(
@@ -107,6 +158,16 @@ def _start(pgdata: Path) -> PostgresServer:
         server.log,
     )
     return server
+
+
+def _restart(server: PostgresServer) -> None:
+    with _pgserver_calls:
+        from pgserver.postgres_server import PostgresServer
+
+        with PostgresServer._lock:
+            _remove_stale_lock_files(server.pgdata, quiet=True)
+            server.ensure_postgres_running()
+    _logger.info("embedded PostgreSQL restarted (pid %s)", server.get_pid())
 
 
 def _stop(server: PostgresServer) -> None:
@@ -148,22 +209,29 @@ def _forget_dead_handles(pgdata: Path) -> None:
         handles.write_text(json.dumps(live))
 
 
-def _remove_stale_pid_file(pgdata: Path) -> None:
-    pid_file = pgdata / "postmaster.pid"
-    try:
-        first_line = pid_file.read_text().split("\n", 1)[0].strip()
-    except FileNotFoundError:
-        return
-    pid = int(first_line) if first_line.isdigit() else None
-    if pid is not None and _is_live_postmaster_of(pid, pgdata):
-        return
-    _logger.warning(
-        "embedded PostgreSQL: removing stale %s (pid %s is not a running postgres of this "
-        "data directory); the server recovers from its WAL",
-        pid_file,
-        first_line,
-    )
-    pid_file.unlink()
+def _remove_stale_lock_files(pgdata: Path, *, quiet: bool = False) -> None:
+    """Remove `postmaster.pid` and the socket's lock file unless they name a live postmaster.
+
+    PostgreSQL refuses to start while either names a pid that exists, even an unrelated
+    process or the zombie of a killed postmaster. `quiet`: a restart after a crash the
+    database watch already reported (logged at info, not as a warning).
+    """
+    for lock_file in (pgdata / "postmaster.pid", pgdata / f"{_SOCKET_NAME}.lock"):
+        try:
+            first_line = lock_file.read_text().split("\n", 1)[0].strip()
+        except FileNotFoundError:
+            continue
+        pid = int(first_line) if first_line.isdigit() else None
+        if pid is not None and _is_live_postmaster_of(pid, pgdata):
+            return  # a live server: leave both alone (pgserver adopts it)
+        _logger.log(
+            logging.INFO if quiet else logging.WARNING,
+            "embedded PostgreSQL: removing stale %s (pid %s is not a running postgres of this "
+            "data directory); the server recovers from its WAL",
+            lock_file,
+            first_line,
+        )
+        lock_file.unlink()
 
 
 def _is_live_postmaster_of(pid: int, pgdata: Path) -> bool:

@@ -9,6 +9,7 @@
     ├── InvalidArguments            invalid_arguments
     ├── CallTimeout                 timeout
     ├── Unavailable                 unavailable
+    │   └── DatabaseUnavailable     unavailable (the database does not answer; an outage)
     ├── TransportFailure            transport
     └── ManifestError               (load time only; never reaches a caller)
 
@@ -23,6 +24,7 @@ from typing import ClassVar
 
 __all__ = [
     "CallTimeout",
+    "DatabaseUnavailable",
     "Denied",
     "Held",
     "QuotaExhausted",
@@ -82,6 +84,18 @@ class CallTimeout(HostError):
 
 class Unavailable(HostError):
     code = "unavailable"
+
+
+class DatabaseUnavailable(Unavailable):
+    """The database does not answer (it died, restarts, or cannot be reached): an outage.
+
+    `database.as_unavailable` turns asyncpg's connection-class failures into this; doors
+    answer it as `unavailable` (HTTP routes: 503 with Retry-After) without a traceback, since
+    the database watch logs each outage once, when it starts and when it ends.
+    """
+
+    def __init__(self, message: str = "the database is unavailable; try again shortly") -> None:
+        super().__init__(message)
 
 
 class TransportFailure(HostError):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
+from mcp_host.database import as_unavailable
 from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugin_search import (
     ALL_TEXT,
@@ -226,7 +227,9 @@ def _translated(schema: str) -> Iterator[None]:
     except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError, asyncpg.DeadlockDetectedError):
         _logger.warning("plugin store %s: the database did not answer in time", schema, exc_info=True)
         raise Unavailable("the store is busy; try again") from None
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        if (outage := as_unavailable(exc)) is not None:
+            raise outage from exc  # an outage: the database watch logs it, once
         _logger.exception("plugin store %s failed", schema)
         raise Unavailable("the store is unavailable") from None
 

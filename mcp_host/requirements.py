@@ -19,6 +19,7 @@ import anyio
 
 from .connections import Connections
 from .connector_gateway import ConnectorGateway
+from .database import as_unavailable
 from .plugins import Plugin
 
 __all__ = ["RequirementGate"]
@@ -37,11 +38,13 @@ class RequirementGate:
             return list(capabilities)
         try:
             categories = await self._connections.categories(owner_id)
-        except Exception:
-            logger.warning(
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
                 "owner %s: connections could not be read; capabilities that need one are hidden",
                 owner_id,
-                exc_info=True,
+                exc_info=not outage,
             )
             categories = frozenset()
         return [p for p in capabilities if set(p.manifest.requires) <= categories]

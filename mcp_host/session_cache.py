@@ -12,6 +12,13 @@ of the cache, and why it is short. `ttl_s = 0` turns it off. Likewise revoking a
 or API key on this replica drops the entries of its sessions at once (`forget_subject`, called
 by the revoking path through the composition root), so their next request reads the
 revocation; another replica may serve the stale "live" answer for at most `ttl_s`.
+
+During a database outage (the store raises a connection failure, `database.as_unavailable`),
+a token this replica verified within the last `outage_grace_s` is still accepted, so a known
+visitor keeps reaching tools that do not need the database and gets `unavailable` from those
+that do; any other token's check fails (HTTP 503). What this risks: a session ended or a
+credential revoked on *another* replica during the outage stays usable here for at most the
+grace (ending or revoking on this replica drops the entry at once, before the database is asked).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from .database import as_unavailable
 from .sessions import RoleSnapshot, Session, SessionMode, SessionStore, Subject, Visitor
 
 __all__ = ["CachedSessionStore"]
@@ -34,13 +42,16 @@ class CachedSessionStore:
         store: SessionStore,
         *,
         ttl_s: float,
+        outage_grace_s: float = 0.0,
         max_entries: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._clock = clock
         self._ttl_s = ttl_s
+        self._grace_s = outage_grace_s
         self._max = max_entries
+        # (session id, token digest) -> (when it was verified, the session)
         self._hits: OrderedDict[tuple[str, bytes], tuple[float, Session]] = OrderedDict()
 
     async def open(
@@ -60,13 +71,18 @@ class CachedSessionStore:
         key = (session_id, hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
         now = self._clock()
         hit = self._hits.get(key)
-        if hit is not None and hit[0] > now:
+        if hit is not None and now < hit[0] + self._ttl_s:
             return hit[1]
-        session = await self._store.authenticate(session_id, token)
+        try:
+            session = await self._store.authenticate(session_id, token)
+        except Exception as exc:
+            if hit is not None and now < hit[0] + self._grace_s and as_unavailable(exc) is not None:
+                return hit[1]  # the database is away: trust this replica's recent check a while
+            raise
         if session is None:
             self._hits.pop(key, None)
             return None
-        self._hits[key] = (now + self._ttl_s, session)
+        self._hits[key] = (now, session)
         self._hits.move_to_end(key)
         while len(self._hits) > self._max:
             self._hits.popitem(last=False)

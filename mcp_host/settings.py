@@ -141,6 +141,23 @@ class Settings(BaseSettings):
     access_failure_clients_max: int = Field(default=10_000, ge=1)
     # -- end of Access ---------------------------------------------------------------------
 
+    # -- Database outages (database_watch.py, health.py) ----------------------------------
+    # An embedded PostgreSQL that dies is restarted at once, then after
+    # `database_restart_backoff_s` doubling to `database_restart_backoff_max_s`, at most
+    # `database_restart_attempts` times per outage; then the host stops (for its supervisor
+    # to restart). Meanwhile, and while a server by URL is away, requests that need the
+    # database get `unavailable` (HTTP 503, `Retry-After: database_retry_after_s`).
+    database_restart_attempts: int = Field(default=5, ge=1)
+    database_restart_backoff_s: float = Field(default=0.25, ge=0)
+    database_restart_backoff_max_s: float = Field(default=5.0, ge=0)
+    database_retry_after_s: int = Field(default=2, ge=1)
+    # /readyz (and the outage probe) waits at most this long for the database's SELECT 1.
+    readiness_timeout_s: float = Field(default=1.0, gt=0, le=30)
+    # During an outage, a session token verified within this many seconds is still accepted
+    # (session_cache.py), so known visitors reach tools that do not need the database; 0: never.
+    auth_outage_grace_s: float = Field(default=60.0, ge=0, le=600)
+    # -- end of Database outages -------------------------------------------------------------
+
     # -- Protocol sessions: 2025-11-25 `Mcp-Session-Id`s on both MCP endpoints ----------------
     # (protocol_sessions.py). At most `protocol_sessions_per_principal` per visitor session (or
     # the owner) and `protocol_sessions_per_client` per client address; past either, the least

@@ -37,7 +37,8 @@ from mcp.shared.dispatcher import ProgressFnT
 from .backchannel import named_ops
 from .bindings import Bindings
 from .children import Child
-from .errors import HostError, QuotaExhausted, Unavailable, UnknownTool
+from .database import as_unavailable
+from .errors import DatabaseUnavailable, HostError, QuotaExhausted, Unavailable, UnknownTool
 from .grants import CallScope, GrantBook
 from .holds import HoldBook, needs_hold
 from .listings import Listings, Surface
@@ -187,10 +188,14 @@ class VisitorDoor:
         (and `inference.generate`) reach while the call runs; None refuses them."""
         try:
             return await self._call(session, name, arguments, meta, progress, client)
+        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
+            return error_result(exc.code, exc.message)
         except HostError as exc:
             logger.info("session %s: %s -> %s: %s", session.id, name[:80], exc.code, exc.message)
             return error_result(exc.code, exc.message)
-        except Exception:
+        except Exception as exc:
+            if (outage := as_unavailable(exc)) is not None:
+                return error_result(outage.code, outage.message)
             logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
             return error_result("unavailable", "the call failed inside the host")
 
@@ -251,9 +256,15 @@ class VisitorDoor:
             return
         try:
             await self._turns.record(session.id, capability, tool, receipt_ok(result))
-        except Exception:
-            logger.warning(
-                "session %s: the receipt of %s/%s was not recorded", session.id, capability, tool[:80], exc_info=True
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
+                "session %s: the receipt of %s/%s was not recorded",
+                session.id,
+                capability,
+                tool[:80],
+                exc_info=not outage,
             )
 
     @staticmethod
@@ -275,13 +286,15 @@ class VisitorDoor:
         """The session's quota of `plugin`; `_UNREADABLE` (nothing left) when it cannot be read."""
         try:
             return await self._quota.state(plugin, session.owner_id, session.subject)
-        except Exception:
-            logger.warning(
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
                 "%s: quota of subject %s could not be read; %s",
                 plugin.manifest.id,
                 session.subject,
                 consequence,
-                exc_info=True,
+                exc_info=not outage,
             )
             return _UNREADABLE
 

@@ -45,6 +45,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import trace
 
 from .change_feed import ChangeFeed
+from .database import as_unavailable
 from .errors import HostError, InvalidArguments
 from .grants import CallScope
 from .input_rounds import InputRounds
@@ -120,6 +121,8 @@ def _as_mcp_error(exc: Exception, what: str) -> MCPError:
         return MCPError(code=types.INVALID_PARAMS, message=exc.message)
     if isinstance(exc, HostError):
         return MCPError(code=types.INTERNAL_ERROR, message=exc.message)
+    if (outage := as_unavailable(exc)) is not None:  # the database watch logs the outage, once
+        return MCPError(code=types.INTERNAL_ERROR, message=outage.message)
     logger.error("%s failed unexpectedly", what, exc_info=exc)
     return MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed inside the host")
 

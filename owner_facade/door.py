@@ -17,7 +17,8 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from mcp_host.errors import HostError, InvalidArguments, UnknownTool
+from mcp_host.database import as_unavailable
+from mcp_host.errors import DatabaseUnavailable, HostError, InvalidArguments, UnknownTool
 from mcp_host.tool_results import error_result, structured_result
 
 from .services import OwnerServices
@@ -54,12 +55,17 @@ class OwnerDoor:
             if tool is None:
                 raise UnknownTool(f"no owner tool named {name[:64]!r}")
             result = await self._run(tool, owner_id, arguments)
+        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
+            result = error_result(exc.code, exc.message)
         except HostError as exc:
             logger.info("owner %s: %s -> %s: %s", owner_id, name[:64], exc.code, exc.message)
             result = error_result(exc.code, exc.message)
-        except Exception:
-            logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
-            result = error_result("unavailable", "the call failed inside the host")
+        except Exception as exc:
+            if (outage := as_unavailable(exc)) is not None:
+                result = error_result(outage.code, outage.message)
+            else:
+                logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
+                result = error_result("unavailable", "the call failed inside the host")
         await self._audit(owner_id, name, tool, arguments, result)
         return result
 
@@ -86,5 +92,10 @@ class OwnerDoor:
         try:
             summary = tool.summary(arguments) if tool is not None else {}
             await self._services.audit.record(owner_id, name[:64] or "?", summary, outcome[:64])
-        except Exception:
-            logger.exception("owner %s: the audit row of %s could not be written", owner_id, name[:64])
+        except Exception as exc:
+            logger.error(
+                "owner %s: the audit row of %s could not be written",
+                owner_id,
+                name[:64],
+                exc_info=as_unavailable(exc) is None,  # no traceback per call during an outage
+            )

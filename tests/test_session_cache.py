@@ -1,9 +1,12 @@
-"""The token cache in front of the session store: hits, misses, expiry, ending, revocation."""
+"""The token cache in front of the session store: hits, misses, expiry, ending, revocation,
+and the grace a recently verified token gets during a database outage."""
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
+from mcp_host.errors import DatabaseUnavailable
 from mcp_host.session_cache import CachedSessionStore
 from mcp_host.sessions import InMemorySessionStore, Session, Subject, public_role
 
@@ -104,3 +107,77 @@ async def test_forgetting_a_subject_drops_its_sessions_at_once_and_no_others() -
     answers = [await cache.authenticate(session.id, token) for session, token in opened]
     assert [a.credential_revoked if a else None for a in answers] == [True, True, False, False]
     assert backing.checks == 6  # only the two sessions of o1's revoked code asked the store again
+
+
+class FlakyStore(InMemorySessionStore):
+    """The in-memory store, with a database outage switched on and off by the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.failure: Exception | None = None
+
+    async def authenticate(self, session_id: str, token: str) -> Session | None:
+        if self.down:
+            raise asyncpg.InterfaceError("connection is closed")  # what a dead pool connection says
+        if self.failure is not None:
+            raise self.failure
+        return await super().authenticate(session_id, token)
+
+    async def end(self, session_id: str) -> bool:
+        if self.down:
+            raise DatabaseUnavailable()
+        return await super().end(session_id)
+
+
+async def test_during_an_outage_a_recently_verified_token_is_accepted_for_the_grace_only() -> None:
+    backing, clock = FlakyStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, outage_grace_s=60.0, clock=clock)
+    session, token = await _open(cache)
+    stranger, stranger_token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    backing.down = True
+    clock.now += 59.0
+    assert await cache.authenticate(session.id, token) == session
+    with pytest.raises(asyncpg.InterfaceError):  # never verified here: the outage shows (HTTP 503)
+        await cache.authenticate(stranger.id, stranger_token)
+    with pytest.raises(asyncpg.InterfaceError):  # a wrong token gets no grace either
+        await cache.authenticate(session.id, token + "x")
+    clock.now += 1.0
+    with pytest.raises(asyncpg.InterfaceError):
+        await cache.authenticate(session.id, token)
+
+
+async def test_a_session_ended_here_during_an_outage_gets_no_grace() -> None:
+    backing, clock = FlakyStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, outage_grace_s=60.0, clock=clock)
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    backing.down = True
+    with pytest.raises(DatabaseUnavailable):
+        await cache.end(session.id)
+    with pytest.raises(asyncpg.InterfaceError):
+        await cache.authenticate(session.id, token)
+
+
+async def test_without_a_grace_an_outage_fails_every_check_past_the_ttl() -> None:
+    backing, clock = FlakyStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, clock=clock)
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    backing.down = True
+    assert await cache.authenticate(session.id, token) == session  # within the TTL, as always
+    clock.now += 1.0
+    with pytest.raises(asyncpg.InterfaceError):
+        await cache.authenticate(session.id, token)
+
+
+async def test_a_query_error_that_is_no_outage_gets_no_grace() -> None:
+    backing, clock = FlakyStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, outage_grace_s=60.0, clock=clock)
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    backing.failure = asyncpg.exceptions.UndefinedTableError("relation does not exist")
+    clock.now += 1.0
+    with pytest.raises(asyncpg.exceptions.UndefinedTableError):
+        await cache.authenticate(session.id, token)
