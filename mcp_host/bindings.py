@@ -31,6 +31,7 @@ import anyio
 import mcp.types as types
 
 from .children import Child
+from .database import is_connection_failure
 from .errors import HostError
 from .manifest import TOOL_NAME_RE
 from .pins import PinBook, collision_key
@@ -138,14 +139,16 @@ class Bindings:
             try:
                 await self.pins.observe(plugin, safe)
                 self._observed[pid] = safe
-            except Exception:  # fail closed: a changed tool stays hidden; the next list retries
-                logger.warning("%s: its tool definitions could not be recorded", pid, exc_info=True)
+            except Exception as exc:  # fail closed: a changed tool stays hidden; the next list retries
+                # A database outage is logged once by the watcher; no traceback per list here.
+                trace = not is_connection_failure(exc)
+                logger.warning("%s: its tool definitions could not be recorded", pid, exc_info=trace)
         if self._withheld.get(pid):
             # Something of it is hidden: an approval may have been given on another replica.
             try:
                 await self.pins.refresh(every_s=_PIN_REFRESH_S)
-            except Exception:  # fail closed: it stays hidden; the next list retries
-                logger.warning("%s: approvals could not be re-read", pid, exc_info=True)
+            except Exception as exc:  # fail closed: it stays hidden; the next list retries
+                logger.warning("%s: approvals could not be re-read", pid, exc_info=not is_connection_failure(exc))
         return self._approved(pid, safe, self.pins)
 
     def _approved(self, pid: str, safe: tuple[types.Tool, ...], pins: PinBook) -> tuple[types.Tool, ...]:
