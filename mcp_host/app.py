@@ -116,6 +116,8 @@ def _child_limits(s: Settings) -> ChildLimits:
         timeouts_before_recycle=s.child_timeouts_before_recycle,
         input_timeout_s=s.input_timeout_s,
         input_budget=s.input_budget,
+        backoff_base_s=s.child_restart_backoff_base_s,
+        stable_after_s=s.child_stable_after_s,
     )
 
 

@@ -6,10 +6,13 @@ lines) and the MCP SDK's `ClientSession`.
 
 A child is started on first use, kept and reused, stopped after an idle time, and started
 again on the next use after it dies — with a backoff that grows with consecutive failures
-(the first restart is immediate). Enough consecutive failures mark it `failing`, with the
-cause, until a start succeeds again. Every child runs in a task of the pool's task group,
-which is owned by the host's lifespan; that task owns the process and the MCP session, so
-cancel scopes open and close in one task.
+(the first restart is immediate). Only an answered `tools/call`, or a process that stayed up
+`stable_after_s`, ends a run of failures: a restarted child that answers initialize and
+`tools/list` and then dies on the call is a crash loop, not a recovery. Enough consecutive
+failures mark it `failing`, with the cause; meanwhile a call is refused at once
+(`unavailable`, with when to retry) and spawns nothing. Every child runs in a task of the
+pool's task group, which is owned by the host's lifespan; that task owns the process and the
+MCP session, so cancel scopes open and close in one task.
 
 Processes are spawned from the event-loop thread (anyio's asyncio backend calls `Popen`
 there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.md B5).
@@ -49,8 +52,6 @@ _R = TypeVar("_R", bound=types.Result)
 _CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
 _MAX_LIST_PAGES = 20
 _STOP_GRACE_S = 1.0
-# A child that stayed up this long is considered healthy again: its failure count resets.
-_STABLE_AFTER_S = 30.0
 
 
 class ChildState(enum.StrEnum):
@@ -66,6 +67,11 @@ class ChildHealth:
     cause: str | None
     pid: int | None
     starts: int
+    failures: int = 0
+    """Consecutive failures (crashes, failed starts) not yet ended by an answered call or a
+    stable run."""
+    retry_in_s: float = 0.0
+    """How long until the child may be started again (its backoff); 0 when it may now."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,11 @@ class ChildLimits:
     the call's own timeout does not run meanwhile."""
     input_budget: int = 16
     """How many such requests one call may make."""
+    backoff_base_s: float = 0.25
+    """The delay before the start after a second failure in a row; it doubles with each
+    further one, up to `backoff_max_s` (the first restart is immediate)."""
+    stable_after_s: float = 30.0
+    """A process that stayed up this long ends the run of failures, however it ends."""
 
 
 @dataclass
@@ -122,6 +133,7 @@ class Child:
         self._previous_run = anyio.Event()
         self._previous_run.set()  # no process yet
         self._stop = anyio.Event()
+        self._pipe_closed = False  # a call found this process's pipe closed
         self._state = ChildState.STOPPED
         self._cause: str | None = None
         self._failures = 0
@@ -130,14 +142,30 @@ class Child:
         self._timeouts = 0
         self._in_flight = 0
         self._last_used = time.monotonic()
-        self.tools: tuple[types.Tool, ...] | None = None
-        """The child's last real tool list, or None when it must be listed again."""
+        self._tools: tuple[types.Tool, ...] | None = None
+        self._tools_from = 0  # the start (`_starts`) whose process gave `_tools`
 
     # -- health -----------------------------------------------------------------------
 
     def health(self) -> ChildHealth:
         pid = self._process.pid if self._process is not None else None
-        return ChildHealth(self._state, self._cause, pid, self._starts)
+        retry_in_s = max(0.0, self._next_start_at - time.monotonic())
+        return ChildHealth(self._state, self._cause, pid, self._starts, self._failures, retry_in_s)
+
+    @property
+    def tools(self) -> tuple[types.Tool, ...] | None:
+        """The child's last real tool list, or None when it must be listed again.
+
+        The list of the running process; while the child is down after a crash, the list of
+        the process that crashed, so a call to one of its tools is routed here and refused as
+        `unavailable` (with when to retry) rather than `unknown`, and the next process is
+        listed again once it runs. None after a clean stop and after `list_changed`.
+        """
+        if self._tools is None:
+            return None
+        if self._state in (ChildState.STARTING, ChildState.RUNNING):
+            return self._tools if self._tools_from == self._starts else None
+        return self._tools if self._failures else None
 
     @property
     def running(self) -> bool:
@@ -150,6 +178,7 @@ class Child:
         tools: list[types.Tool] = []
         cursor: str | None = None
         async with self._use() as session:
+            listed_from = self._starts
             for _ in range(_MAX_LIST_PAGES):
                 params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                 request = types.ListToolsRequest(params=params)
@@ -158,8 +187,8 @@ class Child:
                 cursor = page.next_cursor
                 if not cursor:
                     break
-        self.tools = tuple(tools)
-        return self.tools
+        self._tools, self._tools_from = tuple(tools), listed_from
+        return self._tools
 
     async def call_tool(
         self,
@@ -224,17 +253,21 @@ class Child:
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
                 # The pipe is gone: the next call must start a new process, not reach this one
-                # before its task has noticed the exit.
+                # before its task has noticed the exit. Whichever its task notices first, the
+                # exit or this stop, the child failed.
                 self._session = None
+                self._pipe_closed = True
                 self._stop.set()
             raise self._map_error(exc, request.method, timeout_s) from exc
         except ValidationError as exc:
             logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
             raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
         if isinstance(request, types.CallToolRequest):
-            self._timeouts = 0  # only a finished call proves the child is not stuck
-        self._failures = 0
-        self._cause = None
+            # Only an answered call (its result, an isError one too) proves the child works: a
+            # crash-looping child answers initialize and tools/list after every restart.
+            self._timeouts = 0
+            self._failures = 0
+            self._cause = None
         return result
 
     def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
@@ -272,14 +305,18 @@ class Child:
         async with self._start_lock:
             if self._session is not None:
                 return self._session
+            # A previous process may still be winding down (its session was found dead by a
+            # call before its own task noticed the exit): one process per child at a time, and
+            # its end, which may set a backoff, comes before the backoff is read.
+            await self._previous_run.wait()
             wait = self._next_start_at - time.monotonic()
             if wait > 0:
-                raise Unavailable(f"the capability is restarting after a failure; retry in {wait:.1f} s")
-            # A previous process may still be winding down (its session was found dead by a
-            # call before its own task noticed the exit): one process per child at a time.
-            await self._previous_run.wait()
+                # Refused before any spawn: a crash loop costs the host nothing while it waits.
+                what = "keeps failing" if self._state == ChildState.FAILING else "is restarting after a failure"
+                raise Unavailable(f"the capability {what}; retry in {wait:.1f} s")
             start = _Start()
             self._stop = anyio.Event()
+            self._pipe_closed = False
             self._previous_run = anyio.Event()
             self._state = ChildState.STARTING
             self._tg.start_soon(self._run_to_end, start, self._previous_run)
@@ -343,9 +380,9 @@ class Child:
         try:
             reason = await self._serve(process, start, drain)
         finally:
-            # Forget the session before any await, so no new call reaches a dead child.
+            # Forget the session before any await, so no new call reaches a dead child. Its
+            # tool list stays only if it crashed (see `tools`).
             self._session = None
-            self.tools = None
             self._state = ChildState.STOPPED  # _finish below says whether it failed
             with anyio.CancelScope(shield=True):
                 await _terminate(process)
@@ -353,9 +390,12 @@ class Child:
             self._process = None
             if reason is None:  # cancelled: the host is shutting down
                 reason = "stopped"
-            if reason not in ("stopped", "idle"):
+            crashed = reason not in ("stopped", "idle")
+            if crashed:
                 reason = _explain(reason, process.returncode, drain)
-            self._finish(start, reason, started_at, crashed=reason not in ("stopped", "idle"))
+            else:
+                self._tools = None
+            self._finish(start, reason, started_at, crashed=crashed)
             with anyio.CancelScope(shield=True):  # last: callers already see the child gone
                 await launch.release()  # kills what the sandbox left, removes its pids cgroup
 
@@ -415,7 +455,10 @@ class Child:
                 tg.cancel_scope.cancel()
 
             async def stop_asked() -> None:
+                nonlocal result
                 await self._stop.wait()
+                if self._pipe_closed:
+                    result = "exited"  # not a stop: the child's end reached a call first
                 tg.cancel_scope.cancel()
 
             async def idle() -> None:
@@ -434,11 +477,15 @@ class Child:
         return result
 
     def _finish(self, start: _Start, reason: str, started_at: float, *, crashed: bool) -> None:
+        if time.monotonic() - started_at >= self._limits.stable_after_s:
+            self._failures = 0  # it stayed up long enough: whatever ended it starts a new count
+            if not crashed:
+                self._cause = None
         if crashed:
-            if time.monotonic() - started_at >= _STABLE_AFTER_S:
-                self._failures = 0
             self._failures += 1
-            delay = 0.0 if self._failures == 1 else 0.25 * 2 ** (self._failures - 2)
+            # 2 ** n overflows a float past n ~ 1000: the exponent is capped, the delay too.
+            doublings = min(self._failures - 2, 64)
+            delay = 0.0 if self._failures == 1 else self._limits.backoff_base_s * 2.0**doublings
             self._next_start_at = time.monotonic() + min(delay, self._limits.backoff_max_s)
             self._cause = reason
             failing = self._failures >= self._limits.crash_loop_threshold
@@ -453,7 +500,7 @@ class Child:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            self.tools = None
+            self._tools = None
             self._on_tools_changed(self.plugin_id)
             self._on_list_changed(self.plugin_id, "tools")
         elif isinstance(message, types.PromptListChangedNotification):

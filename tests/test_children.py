@@ -6,12 +6,14 @@ import os
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from hosting import host_settings, running_host, wait_until
 from mcp_host.children import ChildState
+from mcp_host.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -149,6 +151,88 @@ async def test_crash_loop_backs_off_and_marks_child_failing(tmp_path: Path, data
         assert child.health().state == ChildState.FAILING
         # the second failure set a backoff, so four lists did not spawn four processes
         assert len(host.host.spawned) == 2
+
+
+async def test_a_tool_that_kills_its_child_backs_off_then_marks_it_failing(tmp_path: Path, database_url: str) -> None:
+    # Each restarted child answers initialize and tools/list before it dies on the call: that
+    # must not end the run of failures, or the backoff and `failing` never come.
+    settings = host_settings(
+        tmp_path,
+        database_url,
+        ["echo"],
+        child_crash_loop_threshold=3,
+        child_restart_backoff_base_s=1.0,
+        child_restart_backoff_max_s=4.0,
+    )
+    async with running_host(settings) as host:
+        spawned = host.host.spawned
+        session = await host.new_session()
+        async with host.client(session) as client:
+
+            async def die() -> dict[str, Any]:
+                result = await client.call_tool("die", {})
+                assert result.is_error is True and result.structured_content is not None
+                return dict(result.structured_content)
+
+            assert (await die())["code"] == "unavailable"
+            child = host.host.pool.get("test.echo")
+            assert child is not None
+            await wait_until(lambda: child.health().failures == 1)
+            assert child.health().retry_in_s == 0  # the first restart is immediate
+            assert (await die())["code"] == "unavailable"
+            await wait_until(lambda: child.health().failures == 2)
+            health = child.health()
+            assert (health.state, len(spawned)) == (ChildState.STOPPED, 2)
+            assert 0.5 < health.retry_in_s <= 1.0
+
+            # Within the backoff: refused at once, with when to retry, and nothing spawned.
+            started = time.monotonic()
+            refused = await die()
+            assert time.monotonic() - started < 0.5
+            assert refused["code"] == "unavailable"
+            assert refused["message"].startswith("the capability is restarting after a failure; retry in ")
+            assert len(spawned) == 2
+
+            await wait_until(lambda: child.health().retry_in_s == 0, within_s=3)
+            assert (await die())["code"] == "unavailable"
+            await wait_until(lambda: child.health().failures == 3)
+            health = child.health()
+            assert (health.state, len(spawned)) == (ChildState.FAILING, 3)
+            assert 1.0 < health.retry_in_s <= 2.0  # doubled
+            refused = await die()
+            assert refused["message"].startswith("the capability keeps failing; retry in ")
+            assert len(spawned) == 3
+        entry = {e.id: e for e in host.host.catalogue.entries()}["test.echo"]
+        assert entry.status == "failing"
+        assert entry.cause is not None and entry.cause.startswith("exited; ")
+
+
+async def test_only_an_answered_call_ends_a_run_of_failures(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo"], child_restart_backoff_base_s=0.01)
+    async with running_host(settings) as host:
+        session = await host.new_session()
+        async with host.client(session) as client:
+            await client.call_tool("die", {})
+            child = host.host.pool.get("test.echo")
+            assert child is not None
+            await wait_until(lambda: child.health().failures == 1)
+            await client.list_tools()  # restarts it: it answers initialize and tools/list
+            assert child.health().state == ChildState.RUNNING
+            assert child.health().failures == 1
+            await client.call_tool("die", {})
+            await wait_until(lambda: child.health().failures == 2)
+            assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
+            assert (child.health().failures, child.health().cause) == (0, None)
+
+
+def test_crash_loop_defaults_are_pinned() -> None:
+    settings = Settings()
+    assert {
+        "threshold": settings.child_crash_loop_threshold,
+        "base_s": settings.child_restart_backoff_base_s,
+        "max_s": settings.child_restart_backoff_max_s,
+        "stable_after_s": settings.child_stable_after_s,
+    } == {"threshold": 5, "base_s": 0.25, "max_s": 30.0, "stable_after_s": 30.0}
 
 
 async def test_idle_child_is_stopped_and_started_again_on_next_use(tmp_path: Path, database_url: str) -> None:
