@@ -13,7 +13,7 @@ does not say which of our requests a server→client request is about. So:
   it is for. A question meant for visitor A is never put to visitor B (SECURITY.md E4).
 A request that arrives when no call is in flight is refused the same way.
 
-What passes on passes `meta.from_child` first (after routing, which reads the call's id): a
+What passes on passes `meta.without_host_keys` first (after routing, which reads the call's id): a
 child's request or log message never carries the host's `_meta` keys (its `mcp-host/call` id
 included) or reserved protocol keys to a visitor.
 """
@@ -33,7 +33,7 @@ import mcp.types as types
 from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 
-from .meta import from_child
+from .meta import without_host_keys
 from .visitor_client import ClientLacks, InputRequest, InputResponse, VisitorClient
 
 __all__ = ["CALL_KEY", "CallRouter", "InFlight"]
@@ -138,7 +138,8 @@ class CallRouter:
             )
         try:
             with call.waiting_for_visitor():
-                return await call.client.request(from_child(request), timeout_s=self._timeout_s)
+                answer = await call.client.request(without_host_keys(request), timeout_s=self._timeout_s)
+            return without_host_keys(answer)  # nor does the visitor's answer speak for the host to the child
         except ClientLacks as exc:
             return types.ErrorData(code=types.INVALID_REQUEST, message=exc.message)
         except MCPError as exc:
@@ -175,6 +176,6 @@ class CallRouter:
             logger.debug("%s: log message outside any single call; kept in the host log only", self._plugin_id)
             return
         try:
-            await call.client.log(from_child(params))
+            await call.client.log(without_host_keys(params))
         except Exception:  # a visitor that went away must not break the child's session
             logger.debug("%s: a log message could not be passed on", self._plugin_id, exc_info=True)

@@ -11,7 +11,7 @@ protects `_meta`, so neither side may speak for the host:
   label is `modelcontextprotocol` or `mcp`, e.g. `io.modelcontextprotocol/…`) and
   `progressToken`: they belong to the hop, not the call, and the SDK stamps its own on the way
   to the child. The rest is capped in keys, depth and bytes.
-- child → visitor (`from_child`): a child's `mcp-host/quota`, `mcp-host/session` or
+- child → visitor (`without_host_keys`): a child's `mcp-host/quota`, `mcp-host/session` or
   `io.modelcontextprotocol/related-task` would reach a client as if the host had said it, so
   the same keys are dropped from every `_meta` in what a child sends (results, their content,
   list items, log messages, requests), and the host writes its own afterwards.
@@ -38,7 +38,7 @@ __all__ = [
     "SESSION_KEY",
     "MetaCaps",
     "forwarded_meta",
-    "from_child",
+    "without_host_keys",
     "speaks_for_host",
     "visitor_meta",
 ]
@@ -143,10 +143,11 @@ def _child_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if not speaks_for_host(k)}
 
 
-def from_child(message: _M) -> _M:
-    """`message` (a result, notification params or request a child sent, or a list of them) as
-    a visitor may see it: every `_meta` in it — its own and those of its content, list items and
-    nested requests — without the keys that speak for the host (`speaks_for_host`).
+def without_host_keys(message: _M) -> _M:
+    """`message` (a result, notification params or request, or a list of them) as the other side
+    may see it: every `_meta` in it — its own and those of its content, list items and nested
+    requests — without the keys that speak for the host (`speaks_for_host`). Used on everything
+    a child sends a visitor or the owner, and on a visitor's answers to a child's requests.
 
     Returns `message` itself when nothing was dropped, else a copy: what was given is never
     changed (a child's lists are kept and compared). Plain JSON values (`structuredContent`,

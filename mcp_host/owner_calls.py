@@ -25,7 +25,7 @@ from .children import Child
 from .errors import InvalidArguments, UnknownTool
 from .grants import CallScope, GrantBook
 from .manifest import OwnerTool
-from .meta import forwarded_meta, from_child
+from .meta import forwarded_meta, without_host_keys
 from .plugins import Plugin
 
 __all__ = ["OwnerCalls", "check_arguments"]
@@ -95,4 +95,4 @@ class OwnerCalls:
             with self._grants.issue(plugin.manifest.id, scope, tool.tool) as (token, _grant):
                 meta = forwarded_meta({}, scope.wire(), token)
                 result = await child.call_tool(tool.tool, args, meta, timeout_s=self._call_timeout_s)
-        return from_child(result)  # a plugin does not speak for the host to the owner either
+        return without_host_keys(result)  # a plugin does not speak for the host to the owner either

@@ -16,7 +16,7 @@ Everything a child can do in MCP reaches the session's client and back:
 - list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
   streams for 2026-07-28 clients, only for sessions that see the child.
 A child never speaks for the host: every result a child gave (tool results, lists, prompts,
-resources, completions) passes `meta.from_child` here before it is answered, so a child's
+resources, completions) passes `meta.without_host_keys` here before it is answered, so a child's
 `mcp-host/quota`, `mcp-host/session` or reserved protocol keys (`io.modelcontextprotocol/…`,
 its `serverInfo` stamp included) do not reach the visitor; `call_routing` does the same for
 what a child sends unasked (log messages, requests). The host's own `_meta` (the quota
@@ -50,7 +50,7 @@ from .errors import HostError, InvalidArguments
 from .grants import CallScope
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
-from .meta import MetaCaps, forwarded_meta, from_child, visitor_meta
+from .meta import MetaCaps, forwarded_meta, visitor_meta, without_host_keys
 from .sessions import Session
 from .tool_results import error_result
 from .visitor_client import PushClient, log_sink
@@ -159,7 +159,7 @@ def build_visitor_server(
         session = session_of(ctx)
         remember(ctx, session)
         listed = await door.list_tools(session)
-        return types.ListToolsResult(tools=from_child(listed.tools), _meta=listed.meta())
+        return types.ListToolsResult(tools=without_host_keys(listed.tools), _meta=listed.meta())
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -178,7 +178,7 @@ def build_visitor_server(
         relay_progress = relay if asked else None
         if _modern(ctx):
             try:
-                return from_child(
+                return without_host_keys(
                     await rounds.call(
                         session.id,
                         ctx.session.client_capabilities,
@@ -192,7 +192,8 @@ def build_visitor_server(
             except HostError as exc:
                 return error_result(exc.code, exc.message)
         client = PushClient(ctx, session.id, log_levels.get(session.id))
-        return from_child(await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client))
+        result = await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+        return without_host_keys(result)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
         log_levels.set(session_of(ctx).id, params.level)
@@ -217,7 +218,7 @@ def build_visitor_server(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         _, found = await surface(ctx)
-        return types.ListPromptsResult(prompts=from_child([p for _, p in found.prompts.values()]))
+        return types.ListPromptsResult(prompts=without_host_keys([p for _, p in found.prompts.values()]))
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -231,19 +232,19 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "prompts/get") from None
-        return from_child(result)
+        return without_host_keys(result)
 
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         _, found = await surface(ctx)
-        return types.ListResourcesResult(resources=from_child([r for _, r in found.resources.values()]))
+        return types.ListResourcesResult(resources=without_host_keys([r for _, r in found.resources.values()]))
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         _, found = await surface(ctx)
-        return types.ListResourceTemplatesResult(resource_templates=from_child([t for _, t in found.templates]))
+        return types.ListResourceTemplatesResult(resource_templates=without_host_keys([t for _, t in found.templates]))
 
     async def read_resource(
         ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -257,7 +258,7 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "resources/read") from None
-        return from_child(result)
+        return without_host_keys(result)
 
     async def subscribe_child(session: Session, uri: str) -> None:
         """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
@@ -305,7 +306,7 @@ def build_visitor_server(
             )
         except Exception as exc:
             raise _as_mcp_error(exc, "completion/complete") from None
-        return from_child(result)
+        return without_host_keys(result)
 
     async def listen(
         ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams

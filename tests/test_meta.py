@@ -11,7 +11,15 @@ import mcp.types as types
 import pytest
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.meta import _DASHES, SESSION_KEY, MetaCaps, forwarded_meta, from_child, speaks_for_host, visitor_meta
+from mcp_host.meta import (
+    _DASHES,
+    SESSION_KEY,
+    MetaCaps,
+    forwarded_meta,
+    speaks_for_host,
+    visitor_meta,
+    without_host_keys,
+)
 
 CAPS = MetaCaps(max_keys=16, max_depth=4, max_bytes=4096)
 
@@ -89,7 +97,7 @@ def test_a_childs_result_loses_the_keys_that_speak_for_the_host_everywhere_and_n
         structured_content={"mcp-host/quota": "data, not an envelope"},
         _meta=forged,
     )
-    clean = from_child(result)
+    clean = without_host_keys(result)
     assert clean.meta == {"trace": "t"}
     assert clean.content[0].meta == {"trace": "t"}
     assert clean.structured_content == {"mcp-host/quota": "data, not an envelope"}
@@ -98,9 +106,9 @@ def test_a_childs_result_loses_the_keys_that_speak_for_the_host_everywhere_and_n
 
 def test_a_clean_message_is_passed_on_as_it_is() -> None:
     tools = [types.Tool(name="t", input_schema={"type": "object"}, _meta={"trace": "t"})]
-    assert from_child(tools) is tools
+    assert without_host_keys(tools) is tools
     params = types.LoggingMessageNotificationParams(level="info", data="x")
-    assert from_child(params) is params
+    assert without_host_keys(params) is params
 
 
 def test_requests_nested_in_a_result_are_cleaned_too() -> None:
@@ -109,5 +117,5 @@ def test_requests_nested_in_a_result_are_cleaned_too() -> None:
             message="?", requested_schema={"type": "object", "properties": {}}, _meta={"mcp-host/call": "c1"}
         )
     )
-    clean = from_child({"a": ask})
+    clean = without_host_keys({"a": ask})
     assert clean["a"].params.meta == {}

@@ -366,3 +366,19 @@ async def test_prompts_and_resources_follow_the_same_gate_as_tools(tmp_path: Pat
                 await client.get_prompt("relay_greeting", {"name": "Ada"})
     assert before == ["relay_greeting"]
     assert prompts == [] and resources == []
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_visitors_answer_cannot_speak_for_the_host_to_the_child(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    forged = {"mcp-host/session": {"owner_id": "x"}, "mcp\u2010host/grant": "g", "MCP-Host/call": "c", "note": "kept"}
+
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///visitor/work")], _meta=forged)
+
+    async with running_host(_settings(tmp_path, database_url)) as host:
+        session = await host.new_session()
+        async with host.client(session, mode, list_roots_callback=roots) as client:
+            seen = await client.call_tool("roots_meta", {})
+    assert seen.structured_content == {"keys": ["note"]}

@@ -90,6 +90,13 @@ async def roots(ctx: Context) -> dict[str, Any]:
 
 
 @mcp.tool()
+async def roots_meta(ctx: Context) -> dict[str, Any]:
+    """The `_meta` keys of the caller's roots answer, as this child received it."""
+    listed = await ctx.session.list_roots()
+    return {"keys": sorted((listed.meta or {}).keys())}
+
+
+@mcp.tool()
 async def progress(steps: int, ctx: Context) -> str:
     """Report `steps` progress notices, then finish."""
     for step in range(1, steps + 1):
