@@ -43,6 +43,7 @@ from mcp_host.errors import ManifestError
 from mcp_host.text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_schema, printable, shown
 
 __all__ = [
+    "collision_key",
     "CATEGORY_RE",
     "HOST_OPS",
     "MANIFEST_NAME",
@@ -74,6 +75,14 @@ _SAFE_INT = 2**53 - 1
 PLUGIN_ID_RE = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*\Z")
 CATEGORY_RE = re.compile(r"\A[a-z][a-z0-9_]{0,31}\Z")
 TOOL_NAME_RE = re.compile(r"\A[a-zA-Z0-9_-]{1,64}\Z")
+
+
+def collision_key(name: str) -> str:
+    """What two tool names that collide have in common: names that differ only in case, `-` or
+    `_` collide (`Get_Item`, `get-item`), as exact ones do. Tool names are ASCII
+    (`TOOL_NAME_RE`, checked before any tool is shown)."""
+    return name.casefold().replace("-", "_")
+
 _DOTTED_NAME_RE = re.compile(r"\A[a-z][a-z0-9_.]{0,63}\Z")
 _KEY_RE = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
 _HOST_OP_RE = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*\Z")

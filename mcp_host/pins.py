@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as types
 
+from .manifest import collision_key
 from .plugins import Plugin
 
 if TYPE_CHECKING:
@@ -52,13 +53,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-def collision_key(name: str) -> str:
-    """What two tool names that collide have in common: names that differ only in case, `-` or
-    `_` collide (`Get_Item`, `get-item`), as exact ones do. Tool names are ASCII
-    (`^[a-zA-Z0-9_-]{1,64}$`, checked before any tool is shown)."""
-    return name.casefold().replace("-", "_")
 
 
 def definition_of(tool: types.Tool) -> dict[str, Any]:

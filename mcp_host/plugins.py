@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_host.errors import ManifestError
-from mcp_host.manifest import MANIFEST_NAME, Manifest, read_manifest
+from mcp_host.manifest import MANIFEST_NAME, Manifest, collision_key, read_manifest
 
 __all__ = ["LoadReport", "Plugin", "check_paths", "declared_collisions", "load_plugins", "plugin_folders"]
 
@@ -165,14 +165,15 @@ def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> l
 def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:
     """Visitor tool names that manifests of different plugins both declare.
 
-    Names that differ only by case collide too (SECURITY E9). Each colliding name as declared
-    maps to the sorted ids of every plugin declaring it or a case variant of it. Not a load
+    Names that differ only in case, `-` or `_` collide too (SECURITY E9, `collision_key`). Each
+    colliding name as declared maps to the sorted ids of every plugin declaring it or a variant
+    of it. Not a load
     error: the runtime reconciles the children's real lists and hides every colliding tool.
     """
     by_folded: defaultdict[str, set[tuple[str, str]]] = defaultdict(set)
     for plugin in plugins:
         for name in plugin.manifest.visitor_tools:
-            by_folded[name.casefold()].add((name, plugin.manifest.id))
+            by_folded[collision_key(name)].add((name, plugin.manifest.id))
     collisions: dict[str, list[str]] = {}
     for declared in by_folded.values():
         ids = sorted({plugin_id for _, plugin_id in declared})

@@ -257,13 +257,18 @@ def test_check_paths_is_empty_for_clean_folders(tmp_path: Path) -> None:
 def test_tool_names_declared_by_two_plugins_load_and_are_listed_as_collisions(tmp_path: Path) -> None:
     write_plugin(tmp_path / "a", "a", "visitor_tools: [book, list_slots, only_a]\n")
     write_plugin(tmp_path / "b", "b", "visitor_tools: [book, List_Slots]\n")
-    write_plugin(tmp_path / "c", "c", "visitor_tools: [book, only_c]\n")
+    write_plugin(tmp_path / "c", "c", "visitor_tools: [book, only_c, list-slots]\n")
 
     report = load_plugins(None, [tmp_path])
 
     assert ids(report) == ["a", "b", "c"]
     assert declared_collisions(report.plugins) == snapshot(
-        {"List_Slots": ["a", "b"], "book": ["a", "b", "c"], "list_slots": ["a", "b"]}
+        {
+            "List_Slots": ["a", "b", "c"],
+            "book": ["a", "b", "c"],
+            "list-slots": ["a", "b", "c"],
+            "list_slots": ["a", "b", "c"],
+        }
     )
 
 
