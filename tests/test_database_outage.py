@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +19,11 @@ import anyio
 import anyio.lowlevel
 import asyncpg
 import asyncpg.exceptions
+import httpx2
 import pytest
 from inline_snapshot import snapshot
 
-from hosting import RunningHost, host_settings, running_host, wait_until
+from hosting import RunningHost, free_port, host_settings, running_host, wait_until
 from mcp_host.database import Database, as_unavailable, is_connection_failure, open_database
 from mcp_host.database_watch import DatabaseLost, DatabaseWatch, RecoveryLimits
 from mcp_host.embedded_postgres import embedded_server
@@ -430,3 +432,37 @@ async def test_with_a_database_url_the_host_waits_for_the_server_and_restarts_no
                 listed: Any = (await client.call_tool("note_list", {})).structured_content
                 assert [n["text"] for n in listed["notes"]] == ["kept", "again"]
             assert watch.restarts == 0
+
+
+async def test_serve_exits_non_zero_when_the_host_ends_by_itself(postgres_dir: Path) -> None:
+    """A host whose database is lost for good stops, and `mcp-host serve` exits 1 for its
+    supervisor to restart it — not a live process answering 503 to everything (issue 11)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "MCP_HOST_DATABASE_RESTART_ATTEMPTS": "1",
+        "MCP_HOST_DATABASE_RESTART_BACKOFF_S": "0.01",
+        "MCP_HOST_PRESTART_CHILDREN": "false",
+    }
+    command = [
+        str(Path(sys.executable).parent / "mcp-host"),
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(postgres_dir),
+    ]
+    async with await anyio.open_process(command, env=env) as process:
+        async with httpx2.AsyncClient(timeout=2) as http:
+            with anyio.fail_after(60):
+                while True:
+                    try:
+                        if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                            break
+                    except httpx2.TransportError:
+                        pass
+                    await anyio.sleep(0.1)
+        pgdata = postgres_dir / "postgres"
+        with _no_access(pgdata), anyio.fail_after(60):
+            os.kill(_postmaster_pid(pgdata), signal.SIGKILL)
+            assert await process.wait() == 1
