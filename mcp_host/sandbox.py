@@ -34,8 +34,8 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     permissions: whatever is bound, it can read.
     seccomp         the filter of `seccomp.program` (--seccomp FD), loaded by bwrap after its
                     own mounts, into the sandbox's init and the command (prlimit, then the
-                    child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI; `Seccomp`
-                    reads 2 inside. Required: no sandboxed argv without it.
+                    child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI, System V
+                    IPC; `Seccomp` reads 2 inside. Required: no sandboxed argv without it.
     limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size.
                     `limits.memory_bytes` is the sandbox's whole memory budget: the tmpfs caps
                     come out of it and the rest is the address space (`Limits`)
@@ -128,8 +128,9 @@ class Limits:
     memory_bytes: the sandbox's memory budget: its tmpfs caps (`tmp_bytes`, `shm_bytes`:
         tmpfs pages are RAM that RLIMIT_AS does not see) and, for the rest, RLIMIT_AS
         (`address_space_bytes`: the address space, so thread stacks and malloc arenas count
-        too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory and
-        System V shared memory segments it detached (mcp_host/README.md says which).
+        too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory
+        (mcp_host/README.md says which). System V IPC, which no limit counts, cannot be
+        used at all (the seccomp filter refuses shmget, msgget and semget).
     max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where
         the kernel enforces it.
     max_open_files: RLIMIT_NOFILE.

@@ -21,7 +21,7 @@ import pytest
 from hosting import wait_until
 from mcp_host.children import Child, ChildPool
 from mcp_host.errors import Unavailable
-from mcp_host.launch import Launch, host_pids_cgroups, launch_for
+from mcp_host.launch import SOCKET_INSIDE, Launch, host_pids_cgroups, launch_for
 from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
 from mcp_host.plugins import Plugin, load_plugins
 from mcp_host.settings import Settings
@@ -243,6 +243,42 @@ async def test_no_command_line_in_the_sandbox_names_a_host_path(peek: Plugin, ho
         "1": [shutil.which("bwrap"), "--args", str(launches[0].pass_fds[1]), "--", *prlimit],
         "2": [python, "server.py"],
     }
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_mountinfo_names_the_host_path_of_each_bind_mount_and_no_other(peek: Plugin, host_socket: Path) -> None:
+    # A known limitation (mcp_host/README.md): /proc/self/mountinfo gives each mount's root,
+    # for a bind mount the source's path within its file system, whatever path it was bound
+    # from (a symlink or a staging bind show the same). The four bound elsewhere name their
+    # host paths there; nothing else does (the rest is at its own path, or the sandbox's own).
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        child = pool.child("test.peek", lambda: launch_for(peek, Settings(), host_socket=host_socket))
+        mounts = (await call(child, "mountinfo"))["result"]
+    elsewhere = {
+        mount["mount_point"]: mount["root"]
+        for mount in mounts
+        if mount["fs"] not in ("proc", "devtmpfs") and mount["mount_point"] != "/"
+        if mount["root"] not in ("/", mount["mount_point"])
+    }
+    expected = {
+        "/opt/mcp-host/lib/mcp_host_kit": _within_fs(KIT),
+        "/plugin": _within_fs(PLUGINS / "peek"),
+        SOCKET_INSIDE: _within_fs(host_socket),
+    }
+    if sys.prefix != sys.base_prefix:
+        expected["/opt/mcp-host/venv"] = _within_fs(VENV)
+    if _within_fs(Path("/etc/localtime")) != "/etc/localtime":  # a symlink into zoneinfo
+        expected["/etc/localtime"] = _within_fs(Path("/etc/localtime"))
+    assert elsewhere == expected
+
+
+def _within_fs(path: Path) -> str:
+    """`path` as a bind mount of it shows in mountinfo: its path within its file system."""
+    path = path.resolve()
+    mounts = [line.split(" ")[3:5] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    root, point = max((mount for mount in mounts if path.is_relative_to(mount[1])), key=lambda m: len(m[1]))
+    return str(Path(root) / path.relative_to(point))
 
 
 @needs_bwrap

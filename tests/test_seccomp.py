@@ -96,6 +96,9 @@ PROBES = {
     "perf_event_open": ("EPERM", "EFAULT"),
     "userfaultfd": ("EPERM", "EINVAL"),
     "personality_no_aslr": ("EPERM", "ok"),
+    "shmget": ("EPERM", "ENOENT"),  # System V IPC: nothing can be made (ENOENT: no such key)
+    "msgget": ("EPERM", "ENOENT"),
+    "semget": ("EPERM", "ENOENT"),
     # benign: the same answer either way
     "ioctl_tiocnotty": ("EBADF", "EBADF"),
     "ioctl_tiocnotty_devnull": ("ENOTTY", "ENOTTY"),
@@ -232,6 +235,7 @@ def test_policy_per_syscall_is_the_same_on_both_arches() -> None:
             "mount_setattr": "ENOSYS",
             "move_mount": "ENOSYS",
             "move_pages": "EPERM",
+            "msgget": "EPERM",
             "name_to_handle_at": "EPERM",
             "open_by_handle_at": "EPERM",
             "open_tree": "ENOSYS",
@@ -245,8 +249,10 @@ def test_policy_per_syscall_is_the_same_on_both_arches() -> None:
             "quotactl_fd": "EPERM",
             "reboot": "EPERM",
             "request_key": "EPERM",
+            "semget": "EPERM",
             "set_mempolicy": "EPERM",
             "setns": "EPERM",
+            "shmget": "EPERM",
             "swapoff": "EPERM",
             "swapon": "EPERM",
             "syslog": "EPERM",

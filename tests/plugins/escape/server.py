@@ -76,9 +76,9 @@ import ctypes, errno, json, mmap, os, platform, signal, sys
 X86 = platform.machine() == "x86_64"
 NR = dict(zip(
     ("ioctl clone clone3 chroot unshare setns mount open_tree keyctl ptrace bpf perf_event_open"
-     " userfaultfd personality fchmodat listen prctl getpid").split(),
-    (16, 56, 435, 161, 272, 308, 165, 428, 250, 101, 321, 298, 323, 135, 268, 50, 157, 39) if X86 else
-    (29, 220, 435, 51, 97, 268, 40, 428, 219, 117, 280, 241, 282, 92, 53, 201, 167, 172),
+     " userfaultfd personality fchmodat listen prctl getpid shmget msgget semget").split(),
+    (16, 56, 435, 161, 272, 308, 165, 428, 250, 101, 321, 298, 323, 135, 268, 50, 157, 39, 29, 68, 64) if X86 else
+    (29, 220, 435, 51, 97, 268, 40, 428, 219, 117, 280, 241, 282, 92, 53, 201, 167, 172, 194, 186, 190),
 ))
 WRONG = 1  # a pointer the kernel cannot read: EFAULT once the call gets that far
 TIOCSTI, TIOCLINUX, TIOCNOTTY = 0x5412, 0x541C, 0x5422
@@ -107,6 +107,10 @@ PROBES = {
     "chmod": ("fchmodat", -100, WRONG, 0o700, 0),  # AT_FDCWD
     "listen": ("listen", -1, 42),
     "prctl": ("prctl", 37, WRONG, 0, 0, 0),  # PR_GET_CHILD_SUBREAPER
+    # System V IPC: a key nobody made, without IPC_CREAT (ENOENT when allowed; nothing is made)
+    "shmget": ("shmget", 0xDEAD, 4096, 0),
+    "msgget": ("msgget", 0xDEAD, 0),
+    "semget": ("semget", 0xDEAD, 1, 0),
     "x32_getpid": ("getpid | x32",),
     "i386_getpid": ("int 0x80",),
 }

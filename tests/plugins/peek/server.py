@@ -1,8 +1,9 @@
 """A test capability that looks around its sandbox (tests/test_launch.py).
 
 `cmdlines` reads /proc/<pid>/cmdline of every process it can see (its sandbox's pid 1 among
-them); `fill` writes a file of zeros, a MiB at a time, until it has written what it was asked or
-the file system refuses. Failures are data (the errno's name), so a test can assert the reason.
+them); `mountinfo` lists its mounts, each with its root (/proc/self/mountinfo); `fill` writes a
+file of zeros, a MiB at a time, until it has written what it was asked or the file system
+refuses. Failures are data (the errno's name), so a test can assert the reason.
 Only the MCP SDK and the standard library.
 """
 
@@ -29,6 +30,17 @@ def cmdlines() -> dict[str, list[str]]:
             found[path.parent.name] = path.read_bytes().decode(errors="replace").split("\0")[:-1]
         except OSError:  # exited meanwhile
             continue
+    return found
+
+
+@mcp.tool()
+def mountinfo() -> list[dict[str, str]]:
+    """Every mount this process sees (/proc/self/mountinfo): where, and its root within the
+    file system it comes from (for a bind mount, the source's path there)."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split(" ")
+        found.append({"root": fields[3], "mount_point": fields[4], "fs": fields[fields.index("-") + 1]})
     return found
 
 
