@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
 from procs import Proc, Processes, free_port, wait_http
 
-__all__ = ["RunningHost", "Visitor", "start_echo_http", "start_fastmcp_proxy", "start_host"]
+__all__ = ["RunningHost", "Visitor", "bare_host", "start_echo_http", "start_fastmcp_proxy", "start_host"]
 
 REPO = Path(__file__).resolve().parent.parent
 MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
@@ -42,20 +45,24 @@ class RunningHost:
         return Visitor(mcp_url=body["mcp_url"], token=body["token"])
 
 
-def _host_env(builtin_dir: Path) -> dict[str, str]:
-    """The bench's environment without any MCP_HOST_ setting, plus the builtin folder.
+def _host_env(builtin_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
+    """The bench's environment without any MCP_HOST_ setting, plus the builtin folder and
+    `settings` (`MCP_HOST_…` variables).
 
-    So: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL), sandbox and tool pinning on (the
-    defaults).
+    So, unless `settings` says otherwise: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL),
+    sandbox and tool pinning on (the defaults).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
     env["MCP_HOST_BUILTIN_DIR"] = str(builtin_dir)
+    env.update(settings)
     return env
 
 
-async def start_host(procs: Processes, name: str, *, plugins: Path, data_dir: Path) -> RunningHost:
-    """`mcp-host serve` on a free loopback port with `plugins` as its builtin folder; returns
-    once `/healthz` answers 200.
+async def start_host(
+    procs: Processes, name: str, *, plugins: Path, data_dir: Path, settings: Mapping[str, str] | None = None
+) -> RunningHost:
+    """`mcp-host serve` on a free loopback port with `plugins` as its builtin folder and the
+    environment variables `settings`; returns once `/healthz` answers 200.
 
     Builtins, not `--plugins`: tool pinning (on, as by default) approves a builtin's tools on
     first sight, as for an install's own plugins, while `--plugins` tools would wait for the
@@ -63,10 +70,24 @@ async def start_host(procs: Processes, name: str, *, plugins: Path, data_dir: Pa
     """
     port = free_port()
     argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir)]
-    proc = procs.spawn(name, argv, env=_host_env(plugins))
+    proc = procs.spawn(name, argv, env=_host_env(plugins, settings or {}))
     url = f"http://127.0.0.1:{port}"
     ready_s = await wait_http(proc, f"{url}/healthz", want=200)
     return RunningHost(proc, url, ready_s)
+
+
+@asynccontextmanager
+async def bare_host(prefix: str, settings: Mapping[str, str] | None = None) -> AsyncIterator[RunningHost]:
+    """A host with no plugins (an empty builtin folder) and `settings`, in a fresh folder under
+    /tmp named `prefix…`; every process it started is stopped when the block ends."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    procs = Processes(workdir)
+    try:
+        empty = workdir / "plugins"
+        empty.mkdir()
+        yield await start_host(procs, "host", plugins=empty, data_dir=workdir / "d", settings=settings)
+    finally:
+        procs.close()
 
 
 async def start_echo_http(procs: Processes, echo_server: Path) -> str:

@@ -16,21 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import psutil
-from procs import Processes, free_port, wait_http
+from servers import bare_host
 
-REPO = Path(__file__).resolve().parent.parent
-MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -100,25 +95,11 @@ async def _flood(url: str, count: int, concurrency: int, pid: int, settle_s: flo
         }
 
 
-async def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    procs = Processes(workdir)
-    try:
-        empty = workdir / "plugins"
-        empty.mkdir()
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
-        env["MCP_HOST_BUILTIN_DIR"] = str(empty)
-        if args.uncapped:
-            env.update(UNCAPPED)
-        argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(workdir / "d")]
-        proc = procs.spawn("host", argv, env=env)
-        url = f"http://127.0.0.1:{port}"
-        await wait_http(proc, f"{url}/healthz", want=200)
-        result = await _flood(url, args.count, args.concurrency, proc.popen.pid, args.settle)
-        result["caps"] = "uncapped (9999/9999 of 10000, idle 1800 s)" if args.uncapped else "defaults"
-        return result
-    finally:
-        procs.close()
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    async with bare_host("mcpb-flood-", UNCAPPED if args.uncapped else None) as host:
+        result = await _flood(host.url, args.count, args.concurrency, host.proc.popen.pid, args.settle)
+    result["caps"] = "uncapped (9999/9999 of 10000, idle 1800 s)" if args.uncapped else "defaults"
+    return result
 
 
 def main() -> int:
@@ -128,8 +109,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds to wait before the last RSS reading")
     parser.add_argument("--uncapped", action="store_true")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="mcpb-flood-", dir="/tmp"))
-    result = anyio.run(_run, args, workdir)
+    result = anyio.run(_run, args)
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -4,13 +4,18 @@ client still gets through meanwhile (issue 11, defect 6; SECURITY.md C3). Not pa
 
 Starts `mcp-host serve` (embedded PostgreSQL, sandbox on, no plugins, default settings unless
 `--env NAME=VALUE`), times a normal client for `--warmup` seconds (each request on a fresh
-connection, alternately `GET /healthz` and `POST /v1/sessions`), then opens `--slow`
-connections that each send half a request head and then one more byte every `--interval`
-seconds, never finishing it. While any of them is open (at most `--duration` seconds) the
-normal client goes on. Reports how many slow connections the host closed and when (seconds
-after their start, and whether it said 408 first), the host's open file descriptors before,
-at the peak and after, and the normal client's statuses and latency (p50, p99) before and
-during.
+connection from `--normal-from`, alternately `GET /healthz` and `POST /v1/sessions`), then
+opens `--slow` connections from `--slow-from` that each send half a request head and then one
+more byte every `--interval` seconds, never finishing it. While any of them is open (at most
+`--duration` seconds) the normal client goes on. Reports how the host ended the slow
+connections (by the status it answered first: 408 for the head deadline, 503 for the cap per
+client address, none) and when (seconds after their start), the host's open file descriptors
+before, at the peak and after, and the normal client's statuses and latency (p50, p99) before
+and during.
+
+The host listens on 127.0.0.1, which uvicorn trusts as a proxy and the host does not cap per
+address; the clients come from other loopback addresses (Linux routes all of 127.0.0.0/8 to
+`lo`), as remote clients would. `--slow-from 127.0.0.1` shows a flood from a proxy's address.
 
     .venv/bin/python bench/slow_clients.py [--slow 400] [--interval 1] [--duration 60]
 """
@@ -19,22 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 import psutil
-from procs import Processes, free_port, wait_http
-
-REPO = Path(__file__).resolve().parent.parent
-MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
+from servers import bare_host
 
 
 def _percentiles(samples: list[float]) -> dict[str, float | None]:
@@ -48,8 +48,9 @@ def _percentiles(samples: list[float]) -> dict[str, float | None]:
 class Normal:
     """A well-behaved client: one request after another, each on a connection of its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, source: str) -> None:
         self.url = url
+        self.source = source
         self.samples: dict[str, list[float]] = {"before": [], "during": []}
         self.statuses: dict[str, Counter[str]] = {"before": Counter(), "during": Counter()}
         self.phase = "before"
@@ -60,7 +61,8 @@ class Normal:
             turn += 1
             started = time.perf_counter()
             try:
-                async with httpx2.AsyncClient(timeout=30) as http:
+                transport = httpx2.AsyncHTTPTransport(local_address=self.source)
+                async with httpx2.AsyncClient(timeout=30, transport=transport) as http:
                     if turn % 2:
                         status = (await http.get(f"{self.url}/healthz")).status_code
                     else:
@@ -72,12 +74,12 @@ class Normal:
             self.statuses[self.phase][outcome] += 1
 
 
-async def _slow(port: int, interval_s: float, limit_s: float, results: list[dict[str, Any]]) -> None:
+async def _slow(args: argparse.Namespace, port: int, results: list[dict[str, Any]]) -> None:
     started = time.perf_counter()
-    record: dict[str, Any] = {"closed_after_s": None, "said_408": False}
+    record: dict[str, Any] = {"closed_after_s": None, "answer": None}
     results.append(record)
     try:
-        stream = await anyio.connect_tcp("127.0.0.1", port)
+        stream = await anyio.connect_tcp("127.0.0.1", port, local_host=args.slow_from)
     except OSError as exc:
         record["connect_error"] = type(exc).__name__
         return
@@ -90,7 +92,7 @@ async def _slow(port: int, interval_s: float, limit_s: float, results: list[dict
                 answer += await stream.receive()
             except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                 record["closed_after_s"] = round(time.perf_counter() - started, 2)
-                record["said_408"] = answer.startswith(b"HTTP/1.1 408")
+                record["answer"] = answer.split(b" ", 2)[1].decode() if answer.startswith(b"HTTP/1.1 ") else None
                 tg.cancel_scope.cancel()
                 return
 
@@ -98,21 +100,36 @@ async def _slow(port: int, interval_s: float, limit_s: float, results: list[dict
         try:
             await stream.send(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode())
             while True:
-                await anyio.sleep(interval_s)
+                await anyio.sleep(args.interval)
                 await stream.send(b"a")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             await anyio.sleep_forever()  # the reader records the close
 
-    with anyio.move_on_after(limit_s):
+    with anyio.move_on_after(args.duration):
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             tg.start_soon(dribble)
     await stream.aclose()
 
 
-async def _measure(args: argparse.Namespace, url: str, port: int, pid: int) -> dict[str, Any]:
+def _closes(slow: list[dict[str, Any]]) -> dict[str, Any]:
+    """The slow connections the host closed, by the status it answered first: how many, and
+    when (seconds after their start)."""
+    by_answer: dict[str, list[float]] = {}
+    for record in slow:
+        if record["closed_after_s"] is not None:
+            by_answer.setdefault(record["answer"] or "none", []).append(record["closed_after_s"])
+    return {
+        answer: {"count": len(times), "min_s": min(times), "median_s": statistics.median(times), "max_s": max(times)}
+        for answer, times in sorted(by_answer.items())
+    }
+
+
+async def _measure(args: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
     host = psutil.Process(pid)
-    normal = Normal(url)
+    port = urlsplit(url).port
+    assert port is not None
+    normal = Normal(url, args.normal_from)
     stop = anyio.Event()
     fds = {"before": host.num_fds(), "peak": 0}
     slow: list[dict[str, Any]] = []
@@ -130,20 +147,19 @@ async def _measure(args: argparse.Namespace, url: str, port: int, pid: int) -> d
         slow_started = time.perf_counter()
         async with anyio.create_task_group() as slow_group:
             for _ in range(args.slow):
-                slow_group.start_soon(_slow, port, args.interval, args.duration, slow)
+                slow_group.start_soon(_slow, args, port, slow)
         slow_s = time.perf_counter() - slow_started
         stop.set()
     await anyio.sleep(1)
     fds["after"] = host.num_fds()
-    closed = sorted(r["closed_after_s"] for r in slow if r["closed_after_s"] is not None)
+    closed = sum(r["closed_after_s"] is not None for r in slow)
     return {
         "slow_connections": args.slow,
-        "closed_by_host": len(closed),
-        "closed_after_s": {"min": closed[0], "median": statistics.median(closed), "max": closed[-1]}
-        if closed
-        else None,
-        "closed_with_408": sum(r["said_408"] for r in slow),
-        "still_open_after_s": None if len(closed) == args.slow else args.duration,
+        "slow_from": args.slow_from,
+        "normal_from": args.normal_from,
+        "closed_by_host": closed,
+        "closed_by_answer": _closes(slow),
+        "still_open_after_s": None if closed == args.slow else args.duration,
         "connect_errors": sum("connect_error" in r for r in slow),
         "slow_phase_s": round(slow_s, 1),
         "host_fds": fds,
@@ -160,24 +176,12 @@ async def _measure(args: argparse.Namespace, url: str, port: int, pid: int) -> d
     }
 
 
-async def _run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    procs = Processes(workdir)
-    try:
-        empty = workdir / "plugins"
-        empty.mkdir()
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
-        env["MCP_HOST_BUILTIN_DIR"] = str(empty)
-        env.update(dict(pair.split("=", 1) for pair in args.env))
-        argv = [str(MCP_HOST), "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(workdir / "d")]
-        proc = procs.spawn("host", argv, env=env)
-        url = f"http://127.0.0.1:{port}"
-        await wait_http(proc, f"{url}/healthz", want=200)
-        result = await _measure(args, url, port, proc.popen.pid)
-        result["env"] = args.env
-        return result
-    finally:
-        procs.close()
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    settings = dict(pair.split("=", 1) for pair in args.env)
+    async with bare_host("mcpb-slow-", settings) as host:
+        result = await _measure(args, host.url, host.proc.popen.pid)
+    result["env"] = args.env
+    return result
 
 
 def main() -> int:
@@ -187,9 +191,10 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="longest a slow connection is kept")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of normal traffic before")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="a host setting")
+    parser.add_argument("--slow-from", default="127.0.0.2", help="the slow connections' address (127.0.0.2)")
+    parser.add_argument("--normal-from", default="127.0.0.3", help="the normal client's address (127.0.0.3)")
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="mcpb-slow-", dir="/tmp"))
-    result = anyio.run(_run, args, workdir)
+    result = anyio.run(_run, args)
     sys.stdout.write(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -17,13 +17,20 @@ stayed open for good (issue 11, defect 6). Here:
   request body waits more than `body_timeout_s`; the application's part of the request is
   cancelled, so it never runs on a body it did not get;
 - **connections** — `limit_concurrency` (503 past it, `connection: close`) and
-  `timeout_keep_alive`, from settings.
+  `timeout_keep_alive`, from settings;
+- **connections per client address** — `ConnectionsPerClient`: past
+  `max_connections_per_client` open connections from one address, a new one is answered 503
+  and closed as soon as it is accepted, before anything it sent is parsed (1,100 connections
+  from one address held the whole host-wide cap). An address uvicorn trusts as a proxy
+  (`forwarded_allow_ips`, for `X-Forwarded-For`) is not capped: it speaks for many clients.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,31 +38,75 @@ import anyio
 import anyio.lowlevel
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import _TrustedHosts  # uvicorn's own test, not a copy of it
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from .log_limit import LimitedLog
 from .settings import Settings
 
-__all__ = ["BodyTimeout", "GuardedHttpToolsProtocol", "HttpLimits", "server_config"]
+__all__ = ["BodyTimeout", "ConnectionsPerClient", "GuardedHttpToolsProtocol", "HttpLimits", "server_config"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class HttpLimits:
-    """Settings `http_header_timeout_s`, `http_max_head_bytes`, `http_body_timeout_s`."""
+    """Settings `http_header_timeout_s`, `http_max_head_bytes`, `http_body_timeout_s`,
+    `http_max_connections_per_client`."""
 
     header_timeout_s: float = 10.0
     max_head_bytes: int = 64 * 1024
     body_timeout_s: float = 30.0
+    max_connections_per_client: int = 64
+
+
+class ConnectionsPerClient:
+    """The connections open from each client address, and the cap on them.
+
+    One per server (its config); the protocol opens a connection's slot when it is accepted
+    and closes it when it is lost. Addresses `exempt` says yes to are counted, never refused.
+    """
+
+    def __init__(self, cap: int, exempt: Callable[[str], bool]) -> None:
+        self.cap = cap
+        self._exempt = exempt
+        self._open: Counter[str] = Counter()
+
+    def open(self, address: str) -> bool:
+        """Take a slot for a new connection from `address`; False (nothing taken) past the cap."""
+        if self._open[address] >= self.cap and not self._exempt(address):
+            return False
+        self._open[address] += 1
+        return True
+
+    def close(self, address: str) -> None:
+        """Give back the slot of a connection `open` let in."""
+        self._open[address] -= 1
+        if self._open[address] <= 0:
+            del self._open[address]  # no entry outlives an address's last connection
+
+    def count(self, address: str | None = None) -> int:
+        """Connections open from `address`, else from every address."""
+        return self._open[address] if address is not None else self._open.total()
+
+    def addresses(self) -> int:
+        """Addresses with a connection open: the entries the table holds."""
+        return len(self._open)
 
 
 class HostServerConfig(uvicorn.Config):
-    """uvicorn's `Config` carrying the limits its protocol enforces."""
+    """uvicorn's `Config` carrying the limits its protocol enforces, and the per-client counts."""
 
     def __init__(self, app: ASGIApp, *, limits: HttpLimits, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
         self.limits = limits
+        # Exempt exactly the addresses whose `X-Forwarded-For` uvicorn believes (its
+        # `forwarded_allow_ips`: FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1): behind such
+        # a proxy every client shares its address, and the host-wide cap still applies.
+        trusted = _TrustedHosts(self.forwarded_allow_ips if self.proxy_headers else [])
+        self.connections_per_client = ConnectionsPerClient(limits.max_connections_per_client, trusted.__contains__)
+        self.refusals_log = LimitedLog(logger, per_s=0.1, burst=3, what="refused connections")
 
 
 def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
@@ -64,6 +115,7 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
         header_timeout_s=settings.http_header_timeout_s,
         max_head_bytes=settings.http_max_head_bytes,
         body_timeout_s=settings.http_body_timeout_s,
+        max_connections_per_client=settings.http_max_connections_per_client,
     )
     return HostServerConfig(
         BodyTimeout(app, limits.body_timeout_s),
@@ -85,10 +137,15 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
 
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+_TOO_MANY = b"too many connections from this address"
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline and a size cap on each request head."""
+    """uvicorn's httptools protocol with a deadline and a size cap on each request head, and a
+    cap on the connections open from one client address.
+
+    Needs the config `server_config` makes (TypeError otherwise).
+    """
 
     def __init__(
         self,
@@ -97,18 +154,51 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         app_state: dict[str, Any],
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
+        if not isinstance(config, HostServerConfig):
+            raise TypeError("GuardedHttpToolsProtocol runs with the config of server_config()")
         super().__init__(config, server_state, app_state, _loop)
-        self._limits = config.limits if isinstance(config, HostServerConfig) else HttpLimits()
+        self._limits = config.limits
+        self._per_client = config.connections_per_client
+        self._refusals_log = config.refusals_log
+        self._counted_as: str | None = None  # the address whose slot this connection holds
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        address = self.client[0] if self.client else None  # None: not an IP socket
+        if address is not None:
+            if not self._per_client.open(address):
+                self._refuse_connection(address)
+                return
+            self._counted_as = address
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted_as is not None:
+            self._per_client.close(self._counted_as)
+            self._counted_as = None
         self._disarm_head_timer()
         super().connection_lost(exc)
+
+    def _refuse_connection(self, address: str) -> None:
+        """503 and close, before reading a byte: the address has its cap of connections open."""
+        self.connections.discard(self)  # nor does it count toward uvicorn's host-wide cap
+        self._refusals_log.log(
+            "per-address cap",
+            logging.WARNING,
+            "refused a connection from %s: %d open, the cap per client address",
+            address,
+            self._per_client.cap,
+        )
+        # Closed at once, so a flood of refused connections holds no descriptor. Whatever the
+        # client already sent is unread, so the kernel may follow the answer with a reset; a
+        # client that reads in order (Linux) still gets the 503 first.
+        self.transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_TOO_MANY), _TOO_MANY)
+        )
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         between_requests = self.cycle is None or self.cycle.response_complete

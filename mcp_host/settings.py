@@ -183,6 +183,13 @@ class Settings(BaseSettings):
     http_body_timeout_s: float = Field(default=30.0, gt=0)
     http_max_connections: int = Field(default=1000, ge=2)
     http_keep_alive_s: int = Field(default=5, ge=1)
+    # Past `http_max_connections_per_client` connections open from one client address, a new
+    # one is answered 503 and closed before it is read, so one address cannot hold the
+    # host-wide cap (it must be below it). 64: a browser opens at most 6 per host, an MCP client
+    # 2-3 (a GET stream, a POST or two), so a NAT of some 20 clients fits, while filling the
+    # host-wide cap takes 16 addresses. Addresses uvicorn trusts as proxies (its
+    # FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1) are not capped per address.
+    http_max_connections_per_client: int = Field(default=64, ge=1)
     # -- end of HTTP connections -----------------------------------------------------------
 
     # -- Sandbox memory and crash loops (sandbox.py `Limits`, children.py) -------------------
@@ -226,6 +233,13 @@ class Settings(BaseSettings):
             raise ValueError(
                 "protocol_sessions_per_principal <= protocol_sessions_per_client < protocol_sessions_max must hold"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _connection_caps_nest(self) -> Settings:
+        # HTTP connections: one client address must not be able to fill the host-wide cap.
+        if self.http_max_connections_per_client >= self.http_max_connections:
+            raise ValueError("http_max_connections_per_client must be below http_max_connections")
         return self
 
     @property
