@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import threading
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -115,6 +116,7 @@ async def embedded_server(pgdata: Path) -> AsyncIterator[EmbeddedPostgres]:
     pgserver's own errors (initdb or pg_ctl failing) pass through, after it logged the
     server's log.
     """
+    _import_pgserver()
     server = await anyio.to_thread.run_sync(_start, pgdata)
     try:
         yield EmbeddedPostgres(server)
@@ -128,6 +130,19 @@ async def embedded_postgres(pgdata: Path) -> AsyncIterator[str]:
     """`embedded_server`, yielding only its asyncpg DSN."""
     async with embedded_server(pgdata) as server:
         yield server.dsn
+
+
+def _import_pgserver() -> None:
+    """Import pgserver once, on the event loop's thread, before any worker thread uses it.
+
+    pgserver looks up the user's runtime directory (for its lock file) when it is imported, and
+    without XDG_RUNTIME_DIR (a root shell, a container, CI) platformdirs warns about the
+    fallback it takes: a warning at every start that the user can do nothing about. It is
+    silenced for that import only (`catch_warnings` is not thread-safe, hence no worker thread).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module="platformdirs")
+        import pgserver.postgres_server  # noqa: F401
 
 
 def _start(pgdata: Path) -> PostgresServer:
