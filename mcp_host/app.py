@@ -45,7 +45,7 @@ from .holds import Holds
 from .host_ops import OpServices
 from .host_origin import HostOriginGuard
 from .input_rounds import InputRounds
-from .launch import host_pids_cgroups, launch_for
+from .launch import host_cgroups, launch_for
 from .meta import MetaCaps
 from .owner_calls import OwnerCalls
 from .owners import OWNER_TOKEN_FILE, OwnerStore, ensure_owner_token
@@ -190,7 +190,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
     if swept:
         logger.warning("killed %d sandbox(es) left over from a host that did not stop cleanly", len(swept))
     if settings.sandbox == "on":
-        host_pids_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
+        host_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
     spawned: list[int] = []
 
     def on_spawn(pid: int, plugin_id: str) -> None:

@@ -1,9 +1,9 @@
 """What starts a plugin's process: the argv, working directory and environment, the fd of its
-seccomp filter, and the sandbox's pids cgroup, released once the process has exited.
+seccomp filter, and the sandbox's cgroups (pids, memory), released once the process has exited.
 
 Above: `children` (which spawns what this returns with `pass_fds=launch.pass_fds`, calls
 `Launch.close_passed_fds` right after the spawn and `Launch.release` after reaping it). Below:
-`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `pids_cgroup`. `command: python` in a
+`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `sandbox_cgroup`. `command: python` in a
 manifest means the host's own interpreter, so the MCP SDK (and the plugin kit) are importable
 inside the sandbox: its base prefix is bound read-only at its own path and a virtualenv at
 `/opt/mcp-host/venv`, nothing else of the host's tree.
@@ -27,21 +27,21 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from .pids_cgroup import PidsCgroup, PidsCgroups
 from .plugins import Plugin
 from .sandbox import Limits, SandboxSpec, SandboxUnavailable, build_command, bwrap_arguments
+from .sandbox_cgroup import SandboxCgroup, SandboxCgroups
 from .seccomp import open_filter
 from .settings import Settings
 
-__all__ = ["SOCKET_ENV", "SOCKET_INSIDE", "Launch", "host_pids_cgroups", "launch_for"]
+__all__ = ["SOCKET_ENV", "SOCKET_INSIDE", "Launch", "host_cgroups", "host_pids_cgroups", "launch_for"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one child. `cgroup` is its sandbox's pids cgroup (None when the host has
-    none, or the sandbox is off); `release` removes it.
+    """How to start one child. `cgroup` is its sandbox's cgroups (None when the host has
+    none, or the sandbox is off); `release` removes them.
 
     pass_fds: the fds the child must inherit, the only ones (the seccomp filter's and the one
     bwrap reads its operations from, which the argv names; none with the sandbox off). The
@@ -54,7 +54,7 @@ class Launch:
     argv: list[str]
     cwd: Path | None
     env: dict[str, str]
-    cgroup: PidsCgroup | None = None
+    cgroup: SandboxCgroup | None = None
     pass_fds: tuple[int, ...] = ()
     bwrap_args: tuple[str, ...] = ()
     _open_fds: set[int] = field(init=False, repr=False, compare=False)
@@ -77,21 +77,25 @@ class Launch:
             os.close(self._open_fds.pop())
 
     async def release(self) -> None:
-        """Close the fds still open, kill what is left in the sandbox's pids cgroup and remove
-        it; call it once the process has been reaped, or failed to spawn. Safe to call twice."""
+        """Close the fds still open, kill what is left in the sandbox's cgroups and remove
+        them; call it once the process has been reaped, or failed to spawn. Safe to call twice."""
         self.close_passed_fds()
         if self.cgroup is not None:
             await anyio.to_thread.run_sync(self.cgroup.release)
 
 
 @functools.cache
-def host_pids_cgroups(cgroup_root: Path) -> PidsCgroups | None:
-    """The host's pids cgroups under `cgroup_root`: detected once per process (sweeping the
-    groups of hosts that are gone), and None, logged once, when none is usable.
+def host_cgroups(cgroup_root: Path) -> SandboxCgroups | None:
+    """The host's sandbox cgroups (pids, memory) under `cgroup_root`: detected once per process
+    (sweeping the groups of hosts that are gone); a controller that is not usable is logged
+    once, and None when neither is.
 
     Call it at host start; otherwise the first launch does.
     """
-    return PidsCgroups.detect(cgroup_root)
+    return SandboxCgroups.detect(cgroup_root)
+
+
+host_pids_cgroups = host_cgroups  # the name before the memory cgroup joined it
 
 
 # Where a sandboxed child finds its host-op socket, (for `command: python`) the plugin kit and
@@ -142,7 +146,7 @@ def _kit_dir() -> Path | None:
 
 def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None = None) -> Launch:
     """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, under
-    its own seccomp filter's fd, in a new pids cgroup when the host has them. The caller must
+    its own seccomp filter's fd, in new pids and memory cgroups when the host has them. The caller must
     pass `pass_fds` to the spawn, then `close_passed_fds` and `release` it.
 
     host_socket: the plugin's host-op socket (only for a plugin that named host ops); it is
@@ -198,11 +202,11 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
         return Launch(argv=argv, cwd=plugin.folder, env=env)
     seccomp_fd = open_filter()
     args_fd: int | None = None
-    cgroup: PidsCgroup | None = None
+    cgroup: SandboxCgroup | None = None
     try:
         operations = bwrap_arguments(spec, seccomp_fd=seccomp_fd)
         args_fd = _sealed_memfd("mcp-host-bwrap-args", b"".join(os.fsencode(arg) + b"\0" for arg in operations))
-        cgroup = _pids_cgroup(plugin.manifest.id, settings)
+        cgroup = _sandbox_cgroup(plugin.manifest.id, settings)
         argv = build_command(spec, seccomp_fd=seccomp_fd, cgroup=cgroup, args_fd=args_fd)
     except BaseException:
         for fd in (seccomp_fd, args_fd):
@@ -235,14 +239,17 @@ def _sealed_memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _pids_cgroup(plugin_id: str, settings: Settings) -> PidsCgroup | None:
-    groups = host_pids_cgroups(settings.cgroup_root)
+def _sandbox_cgroup(plugin_id: str, settings: Settings) -> SandboxCgroup | None:
+    groups = host_cgroups(settings.cgroup_root)
     if groups is None:
         return None
+    memory_bytes = settings.child_memory_cgroup_bytes or settings.child_memory_bytes
     try:
-        return groups.create(plugin_id, settings.child_max_processes)
+        return groups.create(plugin_id, settings.child_max_processes, memory_bytes)
     except OSError as exc:
-        # Start the child as a host without pids cgroups would, rather than not at all: an
+        # Start the child as a host without cgroups would, rather than not at all: an
         # exception here would end the pool's task group (children.py calls us unguarded).
-        logger.error("%s: could not make its pids cgroup (%s); its task cap is RLIMIT_NPROC alone", plugin_id, exc)
+        logger.error(
+            "%s: could not make its cgroups (%s); its caps are its rlimits and tmpfs sizes alone", plugin_id, exc
+        )
         return None

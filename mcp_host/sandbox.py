@@ -1,12 +1,12 @@
 """The sandbox a child runs in: the bubblewrap argv, its resource limits, and the ledger that
 sweeps sandboxes a killed host left behind.
 
-Above: `launch` turns a manifest into a `SandboxSpec`, makes the sandbox a `PidsCgroup` (module
-`pids_cgroup`), opens its seccomp filter (module `seccomp`) and takes the argv from
+Above: `launch` turns a manifest into a `SandboxSpec`, makes the sandbox a `SandboxCgroup` (module
+`sandbox_cgroup`), opens its seccomp filter (module `seccomp`) and takes the argv from
 `build_command`; `children` spawns it as a stdio MCP server (`close_fds=True`, passing only
 the filter's fd, from the event-loop thread: PR_SET_PDEATHSIG follows the spawning *thread*,
 SECURITY.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps at start.
-Below: `bwrap` (bubblewrap >= 0.8), util-linux `prlimit` and, with a pids cgroup, `/bin/sh`,
+Below: `bwrap` (bubblewrap >= 0.8), util-linux `prlimit` and, with cgroups, `/bin/sh`,
 all exec'd by the caller; `procs` for reading /proc. Nothing here starts a process or opens a
 file descriptor; the ledger's sweep only kills.
 
@@ -43,9 +43,11 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     memfd (`--args FD`), so bwrap's command line, which is also the sandbox's
                     pid 1's (/proc/1/cmdline), shows only the fd, prlimit's numbers and the
                     command, which sandbox-side paths name
-    pids cgroup     when the host has one (`pids_cgroup.PidsCgroups`): `pids.max` tasks for the
-                    whole sandbox, bwrap included, joined before bwrap runs. The only task cap
-                    that holds when the host runs as root (see `_prlimit_argv`).
+    cgroups         when the host has them (`sandbox_cgroup.SandboxCgroups`), joined before bwrap
+                    runs, for the whole sandbox, bwrap included: `pids.max` tasks, the only
+                    task cap that holds when the host runs as root (see `_prlimit_argv`), and a
+                    memory limit (`child_memory_cgroup_bytes`), the only cap on the memfd pages
+                    a sandbox writes, which RLIMIT_AS does not see.
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Unavailable
-from .pids_cgroup import PidsCgroup
 from .procs import child_pids, proc_stat, started_at
+from .sandbox_cgroup import SandboxCgroup
 
 __all__ = [
     "BASE_ENV",
@@ -129,8 +131,10 @@ class Limits:
         tmpfs pages are RAM that RLIMIT_AS does not see) and, for the rest, RLIMIT_AS
         (`address_space_bytes`: the address space, so thread stacks and malloc arenas count
         too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory
-        (mcp_host/README.md says which). System V IPC, which no limit counts, cannot be
-        used at all (the seccomp filter refuses shmget, msgget and semget).
+        (mcp_host/README.md says which) and memfd pages written, not mapped: those only the
+        sandbox's memory cgroup counts, where the host has one (`sandbox_cgroup`). System V
+        IPC, which no limit counts, cannot be used at all (the seccomp filter refuses
+        shmget, msgget and semget).
     max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where
         the kernel enforces it.
     max_open_files: RLIMIT_NOFILE.
@@ -214,12 +218,12 @@ def build_command(
     *,
     seccomp_fd: int | None = None,
     sandbox: bool = True,
-    cgroup: PidsCgroup | None = None,
+    cgroup: SandboxCgroup | None = None,
     args_fd: int | None = None,
 ) -> list[str]:
     """The argv that runs `spec`: prlimit + command inside bwrap, with a clean environment,
     under the seccomp filter bwrap reads from `seccomp_fd`; with `cgroup`, behind the shell
-    that moves itself into it and then becomes bwrap.
+    that moves itself into its groups and then becomes bwrap.
 
     seccomp_fd: the number of an fd holding `seccomp.program()` (`seccomp.open_filter`) that
         the caller passes to the process it spawns; required when sandboxed.
@@ -294,7 +298,7 @@ def _namespace_args(allow_net: bool) -> list[str]:
 def _privilege_args(seccomp_fd: int) -> list[str]:
     # --new-session: no controlling terminal, so TIOCSTI cannot type into the host's tty.
     # --die-with-parent: PDEATHSIG SIGKILL when the host (thread) dies; the startup race
-    #   (bwrap #633) is covered by the sweeps of SandboxLedger and PidsCgroups. Measured:
+    #   (bwrap #633) is covered by the sweeps of SandboxLedger and SandboxCgroups. Measured:
     #   with it, the whole sandbox ends as soon as the command exits; without it bwrap's init
     #   waits for the last process, so a daemon the child left behind would keep it alive.
     # --cap-drop ALL empties the bounding set too; bwrap always sets NO_NEW_PRIVS.
@@ -362,7 +366,7 @@ def _prlimit_argv(limits: Limits) -> list[str]:
     #   user is the global root, and a root host's sandbox is uid 0 mapped to kuid 0 (user
     #   namespace or not). Measured: 200 of 200 sleeps started. Under a root host a fork bomb
     #   is bounded only by the host's pid_max; containing it needs a pids cgroup per sandbox
-    #   (`PidsCgroup`, when the machine has one) or a host that runs as a non-root user (C8).
+    #   (`SandboxCgroup`, when the machine has one) or a host that runs as a non-root user (C8).
     # * RLIMIT_CPU with soft = hard: at the hard limit the kernel sends SIGKILL; a soft limit
     #   alone only sends SIGXCPU, which a child may catch or ignore.
     # * Inside, the limits bind the child's tree only, not bwrap's own setup.
@@ -428,7 +432,7 @@ class SandboxLedger:
     --die-with-parent cannot cover a host killed before bwrap armed it (bwrap #633,
     SECURITY.md B4); `sweep` at host start is the second mechanism. A sandbox spawned but
     not yet recorded when the host died is missed here (record right after spawning), but
-    not by `PidsCgroups.sweep`, where the host has pids cgroups: its group existed first.
+    not by `SandboxCgroups.sweep`, where the host has pids cgroups: its group existed first.
     Each record holds the sandbox's pid and /proc start time (a recycled pid is never
     killed) and the recording host's, so a sweep spares the sandboxes of a host that is
     still running on the same run_dir.

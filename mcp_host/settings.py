@@ -77,7 +77,8 @@ class Settings(BaseSettings):
     child_cpu_seconds: int = Field(default=3600, ge=1)
     child_max_file_bytes: int = Field(default=256 * MiB, ge=MiB)
     # Where the cgroup file systems are mounted; each sandbox gets a pids cgroup of
-    # `child_max_processes` tasks when one is usable there (mcp_host/pids_cgroup.py, `PidsCgroups`).
+    # `child_max_processes` tasks and a memory cgroup of `child_memory_cgroup_bytes` when
+    # usable there (mcp_host/sandbox_cgroup.py, `SandboxCgroups`).
     cgroup_root: Path = Path("/sys/fs/cgroup")
 
     # The back-channel (host ops). Each plugin that names ops gets one unix socket under
@@ -204,6 +205,15 @@ class Settings(BaseSettings):
     child_restart_backoff_base_s: float = Field(default=0.25, ge=0)
     child_stable_after_s: float = Field(default=30.0, gt=0)
     # -- end of Sandbox memory and crash loops -----------------------------------------------
+
+    # -- Sandbox memory cgroup (sandbox_cgroup.py) -------------------------------------------
+    # Each sandbox's memory cgroup, where the host has a memory controller: a cap on all the
+    # RAM its processes hold together, swap included, so also the memfd and tmpfs pages they
+    # write (RLIMIT_AS does not see those) and page cache. Unset: `child_memory_bytes`, the
+    # same budget RLIMIT_AS and the tmpfs caps split per process, now held by the sandbox as
+    # a whole. At the cap a write fails or the kernel's OOM killer kills in the sandbox.
+    child_memory_cgroup_bytes: int | None = Field(default=None, ge=64 * MiB)
+    # -- end of Sandbox memory cgroup --------------------------------------------------------
 
     @field_validator("plugins", mode="before")
     @classmethod

@@ -1,17 +1,21 @@
-"""Launching a plugin's child: its argv, and the pids cgroup its sandbox runs in until released.
+"""Launching a plugin's child: its argv, and the cgroups (pids, memory) its sandbox runs in
+until released.
 
 A real plugin (tests/plugins/echo) in real bubblewrap, spawned by a real `ChildPool` as the host
-spawns it; no database, no HTTP. Tests that need a pids cgroup skip, saying why, on a machine
-that has none (they need root, or a delegated cgroup v2 subtree).
+spawns it; no database, no HTTP. Tests that need a pids or memory cgroup skip, saying why, on a
+machine that has none (they need root, or a delegated cgroup v2 subtree).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +25,9 @@ import pytest
 from hosting import wait_until
 from mcp_host.children import Child, ChildPool
 from mcp_host.errors import Unavailable
-from mcp_host.launch import SOCKET_INSIDE, Launch, host_pids_cgroups, launch_for
-from mcp_host.pids_cgroup import PidsCgroup, PidsCgroups
+from mcp_host.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
 from mcp_host.plugins import Plugin, load_plugins
+from mcp_host.sandbox_cgroup import SandboxCgroups
 from mcp_host.settings import Settings
 from processes import CHILD_LIMITS, needs_bwrap
 
@@ -41,13 +45,25 @@ def echo() -> Plugin:
 
 
 @pytest.fixture
-def pids_cgroups() -> PidsCgroups:
-    """The pids cgroups a host with default settings gets."""
-    groups = host_pids_cgroups(Settings().cgroup_root)
-    if groups is None:
+def pids_cgroups() -> SandboxCgroups:
+    """The sandbox cgroups a host with default settings gets, with a pids controller."""
+    groups = host_cgroups(Settings().cgroup_root)
+    if groups is None or groups.pids is None:
         pytest.skip(
             "no usable pids cgroup here: needs a writable cgroup v1 pids hierarchy at /sys/fs/cgroup/pids, "
             "or cgroup v2 with the pids controller in the root or a delegated cgroup (see the log)"
+        )
+    return groups
+
+
+@pytest.fixture
+def memory_cgroups() -> SandboxCgroups:
+    """The sandbox cgroups a host with default settings gets, with a memory controller."""
+    groups = host_cgroups(Settings().cgroup_root)
+    if groups is None or groups.memory is None:
+        pytest.skip(
+            "no usable memory cgroup here: needs a writable cgroup v1 memory hierarchy at "
+            "/sys/fs/cgroup/memory, or cgroup v2 with the memory controller in the root or a delegated cgroup"
         )
     return groups
 
@@ -77,38 +93,75 @@ async def call(child: Child, tool: str, **arguments: Any) -> Any:
     return result.structured_content
 
 
-def members(group: PidsCgroup) -> set[int]:
-    return {int(pid) for pid in (group.path / "cgroup.procs").read_text().split()}
+def members(path: Path | None) -> set[int]:
+    assert path is not None
+    return {int(pid) for pid in (path / "cgroup.procs").read_text().split()}
+
+
+def memory_limit(path: Path | None) -> int:
+    """A memory cgroup's limit (cgroup v2's memory.max or v1's memory.limit_in_bytes)."""
+    assert path is not None
+    v2 = path / "memory.max"
+    return int((v2 if v2.exists() else path / "memory.limit_in_bytes").read_text())
+
+
+def host_shmem_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no Shmem in /proc/meminfo")
 
 
 @needs_bwrap
 @pytest.mark.anyio
 async def test_sandboxed_launch_gets_a_new_pids_cgroup_capped_at_child_max_processes(
-    echo: Plugin, pids_cgroups: PidsCgroups
+    echo: Plugin, pids_cgroups: SandboxCgroups
 ) -> None:
     settings = Settings(child_max_processes=40)
     launch, again = launch_for(echo, settings), launch_for(echo, settings)
     try:
         assert launch.cgroup is not None and again.cgroup is not None
-        assert launch.cgroup.path.parent == again.cgroup.path.parent == pids_cgroups.base
-        assert launch.cgroup.path != again.cgroup.path  # one group per sandbox
-        assert launch.cgroup.path.name.startswith(f"test.echo-{os.getpid()}-")
-        assert (launch.cgroup.path / "pids.max").read_text() == "40\n"
-        # The shell joins the group, then becomes bwrap; prlimit's cap stays inside.
-        assert launch.argv[:5] == [*launch.cgroup.join_argv(), shutil.which("bwrap")]
+        assert launch.cgroup.pids is not None and again.cgroup.pids is not None
+        assert launch.cgroup.pids.parent == again.cgroup.pids.parent == pids_cgroups.pids
+        assert launch.cgroup.pids != again.cgroup.pids  # one group per sandbox
+        assert launch.cgroup.pids.name.startswith(f"test.echo-{os.getpid()}-")
+        assert (launch.cgroup.pids / "pids.max").read_text() == "40\n"
+        # The shell joins the groups, then becomes bwrap; prlimit's cap stays inside.
+        join = launch.cgroup.join_argv()
+        assert launch.argv[: len(join) + 1] == [*join, shutil.which("bwrap")]
         assert "--nproc=40" in launch.argv
         assert (launch.cwd, launch.env) == (None, {})
     finally:
         await launch.release()
         await again.release()
-    assert not launch.cgroup.path.exists() and not again.cgroup.path.exists()
+    assert not any(path.exists() for path in (*launch.cgroup.paths, *again.cgroup.paths))
 
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_a_child_runs_in_its_pids_cgroup_which_is_gone_once_the_child_stops(
-    echo: Plugin, pids_cgroups: PidsCgroups
+async def test_sandboxed_launch_gets_a_new_memory_cgroup_capped_at_child_memory_cgroup_bytes(
+    echo: Plugin, memory_cgroups: SandboxCgroups
 ) -> None:
+    default, capped = launch_for(echo, Settings()), launch_for(echo, Settings(child_memory_cgroup_bytes=96 << 20))
+    try:
+        assert default.cgroup is not None and capped.cgroup is not None
+        assert default.cgroup.memory is not None and default.cgroup.memory.parent == memory_cgroups.memory
+        assert default.cgroup.memory.name.startswith(f"test.echo-{os.getpid()}-")
+        assert memory_limit(default.cgroup.memory) == Settings().child_memory_bytes  # the default
+        assert memory_limit(capped.cgroup.memory) == 96 << 20
+        assert str(default.cgroup.memory) in default.argv[: len(default.cgroup.join_argv())]
+    finally:
+        await default.release()
+        await capped.release()
+    assert not any(path.exists() for path in (*default.cgroup.paths, *capped.cgroup.paths))
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_child_runs_in_its_cgroups_which_are_gone_once_the_child_stops(
+    echo: Plugin, pids_cgroups: SandboxCgroups
+) -> None:
+    # The echo child is Python with the MCP SDK: it starts and serves under the default limits.
     launches: list[Launch] = []
 
     def launch() -> Launch:
@@ -122,30 +175,32 @@ async def test_a_child_runs_in_its_pids_cgroup_which_is_gone_once_the_child_stop
         pid = child.health().pid
         assert group is not None and pid is not None
         # bwrap (the pid the host spawned), bwrap's init in the new pid namespace, the server.
-        assert pid in members(group) and len(members(group)) == 3
+        for path in group.paths:
+            assert pid in members(path) and len(members(path)) == 3
+        assert await call(child, "echo", text="hi") == {"text": "hi"}
         child.stop()
-        await wait_until(lambda: not group.path.exists())
+        await wait_until(lambda: not any(path.exists() for path in group.paths))
         assert child.health().pid is None
 
 
 @pytest.mark.anyio
-async def test_a_launch_that_cannot_be_spawned_still_releases_its_pids_cgroup(
-    pids_cgroups: PidsCgroups, tmp_path: Path
+async def test_a_launch_that_cannot_be_spawned_still_releases_its_cgroups(
+    pids_cgroups: SandboxCgroups, tmp_path: Path
 ) -> None:
-    group = pids_cgroups.create("test.echo", 8)
+    group = pids_cgroups.create("test.echo", 8, 64 << 20)
     launch = Launch(argv=[str(tmp_path / "missing")], cwd=None, env={}, cgroup=group)
     async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
         with pytest.raises(Unavailable):
             await pool.child("test.echo", lambda: launch).list_tools(timeout_s=5)
-    assert not group.path.exists()
+    assert not any(path.exists() for path in group.paths)
 
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_without_a_usable_pids_cgroup_the_launch_relies_on_prlimit_and_warns_once(
+async def test_without_usable_cgroups_the_launch_relies_on_prlimit_and_warns_once(
     echo: Plugin, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.pids_cgroup")
+    caplog.set_level(logging.INFO, logger="mcp_host.sandbox_cgroup")
     settings = Settings(cgroup_root=tmp_path)  # a directory, not a cgroup file system
     first, second = launch_for(echo, settings), launch_for(echo, settings)
     assert first.cgroup is None and second.cgroup is None
@@ -156,11 +211,14 @@ async def test_without_a_usable_pids_cgroup_the_launch_relies_on_prlimit_and_war
     assert first.full_argv() == [numbers.get(arg, arg) for arg in second.full_argv()]
     fallbacks = [r for r in caplog.records if r.getMessage().startswith("no usable pids cgroup")]
     assert len(fallbacks) == 1
-    await first.release()  # no pids cgroup to release; closes the filter's fd
+    # Fail-open without a memory cgroup too, but always a warning: nothing else counts memfds.
+    memory = [r for r in caplog.records if r.getMessage().startswith("no usable memory cgroup")]
+    assert [r.levelno for r in memory] == [logging.WARNING]
+    await first.release()  # no cgroup to release; closes the filter's fd
     await second.release()
 
 
-def test_unsandboxed_launch_has_no_pids_cgroup(echo: Plugin) -> None:
+def test_unsandboxed_launch_has_no_cgroup(echo: Plugin) -> None:
     launch = launch_for(echo, Settings(sandbox="off"))
     assert launch.cgroup is None
     assert launch.argv[0] == "/usr/bin/env"
@@ -309,6 +367,7 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
         64 << 20,
         16 << 20,
     )
+    assert settings.child_memory_cgroup_bytes is None  # the memory cgroup's cap: child_memory_bytes
     launch = launch_for(peek, settings)
     await launch.release()
     argv = launch.full_argv()
@@ -326,3 +385,61 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
     assert f"--as={(1024 - 64 - 16) << 20}" in argv
     with pytest.raises(ValueError, match="child_tmp_bytes \\+ child_shm_bytes must be below child_memory_bytes"):
         Settings(child_memory_bytes=64 << 20, child_tmp_bytes=60 << 20, child_shm_bytes=4 << 20)
+
+
+@needs_bwrap
+@pytest.mark.anyio
+@pytest.mark.parametrize("cgroup", [True, False], ids=["memory-cgroup", "control-without"])
+async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
+    peek: Plugin, memory_cgroups: SandboxCgroups, tmp_path: Path, cgroup: bool
+) -> None:
+    # Pages written (not mapped) to a memfd are not in the address space: RLIMIT_AS lets the
+    # flood through (the control, without cgroups), the sandbox's memory cgroup does not. The
+    # child is then killed by the OOM killer, or its write fails; host Shmem stays below the cap.
+    limit_mib, flood_mib = 128, 320
+    settings = Settings(child_memory_cgroup_bytes=limit_mib << 20)
+    if not cgroup:
+        settings = Settings(child_memory_cgroup_bytes=limit_mib << 20, cgroup_root=tmp_path)
+    launches: list[Launch] = []
+
+    def launch() -> Launch:
+        launches.append(launch_for(peek, settings))
+        return launches[-1]
+
+    before = peak = host_shmem_mib()
+    flooding = threading.Event()
+
+    def watch_shmem() -> None:  # the host's Shmem at its highest while the flood runs
+        nonlocal peak
+        while not flooding.wait(0.002):
+            peak = max(peak, host_shmem_mib())
+
+    watcher = threading.Thread(target=watch_shmem)
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        child = pool.child("test.peek", launch)
+        await child.list_tools(timeout_s=20)
+        watcher.start()
+        try:
+            try:
+                result = await call(child, "memfd", mib=flood_mib)
+            except Unavailable:
+                result = None  # the child died mid-call
+            peak = max(peak, host_shmem_mib())
+        finally:
+            flooding.set()
+            watcher.join()
+        group = launches[0].cgroup
+        if not cgroup:
+            assert group is None
+            assert result == {"written_mib": flood_mib, "error": None}
+            assert peak - before >= flood_mib - 16
+            return
+        assert group is not None and group.memory is not None
+        if result is None:
+            # SIGKILLed: the server (bwrap exits 128 + 9), or the whole sandbox (v2's oom.group).
+            await wait_until(lambda: re.search(r"exit code 137|signal 9", child.health().cause or "") is not None)
+        else:
+            assert result["error"] in (errno.errorcode[errno.ENOMEM], errno.errorcode[errno.ENOSPC])
+            assert result["written_mib"] < limit_mib
+    assert peak - before < limit_mib + 32, (before, peak)
+    assert not any(path.exists() for path in group.paths)

@@ -3,7 +3,7 @@
 Real bubblewrap, real MCP stdio clients, no mocks. The escape plugin (tests/plugins/escape)
 is a real MCP server whose tools try to get out; each test asserts that one way stays shut
 (SECURITY.md D1-D12, B4, C8). The small scripts in tests/sandbox_helpers stand in for a host
-that gets killed. What the pids cgroups do is tested in tests/test_pids_cgroup.py, what the
+that gets killed. What the cgroups do is tested in tests/test_sandbox_cgroup.py, what the
 seccomp filter does (and how the host hands it to bwrap) in tests/test_seccomp.py.
 
 Here bwrap gets its filter from a shell that opens a file holding it (`command`), so any
@@ -35,7 +35,6 @@ from inline_snapshot import snapshot
 from mcp import Client, StdioServerParameters
 
 from mcp_host.errors import Unavailable
-from mcp_host.pids_cgroup import PidsCgroup
 from mcp_host.sandbox import (
     BASE_ENV,
     Limits,
@@ -47,6 +46,7 @@ from mcp_host.sandbox import (
     bwrap_path,
     require_bwrap,
 )
+from mcp_host.sandbox_cgroup import SandboxCgroup
 from mcp_host.seccomp import program
 from processes import FORK_LOOP, needs_bwrap, read_line, wait_until
 
@@ -80,8 +80,13 @@ TYPICAL = SandboxSpec(
     socket_binds=((Path("/var/lib/mcp-host/run/calendar.book.sock"), "/run/mcp-host.sock"),),
 )
 
-# A pids cgroup as `PidsCgroups.create` names one (plugin id, host pid and start time, random).
-CGROUP = PidsCgroup(Path("/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de"))
+# A sandbox's cgroups as `SandboxCgroups.create` names them (plugin id, host pid and start time,
+# random): under cgroup v1 one group per hierarchy (pids, memory), under v2 one for both.
+CGROUP = SandboxCgroup(
+    pids=Path("/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de"),
+    memory=Path("/sys/fs/cgroup/memory/mcp-host/calendar.book-4242-170000-0badc0de"),
+)
+CGROUP_V2 = Path("/sys/fs/cgroup/mcp-host/calendar.book-4242-170000-0badc0de")
 
 # bwrap's flags and how many arguments each takes: parsing an argv with this table fails
 # (KeyError) on any flag the builder did not mean to emit.
@@ -411,15 +416,18 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
 
 
 @needs_bwrap
-def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
+def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
+    # cgroup v1: the shell joins the pids group ($0), then the memory group ($1), drops the
+    # second path and becomes bwrap.
     argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=CGROUP)
-    assert [tuple(argv[:4]), *grouped(argv[4:])] == snapshot(
+    assert [tuple(argv[:5]), *grouped(argv[5:])] == snapshot(
         [
             (
                 "/bin/sh",
                 "-c",
-                'echo $$ > "$0/cgroup.procs" && exec "$@"',
+                'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"',
                 "/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de",
+                "/sys/fs/cgroup/memory/mcp-host/calendar.book-4242-170000-0badc0de",
             ),
             ("/usr/bin/bwrap",),
             ("--unshare-all",),
@@ -474,6 +482,16 @@ def test_argv_with_a_pids_cgroup_joins_it_and_then_execs_bwrap() -> None:
 
 
 @needs_bwrap
+def test_argv_with_one_cgroup_for_both_controllers_joins_it_once() -> None:
+    # cgroup v2 (one group, both controllers), or a host with one controller only.
+    for cgroup in (SandboxCgroup(pids=CGROUP_V2, memory=CGROUP_V2), SandboxCgroup(memory=CGROUP_V2)):
+        argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=cgroup)
+        join = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(CGROUP_V2)]
+        assert argv[:5] == [*join, "/usr/bin/bwrap"]
+        assert argv[5:] == build_command(TYPICAL, seccomp_fd=SECCOMP_FD)[1:]
+
+
+@needs_bwrap
 def test_hostile_values_never_become_bwrap_flags() -> None:
     # Whatever a manifest puts in command, args, env or the folder name, bwrap sees the same
     # operations as for TYPICAL: only the plugin bind's source and the --setenv values change,
@@ -516,8 +534,9 @@ def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> Non
         [
             "/bin/sh",
             "-c",
-            'echo $$ > "$0/cgroup.procs" && exec "$@"',
+            'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"',
             "/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de",
+            "/sys/fs/cgroup/memory/mcp-host/calendar.book-4242-170000-0badc0de",
             "/usr/bin/bwrap",
             "--args",
             "10",
@@ -537,7 +556,7 @@ def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> Non
     # The fd holds exactly the operations the inline argv has.
     inline = build_command(TYPICAL, seccomp_fd=SECCOMP_FD)
     assert bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD) == inline[1 : inline.index("--chdir") + 2]
-    assert [*inline[:1], *bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD), *argv[7:]] == inline
+    assert [*inline[:1], *bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD), *argv[8:]] == inline
 
 
 @pytest.mark.parametrize("args_fd", [0, 2, -1, True, "10", SECCOMP_FD])

@@ -3,7 +3,8 @@
 `cmdlines` reads /proc/<pid>/cmdline of every process it can see (its sandbox's pid 1 among
 them); `mountinfo` lists its mounts, each with its root (/proc/self/mountinfo); `fill` writes a
 file of zeros, a MiB at a time, until it has written what it was asked or the file system
-refuses. Failures are data (the errno's name), so a test can assert the reason.
+refuses; `memfd` writes (never maps) 16 MiB memfds and keeps them open, shared memory that
+RLIMIT_AS does not see. Failures are data (the errno's name), so a test can assert the reason.
 Only the MCP SDK and the standard library.
 """
 
@@ -19,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 mcp = MCPServer("test.peek", version="1", log_level="WARNING")
 
 MiB = 1024 * 1024
+_held: list[int] = []  # the memfds `memfd` filled: open until the process ends
 
 
 @mcp.tool()
@@ -66,6 +68,25 @@ def fill(path: str, mib: int) -> dict[str, Any]:
             os.unlink(target)
         except OSError:
             pass
+    return {"written_mib": written, "error": error}
+
+
+@mcp.tool()
+def memfd(mib: int) -> dict[str, Any]:
+    """Fill 16 MiB memfds with write() until `mib` MiB are written or a write fails; the fds
+    stay open (their pages held) until this process ends. How many MiB went in, and the error."""
+    written = 0
+    error = None
+    chunk = bytes(MiB)
+    try:
+        while written < mib:
+            fd = os.memfd_create("peek")
+            _held.append(fd)
+            for _ in range(min(16, mib - written)):
+                os.write(fd, chunk)
+                written += 1
+    except OSError as exc:
+        error = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return {"written_mib": written, "error": error}
 
 
