@@ -155,6 +155,9 @@ def _load(settings: Settings) -> LoadReport:
     report = load_plugins(settings.builtin_dir, settings.plugins)
     for error in report.errors:
         logger.error("plugin skipped: %s", error)
+    for plugin in report.plugins:  # loaded, read fail-closed; `mcp-host check` calls these errors
+        for mistake in plugin.mistakes:
+            logger.warning("plugin %s: %s", plugin.manifest.id, mistake)
     if settings.sandbox == "on":
         require_bwrap()
     else:

@@ -72,15 +72,14 @@ def _serve(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     settings = _settings(args)
     paths = [Path(p) for p in args.dirs]
-    errors = check_paths(paths, builtin_root=settings.builtin_dir)
-    for error in errors:
+    report = check_paths(paths, builtin_root=settings.builtin_dir)
+    for error in report.errors:
         print(f"error: {error.message}")
-    for plugin in load_plugins(None, paths).plugins:
-        for warning in plugin.warnings:
-            print(f"warning: {plugin.folder}: {warning}")
-    if not errors:
+    for warning in report.warnings:
+        print(f"warning: {warning.message}")
+    if not report.errors:
         print(f"ok: {', '.join(args.dirs)}")
-    return 1 if errors else 0
+    return 1 if report.errors else 0
 
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:

@@ -10,6 +10,11 @@ stays a string).
 Every model forbids unknown keys and is frozen. A manifest that does not validate becomes one
 `ManifestError` per problem, naming the file and the dotted field (`owner_tools.0.input_schema`;
 an unknown key is named by its own location, e.g. `transport.sandbox.colour`).
+
+Three tiers of problem: *errors* stop the load; *mistakes* (an unknown `acl`, a quota or a
+requirement naming a tool that is not a visitor tool, a quota key no access code or API key
+can set) load, read fail-closed, and are errors to `mcp-host check`; *warnings* load and are
+only shown.
 """
 
 from __future__ import annotations
@@ -168,6 +173,15 @@ def _problem(at: str, message: str) -> PydanticCustomError:
     return PydanticCustomError("manifest", "{problem}", {"problem": message, "at": at})
 
 
+def _refuse(title: str, problems: list[tuple[str, str]]) -> None:
+    """Raise every (dotted location, message) of `problems` at once, if there are any; pydantic
+    merges them into the validation error, each below the location of the model that raised."""
+    if problems:
+        raise ValidationError.from_exception_data(
+            title, [{"type": _problem(at, message), "loc": (), "input": None} for at, message in problems]
+        )
+
+
 def _unique(what: str, attr: str | None = None, *, fold: bool = False) -> AfterValidator:
     """Refuse a list whose items (or their `attr`) repeat; `fold` compares case-insensitively."""
 
@@ -238,9 +252,7 @@ class ConfigField(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        problem = next(self._problems(), None)
-        if problem is not None:
-            raise _problem(*problem)
+        _refuse("ConfigField", list(self._problems()))
         return self
 
     def _problems(self) -> Iterator[tuple[str, str]]:
@@ -385,8 +397,8 @@ _CONNECTOR_FIELDS = ("category", "verbs", "settings")
 class Manifest(_Model):
     """A plugin's `manifest.yaml` (DESIGN.md, "Plugins"). Only `id` is required.
 
-    `acl` is fail-closed: absent or unknown reads as `role_granted` (an unknown value is
-    reported as a warning by `read_manifest`). `category`, `verbs` and `settings` are present
+    `acl` is fail-closed: absent or unknown reads as `role_granted` (an unknown value is a
+    mistake that `read_manifest` reports). `category`, `verbs` and `settings` are present
     exactly when `kind` is `connector`.
     """
 
@@ -418,26 +430,23 @@ class Manifest(_Model):
             return "role_granted"
         if isinstance(value, str) and value in _ACLS:
             return value
-        _warn(info, f"acl: unknown value {shown(value)} is read as role_granted")
+        _note(info, "mistakes", ("acl", f"unknown value {shown(value)} (always or role_granted); read as role_granted"))
         return "role_granted"
 
     @model_validator(mode="after")
     def _cross_checks(self, info: ValidationInfo) -> Self:
-        problem = next(itertools.chain(_connector_problems(self), _quota_problems(self)), None)
-        if problem is not None:
-            raise _problem(*problem)
+        _refuse("Manifest", list(itertools.chain(_connector_problems(self), _quota_problems(self))))
+        for mistake in _mistakes(self):
+            _note(info, "mistakes", mistake)
         for message in itertools.chain(_mismatches(self), _quota_gaps(self)):
-            _warn(info, message)
+            _note(info, "warnings", message)
         return self
 
     def quota_gate(self) -> Quota | None:
-        """The quota to enforce: the declaration when it is complete and its key declared, else None."""
+        """The quota to enforce: the declaration when it is complete and its key is declared
+        where a limit is read (`code_config`, `key_config`), else None."""
         quota = self.quota
-        if (
-            quota is None
-            or quota.missing()
-            or not any(field.key == quota.config_key for fields in self.config_lists().values() for field in fields)
-        ):
+        if quota is None or quota.missing() or not _quota_declared(self, _QUOTA_SCOPES):
             return None
         return quota
 
@@ -451,9 +460,10 @@ class Manifest(_Model):
         }
 
 
-def _warn(info: ValidationInfo, message: str) -> None:
-    if isinstance(info.context, dict) and isinstance(info.context.get("warnings"), list):
-        info.context["warnings"].append(message)
+def _note(info: ValidationInfo, tier: Literal["mistakes", "warnings"], finding: object) -> None:
+    """Keep a finding that does not stop the load, when the caller asked for them (`read_manifest`)."""
+    if isinstance(info.context, dict) and isinstance(info.context.get(tier), list):
+        info.context[tier].append(finding)
 
 
 def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
@@ -465,9 +475,20 @@ def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
             yield name, "only a connector declares this"
 
 
-def _quota_declared(manifest: Manifest) -> list[tuple[str, ConfigField]]:
+# Where a quota's limit is read: the access code's config for a code session, the API key's for
+# an API-key session (`quota.py`); a key declared only for the owner or a role limits nothing.
+_QUOTA_SCOPES = ("code_config", "key_config")
+
+
+def _quota_declared(manifest: Manifest, scopes: tuple[str, ...] | None = None) -> list[tuple[str, ConfigField]]:
     key = manifest.quota.config_key if manifest.quota else None
-    return [(scope, f) for scope, fields in manifest.config_lists().items() for f in fields if f.key == key]
+    return [
+        (scope, f)
+        for scope, fields in manifest.config_lists().items()
+        if scopes is None or scope in scopes
+        for f in fields
+        if f.key == key
+    ]
 
 
 def _quota_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
@@ -486,16 +507,32 @@ def _quota_gaps(manifest: Manifest) -> Iterator[str]:
         return
     if quota.missing():
         yield f"quota: incomplete (missing {', '.join(quota.missing())}); no quota is enforced"
-    elif not _quota_declared(manifest):
-        yield f"quota: {shown(quota.config_key)} is not a declared config field; no quota is enforced"
+
+
+def _mistakes(manifest: Manifest) -> Iterator[tuple[str, str]]:
+    """(dotted field, problem) of declarations that load but do not do what their author meant:
+    the tool they name is not a visitor tool, or the quota's limit can never be set."""
+    listed = set(manifest.visitor_tools)
+    quota = manifest.quota
+    if quota is not None:
+        for index, tool in enumerate(quota.tools):
+            if tool not in listed:
+                yield f"quota.tools.{index}", f"{shown(tool)} is not in visitor_tools; it uses up no quota"
+        if quota.config_key is not None and not _quota_declared(manifest, _QUOTA_SCOPES):
+            yield (
+                "quota.config_key",
+                f"{shown(quota.config_key)} is not declared in code_config or key_config, where a quota's"
+                " limit is set; no quota is enforced",
+            )
+    for tool in manifest.visitor_tool_requires:
+        if tool not in listed:
+            yield f"visitor_tool_requires.{_loc_part(tool)}", f"{shown(tool)} is not in visitor_tools"
 
 
 def _mismatches(manifest: Manifest) -> Iterator[str]:
     """Declarations that point at nothing; loadable (children report the real tools) but suspect."""
     listed = set(manifest.visitor_tools)
     for tool, requirements in manifest.visitor_tool_requires.items():
-        if listed and tool not in listed:
-            yield f"visitor_tool_requires: {shown(tool)} is not in visitor_tools"
         for requirement in requirements:
             category = requirement.partition(":")[0]
             if category not in manifest.requires:
@@ -658,19 +695,24 @@ def _location(error: ErrorDetails) -> str:
 
 @dataclass(frozen=True)
 class ManifestResult:
-    """What reading one plugin folder gave: a manifest, or the problems that stopped it."""
+    """What reading one plugin folder gave: a manifest, or the problems that stopped it.
+
+    `mistakes` do not stop the load (the host reads them fail-closed) but `mcp-host check`
+    reports them as errors; `warnings` are only shown.
+    """
 
     path: Path
     manifest: Manifest | None
     errors: tuple[ManifestError, ...]
     warnings: tuple[str, ...]
+    mistakes: tuple[ManifestError, ...] = ()
 
 
 def read_manifest(folder: Path) -> ManifestResult:
     """Read and validate `folder/manifest.yaml`, collecting every problem; never raises.
 
-    `manifest` is set exactly when `errors` is empty. `warnings` are problems that do not stop
-    the load (an unknown `acl` read as `role_granted`; a declaration pointing at nothing).
+    `manifest` is set exactly when `errors` is empty. `mistakes` found before an error stopped
+    the load (an unknown `acl`) are kept too, so a linter shows them in the same run.
     """
     path = folder / MANIFEST_NAME
     try:
@@ -681,12 +723,16 @@ def read_manifest(folder: Path) -> ManifestResult:
         error = ManifestError(str(path), "", "must be a mapping of manifest keys")
         return ManifestResult(path, None, (error,), ())
     warnings: list[str] = []
+    found: list[tuple[str, str]] = []
     try:
-        manifest = Manifest.model_validate(data, context={"warnings": warnings})
+        manifest = Manifest.model_validate(data, context={"warnings": warnings, "mistakes": found})
     except ValidationError as exc:
         errors = tuple(ManifestError(str(path), _location(e), _message(e)) for e in exc.errors())
-        return ManifestResult(path, None, errors, ())
-    return ManifestResult(path, manifest, (), tuple(warnings))
+        manifest = None
+    else:
+        errors = ()
+    mistakes = tuple(ManifestError(str(path), field, problem) for field, problem in found)
+    return ManifestResult(path, manifest, errors, tuple(warnings) if manifest else (), mistakes)
 
 
 def load_manifest(folder: Path) -> Manifest:

@@ -7,7 +7,9 @@ Above: the registry and catalogue (which take a `LoadReport`) and the CLI (`mcp-
 A root is either a folder laid out like `capabilities/` (one sub-folder per plugin; hidden
 sub-folders and sub-folders without a manifest are ignored) or a single plugin folder holding
 `manifest.yaml`. Builtins must load — a broken builtin stops the host — while a broken plugin
-from an extra root is skipped and reported.
+from an extra root is skipped and reported. `check_paths` is stricter than loading: it also
+reports a manifest's mistakes (which load, read fail-closed) and a stdio command's script that
+is not a file in the plugin's folder, as errors.
 """
 
 from __future__ import annotations
@@ -19,18 +21,29 @@ from pathlib import Path
 
 from mcp_host.errors import ManifestError
 from mcp_host.manifest import MANIFEST_NAME, Manifest, collision_key, read_manifest
+from mcp_host.text_safety import shown
 
-__all__ = ["LoadReport", "Plugin", "check_paths", "declared_collisions", "load_plugins", "plugin_folders"]
+__all__ = [
+    "CheckReport",
+    "LoadReport",
+    "Plugin",
+    "check_paths",
+    "declared_collisions",
+    "load_plugins",
+    "plugin_folders",
+]
 
 
 @dataclass(frozen=True)
 class Plugin:
-    """One loaded plugin: its manifest, its folder (absolute, resolved), and load warnings."""
+    """One loaded plugin: its manifest, its folder (absolute, resolved), and what loading it
+    found without stopping it: warnings, and mistakes (`manifest.ManifestResult`)."""
 
     manifest: Manifest
     folder: Path
     builtin: bool
     warnings: tuple[str, ...] = ()
+    mistakes: tuple[ManifestError, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,7 +95,7 @@ def _load_builtins(root: Path) -> list[Plugin]:
         result = read_manifest(folder)
         if result.manifest is None:
             raise result.errors[0]
-        plugin = Plugin(result.manifest, folder, builtin=True, warnings=result.warnings)
+        plugin = Plugin(result.manifest, folder, True, result.warnings, result.mistakes)
         other = plugins.get(plugin.manifest.id)
         if other is not None:
             raise _id_error(plugin, f"{plugin.manifest.id!r} is also the id of {other.folder}")
@@ -108,7 +121,7 @@ def _read_extras(roots: Sequence[Path], skip: set[Path]) -> tuple[list[Plugin], 
             if result.manifest is None:
                 errors.extend(result.errors)
             else:
-                plugins.append(Plugin(result.manifest, folder, builtin=False, warnings=result.warnings))
+                plugins.append(Plugin(result.manifest, folder, False, result.warnings, result.mistakes))
     return plugins, errors
 
 
@@ -152,14 +165,110 @@ def load_plugins(builtin_root: Path | None, extra_roots: Sequence[Path]) -> Load
     return LoadReport(tuple(plugins), (*errors, *id_errors))
 
 
-def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> list[ManifestError]:
-    """Every problem `mcp-host check` reports for `paths`; an empty list means all is well.
+@dataclass(frozen=True)
+class CheckReport:
+    """What `mcp-host check` found: errors (the exit status) and warnings, each naming its file."""
 
-    The rules of an extra root in `load_plugins`: a path with no plugin folders, every problem
-    of every manifest, and ids used by more than one of the folders found — or by a builtin
-    under `builtin_root`, which `serve` would refuse.
+    errors: tuple[ManifestError, ...]
+    warnings: tuple[ManifestError, ...]
+
+
+def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> CheckReport:
+    """Every problem `mcp-host check` reports for `paths`, all of them in one run.
+
+    Errors: a path with no plugin folders; every error and every mistake of every manifest
+    (`manifest.read_manifest`); a stdio `command` or the script `command: python` runs that is
+    not a file inside the plugin's folder; ids used by more than one of the folders found, or by
+    a builtin under `builtin_root` other than those folders, which `serve` would refuse. A
+    folder under `builtin_root` is checked like any other when it is in `paths`.
     """
-    return list(load_plugins(builtin_root, paths).errors)
+    errors: list[ManifestError] = []
+    warnings: list[ManifestError] = []
+    checked: list[Plugin] = []
+    seen: set[Path] = set()
+    for root in paths:
+        root_error = _root_error(root)
+        if root_error is not None:
+            errors.append(root_error)
+            continue
+        for folder in plugin_folders(root):
+            if folder in seen:
+                continue
+            seen.add(folder)
+            result = read_manifest(folder)
+            errors.extend((*result.errors, *result.mistakes))
+            warnings.extend(ManifestError(str(result.path), "", warning) for warning in result.warnings)
+            if result.manifest is not None:
+                plugin = Plugin(result.manifest, folder, False, result.warnings, result.mistakes)
+                errors.extend(_script_problems(plugin))
+                checked.append(plugin)
+    others = [plugin for plugin in _builtins_that_load(builtin_root) if plugin.folder not in seen]
+    errors.extend(_refuse_duplicate_ids(others, checked)[1])
+    return CheckReport(tuple(errors), tuple(warnings))
+
+
+def _builtins_that_load(root: Path | None) -> list[Plugin]:
+    """The builtins under `root` that load, for their ids; `check` is not about the others."""
+    if root is None or not root.is_dir():
+        return []
+    plugins = []
+    for folder in plugin_folders(root):
+        manifest = read_manifest(folder).manifest
+        if manifest is not None:
+            plugins.append(Plugin(manifest, folder, builtin=True))
+    return plugins
+
+
+# Options of `python` that take the next argument as their value, and those after which no
+# script is run (a module or a command string instead).
+_PYTHON_VALUED_OPTIONS = frozenset({"-W", "-X"})
+_PYTHON_NO_SCRIPT = frozenset({"-m", "-c", "-"})
+
+
+def _python_script(args: Sequence[str]) -> int | None:
+    """The index in `args` of the script `python` runs, or None when it runs none."""
+    skip = False
+    for index, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg in _PYTHON_NO_SCRIPT or arg.startswith(("-m", "-c")) and not arg.startswith("--"):
+            return None
+        elif arg in _PYTHON_VALUED_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return index
+    return None
+
+
+def _script_problems(plugin: Plugin) -> list[ManifestError]:
+    """A stdio command given as a relative path, or the script of `command: python`, that is
+    not a file inside the plugin folder (the child would fail to start, or reach outside)."""
+    transport = plugin.manifest.transport
+    if transport is None or transport.kind != "stdio" or transport.command is None:
+        return []
+    path = str(plugin.folder / MANIFEST_NAME)
+    named: list[tuple[str, str]] = []
+    if transport.command == "python":
+        index = _python_script(transport.args)
+        if index is not None:
+            named.append((f"transport.args.{index}", transport.args[index]))
+        elif not transport.args:
+            return [ManifestError(path, "transport.args", "python runs no script: name it, e.g. [server.py]")]
+    elif "/" in transport.command and not transport.command.startswith("/"):
+        named.append(("transport.command", transport.command))
+    return [
+        ManifestError(path, field, f"{shown(value)} is not a file inside the plugin folder")
+        for field, value in named
+        if not _inside(plugin.folder, value)
+    ]
+
+
+def _inside(folder: Path, relative: str) -> bool:
+    """Whether `relative` names a file inside `folder` (after resolving `..` and links)."""
+    if relative.startswith("/"):
+        return False
+    target = (folder / relative).resolve()
+    return target.is_relative_to(folder) and target.is_file()
 
 
 def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:

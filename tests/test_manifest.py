@@ -14,6 +14,7 @@ from mcp_host.manifest import (
     MANIFEST_NAME,
     TOOL_NAME_RE,
     Manifest,
+    ManifestResult,
     Quota,
     load_manifest,
     read_manifest,
@@ -53,6 +54,7 @@ role_config:
   - {key: max_bookings, type: int, default: 1}
 key_config:
   - {key: trusted, type: bool, default: false}
+  - {key: max_bookings, type: int, min: 0}
 quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}
 claim_gate: {tool: calendar_book, phrases: ["i've booked", "invite went to"]}
 transport:
@@ -96,6 +98,12 @@ def nested_schema(levels: int) -> str:
     for _ in range(levels - 1):
         schema = {"type": "object", "properties": {"a": schema}}
     return json.dumps(json.dumps(schema))
+
+
+def test_good_manifest_loads_without_a_mistake_or_a_warning(tmp_path: Path) -> None:
+    result = read_manifest(write_manifest(tmp_path / "calendar_book", GOOD))
+
+    assert (result.errors, result.mistakes, result.warnings) == ((), (), ())
 
 
 def test_good_manifest_loads_into_the_whole_model(tmp_path: Path) -> None:
@@ -202,7 +210,16 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
-                }
+                },
+                {
+                    "key": "max_bookings",
+                    "label": "",
+                    "type": "int",
+                    "default": None,
+                    "min": 0,
+                    "max": None,
+                    "description": "",
+                },
             ],
             "quota": {
                 "config_key": "max_bookings",
@@ -292,31 +309,102 @@ def test_manifest_is_frozen(tmp_path: Path) -> None:
         manifest.acl = "always"  # type: ignore[misc]
 
 
+def findings(result: ManifestResult) -> list[tuple[str, str]]:
+    return [(mistake.field, mistake.problem) for mistake in result.mistakes]
+
+
 @pytest.mark.parametrize(("acl", "shown"), [("public", "'public'"), ("ALWAYS", "'ALWAYS'"), ("true", "True")])
-def test_unknown_acl_reads_as_role_granted_with_a_warning(tmp_path: Path, acl: str, shown: str) -> None:
+def test_unknown_acl_reads_as_role_granted_and_is_a_mistake(tmp_path: Path, acl: str, shown: str) -> None:
     result = read_manifest(write_manifest(tmp_path / "p", f"id: demo\nacl: {acl}\n"))
 
     assert result.manifest is not None
     assert result.manifest.acl == "role_granted"
-    assert result.warnings == (f"acl: unknown value {shown} is read as role_granted",)
+    assert findings(result) == [("acl", f"unknown value {shown} (always or role_granted); read as role_granted")]
+    assert result.mistakes[0].path == str(tmp_path / "p" / MANIFEST_NAME)
+    assert result.warnings == ()
 
 
-def test_declarations_pointing_at_nothing_load_with_warnings(tmp_path: Path) -> None:
+def test_declarations_naming_no_visitor_tool_load_as_mistakes_and_the_rest_as_warnings(tmp_path: Path) -> None:
     text = """\
         id: demo
         visitor_tools: [book]
         visitor_tool_requires: {cancel: ["calendar:events.delete"]}
         claim_gate: {tool: rebook, phrases: [booked]}
+        code_config: [{key: max_books, type: int}]
+        quota: {config_key: max_books, collection: books, subject_field: subject_id, tools: [book, Book, rebook]}
     """
     result = read_manifest(write_manifest(tmp_path / "p", text))
 
     assert result.manifest is not None
+    assert findings(result) == snapshot(
+        [
+            ("quota.tools.1", "'Book' is not in visitor_tools; it uses up no quota"),
+            ("quota.tools.2", "'rebook' is not in visitor_tools; it uses up no quota"),
+            ("visitor_tool_requires.cancel", "'cancel' is not in visitor_tools"),
+        ]
+    )
     assert result.warnings == snapshot(
         (
-            "visitor_tool_requires: 'cancel' is not in visitor_tools",
             "visitor_tool_requires: 'cancel' needs 'calendar', not in requires",
             "claim_gate: 'rebook' is not in visitor_tools",
         )
+    )
+
+
+def test_requirements_and_quota_tools_with_no_visitor_tools_declared_are_mistakes(tmp_path: Path) -> None:
+    text = """\
+        id: demo
+        requires: [calendar]
+        visitor_tool_requires: {book: ["calendar:events.insert"]}
+        code_config: [{key: max_books, type: int}]
+        quota: {config_key: max_books, collection: books, subject_field: subject_id, tools: [book]}
+    """
+    result = read_manifest(write_manifest(tmp_path / "p", text))
+
+    assert findings(result) == snapshot(
+        [
+            ("quota.tools.0", "'book' is not in visitor_tools; it uses up no quota"),
+            ("visitor_tool_requires.book", "'book' is not in visitor_tools"),
+        ]
+    )
+
+
+def test_every_mistake_and_error_of_a_manifest_is_reported_at_once(tmp_path: Path) -> None:
+    text = """\
+        id: demo
+        acl: everyone
+        colour: red
+        config: [{key: n, type: string, min: 1, max: 0, default: 3}]
+    """
+    result = read_manifest(write_manifest(tmp_path / "p", text))
+
+    assert result.manifest is None
+    assert [(e.field, e.problem) for e in result.errors] == snapshot(
+        [
+            ("config.0.min", "min applies to int fields only"),
+            ("config.0.max", "max applies to int fields only"),
+            ("config.0.max", "max (0) is below min (1)"),
+            ("config.0.default", "must be a string (type string)"),
+            ("colour", "unknown key 'colour'"),
+        ]
+    )
+    assert findings(result) == [("acl", "unknown value 'everyone' (always or role_granted); read as role_granted")]
+
+
+def test_every_cross_field_error_of_a_manifest_is_reported_at_once(tmp_path: Path) -> None:
+    text = """\
+        id: demo
+        kind: connector
+        code_config: [{key: max_books, type: string}]
+        quota: {config_key: max_books, collection: books, subject_field: subject_id}
+    """
+    assert [(e.field, e.problem) for e in read_manifest(write_manifest(tmp_path / "p", text)).errors] == snapshot(
+        [
+            ("category", "required when kind is connector"),
+            ("verbs", "required when kind is connector"),
+            ("settings", "required when kind is connector"),
+            ("quota.config_key", "'max_books' is a string field in code_config; a quota needs int"),
+        ]
     )
 
 
@@ -841,30 +929,57 @@ BAD_MANIFESTS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "warning"),
-    [
-        pytest.param(
-            "id: demo\nquota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n",
-            snapshot("quota: 'max_bookings' is not a declared config field; no quota is enforced"),
-            id="quota-key-not-declared",
-        ),
-        pytest.param(
-            "id: demo\ncode_config: [{key: max_bookings, type: int}]\nquota: {config_key: max_bookings}\n",
-            snapshot("quota: incomplete (missing collection, subject_field); no quota is enforced"),
-            id="quota-incomplete",
-        ),
-    ],
-)
-def test_quota_that_cannot_be_enforced_loads_with_a_warning_and_gates_nothing(
-    tmp_path: Path, text: str, warning: str
-) -> None:
-    (tmp_path / MANIFEST_NAME).write_text(text)
+def test_incomplete_quota_loads_with_a_warning_and_gates_nothing(tmp_path: Path) -> None:
+    (tmp_path / MANIFEST_NAME).write_text(
+        "id: demo\ncode_config: [{key: max_bookings, type: int}]\nquota: {config_key: max_bookings}\n"
+    )
 
     result = read_manifest(tmp_path)
 
     assert result.manifest is not None and result.manifest.quota_gate() is None
-    assert result.warnings == (warning,)
+    assert result.warnings == snapshot(("quota: incomplete (missing collection, subject_field); no quota is enforced",))
+    assert result.mistakes == ()
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        pytest.param("", id="nowhere"),
+        pytest.param("config: [{key: max_bookings, type: int}]\n", id="owner-config-only"),
+        pytest.param("role_config: [{key: max_bookings, type: int}]\n", id="role-config-only"),
+    ],
+)
+def test_quota_key_no_code_or_api_key_can_set_is_a_mistake_and_gates_nothing(tmp_path: Path, declared: str) -> None:
+    (tmp_path / MANIFEST_NAME).write_text(
+        f"id: demo\n{declared}quota: {{config_key: max_bookings, collection: bookings, subject_field: subject_id}}\n"
+    )
+
+    result = read_manifest(tmp_path)
+
+    assert result.manifest is not None and result.manifest.quota_gate() is None
+    assert findings(result) == snapshot(
+        [
+            (
+                "quota.config_key",
+                "'max_bookings' is not declared in code_config or key_config, where a quota's limit is set;"
+                " no quota is enforced",
+            )
+        ]
+    )
+    assert result.warnings == ()
+
+
+@pytest.mark.parametrize("scope", ["code_config", "key_config"])
+def test_quota_key_declared_for_codes_or_api_keys_is_the_gate(tmp_path: Path, scope: str) -> None:
+    (tmp_path / MANIFEST_NAME).write_text(
+        f"id: demo\n{scope}: [{{key: max_bookings, type: int}}]\n"
+        "quota: {config_key: max_bookings, collection: bookings, subject_field: subject_id}\n"
+    )
+
+    result = read_manifest(tmp_path)
+
+    assert result.manifest is not None and result.manifest.quota_gate() == result.manifest.quota
+    assert (result.mistakes, result.warnings) == ((), ())
 
 
 def test_complete_quota_is_the_gate(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from inline_snapshot import snapshot
 
 from mcp_host.errors import ManifestError
 from mcp_host.manifest import MANIFEST_NAME
-from mcp_host.plugins import LoadReport, check_paths, declared_collisions, load_plugins, plugin_folders
+from mcp_host.plugins import CheckReport, LoadReport, check_paths, declared_collisions, load_plugins, plugin_folders
 
 BAD = Path(__file__).parent / "plugins" / "bad"
 
@@ -69,15 +69,18 @@ def test_builtins_and_extras_load_sorted_by_id_with_resolved_folders(tmp_path: P
     report = load_plugins(tmp_path / "builtin", [tmp_path / "extra", tmp_path / "x" / ".." / "single"])
 
     assert report.errors == ()
-    assert [(p.manifest.id, p.builtin, p.folder, p.warnings) for p in report.plugins] == [
+    assert [(p.manifest.id, p.builtin, p.folder, [m.message for m in p.mistakes]) for p in report.plugins] == [
         (
             "alpha",
             False,
             (tmp_path / "extra" / "alpha").resolve(),
-            ("acl: unknown value 'public' is read as role_granted",),
+            [
+                f"{(tmp_path / 'extra' / 'alpha').resolve() / MANIFEST_NAME}: acl:"
+                " unknown value 'public' (always or role_granted); read as role_granted"
+            ],
         ),
-        ("mid", False, single.resolve(), ()),
-        ("zeta", True, (tmp_path / "builtin" / "zeta").resolve(), ()),
+        ("mid", False, single.resolve(), []),
+        ("zeta", True, (tmp_path / "builtin" / "zeta").resolve(), []),
     ]
 
 
@@ -204,7 +207,7 @@ def test_missing_or_empty_extra_root_is_an_error_entry_not_an_exception(tmp_path
 
 
 def test_check_paths_reports_every_problem_across_folders() -> None:
-    errors = check_paths([BAD])
+    errors = check_paths([BAD]).errors
 
     assert problems(errors, BAD) == snapshot(
         [
@@ -228,7 +231,7 @@ def test_check_paths_reports_duplicate_ids_and_paths_without_plugins(tmp_path: P
     write_plugin(tmp_path / "one", "twin")
     write_plugin(tmp_path / "two", "twin")
 
-    errors = check_paths([tmp_path / "one", tmp_path / "two", tmp_path / "nowhere"])
+    errors = check_paths([tmp_path / "one", tmp_path / "two", tmp_path / "nowhere"]).errors
 
     assert problems(errors, tmp_path) == snapshot(
         [
@@ -248,10 +251,28 @@ def test_check_paths_reports_duplicate_ids_and_paths_without_plugins(tmp_path: P
 
 
 def test_check_paths_is_empty_for_clean_folders(tmp_path: Path) -> None:
-    write_plugin(tmp_path / "plugins" / "a", "a", "transport: {command: python, args: [server.py]}\n")
-    write_plugin(tmp_path / "plugins" / "b", "b")
+    write_plugin(tmp_path / "plugins" / "a", "a", "transport: {command: python, args: [-u, src/server.py]}\n")
+    (tmp_path / "plugins" / "a" / "src").mkdir()
+    (tmp_path / "plugins" / "a" / "src" / "server.py").write_text("", encoding="utf-8")
+    write_plugin(tmp_path / "plugins" / "b", "b", "transport: {command: python, args: [-m, b_server]}\n")
+    write_plugin(tmp_path / "plugins" / "c", "c", "transport: {command: node, args: [whatever.js]}\n")
 
-    assert check_paths([tmp_path / "plugins"]) == []
+    assert check_paths([tmp_path / "plugins"]) == CheckReport((), ())
+
+
+def test_check_paths_checks_a_builtin_folder_it_is_given(tmp_path: Path) -> None:
+    builtin = write_plugin(tmp_path / "builtin" / "a", "a", "acl: public\n")
+    write_plugin(tmp_path / "builtin" / "b", "b")
+    write_plugin(tmp_path / "extra" / "b", "b")
+
+    report = check_paths([builtin, tmp_path / "extra"], builtin_root=tmp_path / "builtin")
+
+    assert problems(report.errors, tmp_path) == snapshot(
+        [
+            ("builtin/a/manifest.yaml", "acl", "unknown value 'public' (always or role_granted); read as role_granted"),
+            ("extra/b/manifest.yaml", "id", "'b' is the id of the builtin plugin <base>/builtin/b"),
+        ]
+    )
 
 
 def test_tool_names_declared_by_two_plugins_load_and_are_listed_as_collisions(tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+# The server this folder's manifest should have named (srv.py is not here).
