@@ -86,13 +86,14 @@ class AuditLog:
         self._pool = pool
 
     async def record(self, owner_id: str, tool: str, arguments: Mapping[str, Any], outcome: str) -> None:
-        """Append one row; `arguments` must already be a summary (see `summarize`)."""
+        """Append one row; `arguments` must already be a summary (see `summarize`). The tool name is
+        the caller's and stored as a summary too: any name is recorded, even one with a NUL."""
         await self._pool.execute(
             "INSERT INTO mcp_host.audit (owner_id, tool, arguments, outcome) VALUES ($1, $2, $3, $4)",
             owner_id,
-            tool[:64],
+            _text(tool[:64], 64),
             dict(arguments),
-            outcome[:64],
+            _text(outcome[:64], 64),
         )
 
     async def list(self, owner_id: str, *, since: datetime | None = None, limit: int = 100) -> list[AuditRow]:

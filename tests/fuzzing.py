@@ -40,6 +40,7 @@ CLASSES = (
     "batches",
     "invalid_utf8",
     "lone_surrogates",
+    "controls",
     "duplicate_keys",
     "shape",
     "headers",
@@ -280,6 +281,7 @@ _NUMBERS = [
     "2e308",
 ]
 _SURROGATES = ["\ud800", "\udc00", "\udbff", "\udfff", "a\ud83d", "\ude00b"]
+_CONTROLS = ["\x00", "a\x00b", "\x1b[31m", "\x07", "\u202e", "\ufeff", "\u200b", "\U000e0041", "\r\n", "\x7f"]
 _BAD_UTF8 = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"\xf4\x90\x80\x80", b"\x80", b"\xfe\xfe"]
 _FORGED_KEYS = [
     "mcp-host/session",
@@ -350,6 +352,15 @@ def _mutate(rng: random.Random, cls: str, message: Any) -> tuple[bytes, list[tup
         node = _get(message, path)
         cut = rng.randrange(0, len(node) + 1)
         return emit(_replace(message, path, node[:cut] + bad + node[cut:])).encode(), None
+    if cls == "controls":  # valid Unicode that PostgreSQL, a log line or a terminal may choke on
+        spots = _string_paths(message)
+        if not spots:
+            return emit(message).encode(), None
+        path, is_key = rng.choice(spots)
+        bad = rng.choice(_CONTROLS)
+        if is_key:
+            return emit(_rename_key(message, path, str(path[-1]) + bad)).encode(), None
+        return emit(_replace(message, path, _get(message, path) + bad)).encode(), None
     if cls == "duplicate_keys":
         dicts = [p for p in _paths(message) if isinstance(_get(message, p), dict) and _get(message, p)]
         path = rng.choice(dicts)
