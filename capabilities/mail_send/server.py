@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from email.headerregistry import Address
 from typing import Any
 
 from mcp.server.mcpserver import Context
@@ -107,14 +108,28 @@ async def _recipient(host: Host, configured: Any) -> str:
 
 def _footer(session: SessionInfo, reply_to: str | None) -> str:
     name = session.visitor.name if session.visitor is not None else None
-    who = "a visitor"
-    if name:
-        who = f"a visitor who gave the name {_CONTROL.sub('', name)[:MAX_NAME_CHARS]!r}"
-    reply = f"Reply-To is {reply_to}, as the visitor gave it" if reply_to else "The visitor gave no address"
+    name = _CONTROL.sub("", name or "").strip()[:MAX_NAME_CHARS]
+    if name and reply_to:
+        gave = f"the name and address {_mailbox(name, reply_to)} (the Reply-To)"
+    elif name:
+        gave = f"the name {_mailbox(name, None)} and no address"
+    elif reply_to:
+        gave = f"the address {reply_to} (the Reply-To)"
+    else:
+        gave = "no name and no address"
     return (
-        f"\n\n-- \nSent by {who}'s agent through mcp-host (session {session.session_id}, {session.mode}).\n"
-        f"{reply}; nothing in this message was verified."
+        f"\n\n-- \nSent by a visitor's agent through mcp-host (session {session.session_id}, {session.mode}).\n"
+        f"The visitor gave {gave}; nothing in this message was verified."
     )
+
+
+def _mailbox(name: str, address: str | None) -> str:
+    """`name` as an RFC 5322 display name, with `<address>` when there is one: quoted (`"` and
+    `\\` escaped) when it holds a comma, a quote or another special, as a mail client writes it,
+    so `"O'Brien, Ada" <ada@example.com>` pastes into a To: field as one person. Non-ASCII
+    stays UTF-8 (RFC 6532): this is body text, where RFC 2047 encoded words do not belong."""
+    display = str(Address(display_name=name)).removesuffix(" <>")
+    return f"{display} <{address}>" if address else display
 
 
 def _limit(value: Any) -> int | None:

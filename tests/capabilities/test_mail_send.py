@@ -12,6 +12,7 @@ import email.policy
 import importlib.util
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from email.headerregistry import HeaderRegistry
 from email.message import EmailMessage
 from pathlib import Path
 from types import ModuleType
@@ -187,9 +188,37 @@ async def test_the_mail_reaches_the_owner_with_its_subject_body_and_reply_to(
     }
     assert first["Cc"] is None and first["Bcc"] is None
     body = first.get_content().replace("\r\n", "\n")
-    assert body.startswith("Hello,\nshall we meet?\n\n-- \nSent by a visitor who gave the name 'Ada'")
-    assert f"Reply-To is ada@example.test, as the visitor gave it; {FOOTER}" in body
+    assert body.startswith("Hello,\nshall we meet?\n\n-- \nSent by a visitor's agent through mcp-host (session ")
+    assert f"The visitor gave the name and address Ada <ada@example.test> (the Reply-To); {FOOTER}" in body
     assert (str(second["Reply-To"]), str(second["To"])) == ("grace@example.test", OWNER_EMAIL)
+
+
+@needs_bwrap
+async def test_the_footer_quotes_the_visitors_name_as_a_mail_client_would_and_it_parses_back(
+    host: RunningHost, mailbox: Mailbox, database_url: str
+) -> None:
+    await set_owner_email(database_url, OWNER_EMAIL)
+    await connect_mail(host, mailbox.settings())
+    name = 'Zoë "Ada" O\'Brien, PhD \\ (Dr.)'  # quotes, a comma, a backslash, parentheses, non-ASCII
+    named = await code_session(host, visitor={"name": name, "email": "ada@example.test"})
+    unreachable = await code_session(host, visitor={"name": "Hopper, Grace"})
+    nobody = await code_session(host)
+
+    for session in (named, unreachable, nobody):
+        assert not (await send(host, session, subject="Hi", body="Hello")).is_error
+    footers = [m.get_content().replace("\r\n", "\n").split("\n-- \n")[1].splitlines()[1] for m in mailbox.messages()]
+
+    assert footers == [
+        f'The visitor gave the name and address "Zoë \\"Ada\\" O\'Brien, PhD \\\\ (Dr.)" <ada@example.test>'
+        f" (the Reply-To); {FOOTER}",
+        f'The visitor gave the name "Hopper, Grace" and no address; {FOOTER}',
+        f"The visitor gave no name and no address; {FOOTER}",
+    ]
+    # The mailbox is one RFC 5322 address: pasted into a To: field, it is this visitor again.
+    mailbox_text = footers[0].removeprefix("The visitor gave the name and address ").split(" (the Reply-To)")[0]
+    parsed = HeaderRegistry()("To", mailbox_text)
+    assert [(a.display_name, a.addr_spec) for a in parsed.addresses] == [(name, "ada@example.test")]
+    assert parsed.defects == ()
 
 
 @needs_bwrap
