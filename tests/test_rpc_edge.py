@@ -81,6 +81,26 @@ def _with_lone(body: bytes, marker: str) -> bytes:
     return body.replace(marker.encode(), f"x{LONE}y".encode())
 
 
+async def _legacy_headers(host: RunningHost, url: str, token: str) -> dict[str, str]:
+    """Headers of an initialized 2025-11-25 protocol session on `url`."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+    }
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
+    opened = await host.http.post(url, json=init, headers=headers)
+    headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await host.http.post(url, json=note, headers=headers)).status_code == 202
+    return headers
+
+
 async def _assert_serving(host: RunningHost, session: dict[str, Any]) -> None:
     health = await host.http.get(f"{host.url}/healthz")
     assert health.status_code == 200
@@ -172,8 +192,17 @@ async def test_lone_surrogate_through_the_owner_door_is_refused_and_nothing_is_u
             f"{host.url}{OWNER_PATH}", content=nul_body, headers={**headers, "Authorization": f"Bearer {token}"}
         )
         assert answered.status_code == 200
+        # So is a tool name holding one: unknown, refused, and still audited.
+        # (2025-11-25: a header cannot carry a NUL, so no 2026-07-28 client can name such a tool.)
+        legacy = await _legacy_headers(host, f"{host.url}{OWNER_PATH}", token)
+        odd = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "roles_list\x00", "arguments": {}}}
+        refused = await host.http.post(f"{host.url}{OWNER_PATH}", json=odd, headers=legacy)
+        assert refused.status_code == 200 and '"isError":true' in refused.text.replace(" ", "")
         rows = await host.host.audit.list(host.host.owner_id, since=None, limit=10)
-        assert [(r.tool, r.arguments.get("capability")) for r in rows][:1] == [("config_get", "a\ufffdb")]
+        assert [(r.tool, r.arguments.get("capability")) for r in rows][:2] == [
+            ("roles_list\ufffd", None),
+            ("config_get", "a\ufffdb"),
+        ]
         assert (await host.http.get(f"{host.url}/healthz")).status_code == 200
 
 
