@@ -9,15 +9,18 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "[setup] creating virtual environment in .venv"
   "$PYTHON" -m venv "$VENV"
 fi
+# The extras each mode installs: `run` (scripts/run, scripts/demo) the host and what the demo
+# needs; `dev` (scripts/test, scripts/bench) everything.
+case "${1:-run}" in
+  run) extras=demo ;;
+  dev) extras=dev ;;
+  *) echo "[setup] unknown mode ${1}" >&2; exit 2 ;;
+esac
 stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)-${1:-run}"
 if [ ! -f "$stamp" ]; then
   echo "[setup] installing mcp-host (${1:-run}) into .venv"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  if [ "${1:-run}" = dev ]; then
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
-  else
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e .
-  fi
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
   touch "$stamp"
 fi
 

@@ -6,14 +6,18 @@ data directory); the README and the scripts are read as files.
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
+from packaging.requirements import Requirement
 
 from hosting import PLUGINS, free_port
 
@@ -54,3 +58,57 @@ async def test_serve_prints_no_runtime_dir_warning_when_xdg_runtime_dir_is_unset
     printed = log.read_text()
     assert "embedded PostgreSQL" in printed  # the start that used to warn did run
     assert not re.search(r"RuntimeDirWarning|XDG_RUNTIME_DIR", printed), printed
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_closure(requirements: list[str]) -> set[str]:
+    """The distributions `pip install` of `requirements` brings in: each, and what each
+    requires in turn (markers evaluated, no extras of dependencies), from installed metadata."""
+    seen: set[str] = set()
+    todo = [Requirement(text) for text in requirements]
+    while todo:
+        requirement = todo.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = _normalized(requirement.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(Requirement(text) for text in importlib.metadata.distribution(name).requires or ())
+    return seen
+
+
+def _imported_top_level(script: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(script.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"__future__"}
+
+
+def test_scripts_demo_needs_only_what_scripts_run_installed() -> None:
+    def mode(script: str) -> str:
+        found = re.search(
+            r'^source "\$\(dirname "\$0"\)/_bootstrap\.sh" (\w+)$', (REPO / "scripts" / script).read_text(), re.M
+        )
+        assert found is not None, script
+        return found.group(1)
+
+    assert mode("demo") == mode("run")
+    bootstrap = (REPO / "scripts" / "_bootstrap.sh").read_text()
+    extras = re.search(rf"^  {mode('run')}\) extras=(\w+) ;;$", bootstrap, re.M)
+    assert extras is not None and '-e ".[$extras]"' in bootstrap
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"][extras.group(1)]]
+    installed = _installed_closure(wanted)
+
+    providers = importlib.metadata.packages_distributions()
+    imported = _imported_top_level(REPO / "scripts" / "visitor_demo.py")
+    missing = {name for name in imported if not {_normalized(d) for d in providers.get(name, [])} & installed}
+    assert imported >= {"anyio", "mcp", "caldav", "radicale"}  # the parser sees the lazy imports too
+    assert missing == set()
