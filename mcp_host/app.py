@@ -118,6 +118,9 @@ def _child_limits(s: Settings) -> ChildLimits:
         input_budget=s.input_budget,
         backoff_base_s=s.child_restart_backoff_base_s,
         stable_after_s=s.child_stable_after_s,
+        log_keep_lines=s.child_log_keep_lines,
+        errors_logged_per_s=s.child_errors_logged_per_s,
+        errors_logged_burst=s.child_errors_logged_burst,
     )
 
 

@@ -15,7 +15,9 @@ each socket belongs to exactly one plugin — never by anything it says (SECURIT
 The MCP server on a plugin's socket lists exactly the ops that plugin named. Every call must
 carry a live grant minted for this plugin in `_meta["mcp-host/grant"]`; the op then runs for
 the grant's owner and scope. This module is the door's error boundary: a refusal is answered
-`{code: denied, message: "denied"}` and the reason is logged; other host errors keep their
+`{code: denied, message: "denied"}` and the reason is logged — except an op the plugin's
+manifest does not name, whose message names the op and the manifest key that must name it
+(the plugin knows its own manifest; a grant's fate is never told); other host errors keep their
 code and message (they are about the caller's own input); anything unexpected is logged with
 its traceback and answered opaquely. The socket is untrusted input: messages are capped
 (`host_op_max_message_bytes`; a longer line ends the connection) and so are concurrent
@@ -213,7 +215,10 @@ class BackChannel:
         pid = plugin.manifest.id
         try:
             if name not in named_ops(plugin):
-                raise Denied(f"op {name[:64]!r} is not named in its manifest")
+                self._denials.log(
+                    pid, logging.WARNING, "%s: host op %r denied: not named in its manifest", pid, name[:64]
+                )
+                return error_result(Denied.code, _unnamed(name))
             grant = self._grants.redeem((meta or {}).get(GRANT_KEY), pid)
             if self.services is None:
                 raise Unavailable("the host is starting")
@@ -258,6 +263,13 @@ def sweep_ops_folders(temp_dir: Path) -> list[Path]:
         logger.warning("removed host-op socket folder %s, left by a host that is gone", path)
         removed.append(path)
     return removed
+
+
+def _unnamed(op: str) -> str:
+    return (
+        f"denied: op {op[:64]!r} is not named in this plugin's manifest; "
+        "name it in transport.sandbox.host_ops to use it"
+    )
 
 
 def _socket_name(plugin_id: str) -> str:

@@ -89,8 +89,26 @@ class Bindings:
         # capability ids -> (the inputs of the last merge for them, its toolset)
         self._merges: dict[tuple[str, ...], tuple[tuple[object, ...], Toolset]] = {}
         self._schemas: dict[str, Mapping[str, Any] | None] = {}
-        self.causes: dict[str, str] = {}
-        """Capability id → why some or all of its tools are not exposed right now."""
+        self._causes: dict[str, tuple[list[str], tuple[str, ...]]] = {}
+        # capability id -> (why tools are not exposed, pending approval aside; the pending tools)
+
+    @property
+    def causes(self) -> dict[str, str]:
+        """Capability id → why some or all of its tools are not exposed right now: as the last
+        toolset assembled for it found, less the tools approved since (an approval shows at once)."""
+        causes: dict[str, str] = {}
+        for pid, (clashes, pending) in self._causes.items():
+            still = [f"tool {name!r} is pending owner approval" for name in self._still_pending(pid, pending)]
+            if clashes or still:
+                causes[pid] = "; ".join(clashes + still)
+        return causes
+
+    def _still_pending(self, pid: str, names: tuple[str, ...]) -> tuple[str, ...]:
+        pinned = self._pinned.get(pid)
+        if self.pins is None or pinned is None:
+            return names
+        tools = {tool.name: tool for tool in pinned[0]}
+        return tuple(n for n in names if n not in tools or not self.pins.approved(pid, tools[n]))
 
     async def assemble(self, capabilities: Sequence[Plugin], *, fresh: bool) -> Toolset:
         """The toolset of `capabilities`: listed now (`fresh`), or from the last real lists.
@@ -262,16 +280,17 @@ class Bindings:
         for plugin in capabilities:
             pid = plugin.manifest.id
             clashes = [_clash(pid, name, group) for name, group in sorted(collisions.items()) if (pid, name) in group]
-            clashes.extend(f"tool {name!r} is pending owner approval" for name in self._withheld.get(pid, ()))
             if pid in unavailable:
                 clashes.insert(0, f"left out of tool lists: {unavailable[pid]}")
-            if clashes:
-                if self.causes.get(pid) != "; ".join(clashes):
-                    for clash in clashes:
+            pending = self._withheld.get(pid, ())
+            told = [*clashes, *(f"tool {name!r} is pending owner approval" for name in pending)]
+            if told:
+                if self._causes.get(pid) != (clashes, pending):
+                    for clash in told:
                         logger.warning("%s: %s", pid, clash)
-                self.causes[pid] = "; ".join(clashes)
+                self._causes[pid] = (clashes, pending)
             else:
-                self.causes.pop(pid, None)
+                self._causes.pop(pid, None)
 
 
 def _clash(pid: str, name: str, group: tuple[tuple[str, str], ...]) -> str:

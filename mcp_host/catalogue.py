@@ -2,21 +2,25 @@
 
 Above: `mcp-host caps list` (and, with issue 5, the owner's `capabilities_list`). Below: the
 load report (manifests), the child pool (health) and the bindings (why tools are withheld).
-Listing never starts a child.
+Listing never starts a child. `logs` gives one plugin's recent log (the owner's
+`capability_logs`): its children's last stderr, exception and error-result lines, escaped,
+and why its last process ended.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .bindings import Bindings
+from .child_stderr import LogKind
 from .children import ChildPool, ChildState
 from .errors import ManifestError
 from .plugins import LoadReport, Plugin
 
-__all__ = ["Catalogue", "CatalogueEntry", "entry_for", "invalid_entry"]
+__all__ = ["CapabilityLogs", "Catalogue", "CatalogueEntry", "LogEntry", "entry_for", "invalid_entry"]
 
 Status = Literal["healthy", "not_started", "failing", "invalid"]
 
@@ -32,6 +36,33 @@ class CatalogueEntry(BaseModel):
     visitor_tools: list[str]
     status: Status
     cause: str | None = None
+
+
+class LogEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: datetime
+    kind: LogKind
+    text: str
+
+
+class CapabilityLogs(BaseModel):
+    """A plugin's recent log and health, as the owner's `capability_logs` shows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    capability: str
+    status: Status
+    cause: str | None
+    pid: int | None
+    starts: int
+    last_exit: str | None
+    last_exit_at: datetime | None
+    lines: list[LogEntry]
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 def entry_for(plugin: Plugin, status: Status = "not_started", cause: str | None = None) -> CatalogueEntry:
@@ -68,12 +99,36 @@ class Catalogue:
         self._pool = pool
         self._bindings = bindings
 
+    def logs(self, plugin_id: str, lines: int) -> CapabilityLogs | None:
+        """`plugin_id`'s last `lines` log lines and its health; None for no loaded plugin."""
+        entry = next((e for e in self.entries() if e.id == plugin_id and e.status != "invalid"), None)
+        if entry is None:
+            return None
+        child = self._pool.get(plugin_id)
+        if child is None:
+            return CapabilityLogs(
+                capability=plugin_id, status=entry.status, cause=entry.cause, pid=None, starts=0,
+                last_exit=None, last_exit_at=None, lines=[],
+            )  # fmt: skip
+        health = child.health()
+        return CapabilityLogs(
+            capability=plugin_id,
+            status=entry.status,
+            cause=entry.cause,
+            pid=health.pid,
+            starts=health.starts,
+            last_exit=health.last_exit,
+            last_exit_at=_at(health.last_exit_at) if health.last_exit_at is not None else None,
+            lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in child.log.recent(lines)],
+        )
+
     def entries(self) -> list[CatalogueEntry]:
         out: list[CatalogueEntry] = []
+        causes = self._bindings.causes
         for plugin in self._report.plugins:
             child = self._pool.get(plugin.manifest.id)
             health = child.health() if child is not None else None
-            withheld = self._bindings.causes.get(plugin.manifest.id)
+            withheld = causes.get(plugin.manifest.id)
             if health is None:
                 status: Status = "not_started"
             elif health.state == ChildState.FAILING:

@@ -39,10 +39,11 @@ from mcp.shared.dispatcher import ProgressFnT
 from pydantic import ValidationError
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
-from .child_stderr import StderrDrain
+from .child_stderr import ChildLog, StderrDrain
 from .errors import CallTimeout, HostError, TransportFailure, Unavailable
 from .framing import framed_transport
 from .launch import Launch
+from .text_safety import printable
 
 __all__ = ["Child", "ChildHealth", "ChildLimits", "ChildPool", "ChildState"]
 
@@ -72,6 +73,10 @@ class ChildHealth:
     stable run."""
     retry_in_s: float = 0.0
     """How long until the child may be started again (its backoff); 0 when it may now."""
+    last_exit: str | None = None
+    """Why its last process ended (a crash explained, or stopped, idle), kept once it recovers."""
+    last_exit_at: float | None = None
+    """When (seconds since the epoch)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,11 @@ class ChildLimits:
     further one, up to `backoff_max_s` (the first restart is immediate)."""
     stable_after_s: float = 30.0
     """A process that stayed up this long ends the run of failures, however it ends."""
+    log_keep_lines: int = 200
+    """The child's last stderr, exception and error-result lines kept for the owner."""
+    errors_logged_per_s: float = 1.0
+    """Exceptions and error results logged per second, after a burst of `errors_logged_burst`."""
+    errors_logged_burst: int = 10
 
 
 @dataclass
@@ -144,13 +154,25 @@ class Child:
         self._last_used = time.monotonic()
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_from = 0  # the start (`_starts`) whose process gave `_tools`
+        self._last_exit: tuple[str, float] | None = None
+        self.log = ChildLog(
+            plugin_id,
+            keep=limits.log_keep_lines,
+            line_bytes=limits.stderr_line_bytes,
+            errors_per_s=limits.errors_logged_per_s,
+            errors_burst=limits.errors_logged_burst,
+        )
+        """What its processes said (stderr, exceptions, error results), across restarts."""
 
     # -- health -----------------------------------------------------------------------
 
     def health(self) -> ChildHealth:
         pid = self._process.pid if self._process is not None else None
         retry_in_s = max(0.0, self._next_start_at - time.monotonic())
-        return ChildHealth(self._state, self._cause, pid, self._starts, self._failures, retry_in_s)
+        last_exit, last_exit_at = self._last_exit or (None, None)
+        return ChildHealth(
+            self._state, self._cause, pid, self._starts, self._failures, retry_in_s, last_exit, last_exit_at
+        )
 
     @property
     def tools(self) -> tuple[types.Tool, ...] | None:
@@ -268,6 +290,8 @@ class Child:
             self._timeouts = 0
             self._failures = 0
             self._cause = None
+            if isinstance(result, types.CallToolResult) and result.is_error:
+                self.log.tool_error(request.params.name, _error_text(result))
         return result
 
     def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
@@ -353,6 +377,7 @@ class Child:
             self.plugin_id,
             lines_per_s=self._limits.stderr_lines_per_s,
             line_bytes=self._limits.stderr_line_bytes,
+            log=self.log,
         )
         reason: str | None = None
         try:
@@ -477,6 +502,7 @@ class Child:
         return result
 
     def _finish(self, start: _Start, reason: str, started_at: float, *, crashed: bool) -> None:
+        self._last_exit = (reason, time.time())
         if time.monotonic() - started_at >= self._limits.stable_after_s:
             self._failures = 0  # it stayed up long enough: whatever ended it starts a new count
             if not crashed:
@@ -534,8 +560,16 @@ def _explain(reason: str, returncode: int | None, drain: StderrDrain) -> str:
     if returncode is not None:
         parts.append(f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}")
     if drain.tail:
-        parts.append(f"last stderr: {drain.tail[-1][:300]}")
+        parts.append(f"last stderr: {printable(drain.tail[-1], 300)}")
     return "; ".join(parts)
+
+
+def _error_text(result: types.CallToolResult) -> str:
+    """The text of an error result (its text blocks, else its structured content), for the log."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if texts:
+        return " ".join(texts)
+    return repr(result.structured_content) if result.structured_content is not None else "(no text)"
 
 
 def _kill(process: Process) -> None:

@@ -23,15 +23,17 @@ import time
 from dataclasses import dataclass
 
 from .config import ConfigScope, ConfigStore, declared
+from .errors import QuotaExhausted
 from .manifest import Quota
 from .plugin_store import PluginStores, QuotaCheck
 from .plugins import Plugin
 from .sessions import Subject
 
-__all__ = ["QuotaGate", "QuotaState"]
+__all__ = ["QuotaGate", "QuotaState", "exhausted"]
 
 _MAX_CACHED_LIMITS = 10_000
 _SCOPE_OF_SUBJECT: dict[str, ConfigScope] = {"code": "code", "api_key": "key"}
+_WHOSE = {"code": "this access code's", "api_key": "this API key's"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,14 @@ class QuotaGate:
         if type(limit) is not int or limit <= 0:
             return None
         return limit
+
+
+def exhausted(plugin_id: str, subject: Subject | None, state: QuotaState | None = None) -> QuotaExhausted:
+    """The refusal a visitor gets, saying whose quota it is: the access code's or the API key's
+    (the subject's limit is its `code_config` or `key_config` value), and of which capability."""
+    whose = _WHOSE.get(subject.kind, "this session's") if subject is not None else "this session's"
+    figures = f" ({state.used} of {state.limit})" if state is not None else ""
+    return QuotaExhausted(f"{whose} quota for {plugin_id} is used up{figures}; the owner can raise it")
 
 
 def _collection(gate: Quota) -> str:

@@ -206,6 +206,15 @@ class Settings(BaseSettings):
     child_stable_after_s: float = Field(default=30.0, gt=0)
     # -- end of Sandbox memory and crash loops -----------------------------------------------
 
+    # -- Child logs (child_stderr.py, issue 12) ----------------------------------------------
+    # Each plugin's last stderr, exception and error-result lines, kept for the owner's
+    # `capability_logs`; and the exceptions (one line per traceback) and error results logged
+    # per plugin and second after a burst, apart from `child_stderr_lines_per_s`.
+    child_log_keep_lines: int = Field(default=200, ge=1, le=10_000)
+    child_errors_logged_per_s: float = Field(default=1.0, gt=0)
+    child_errors_logged_burst: int = Field(default=10, ge=1)
+    # -- end of Child logs -------------------------------------------------------------------
+
     # -- Sandbox memory cgroup (sandbox_cgroup.py) -------------------------------------------
     # Each sandbox's memory cgroup, where the host has a memory controller: a cap on all the
     # RAM its processes hold together, swap included, so also the memfd and tmpfs pages they

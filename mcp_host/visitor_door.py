@@ -45,7 +45,7 @@ from .listings import Listings, Surface
 from .manifest import ClaimGate
 from .meta import MetaCaps, forwarded_meta, visitor_meta
 from .plugins import Plugin
-from .quota import QuotaGate, QuotaState
+from .quota import QuotaGate, QuotaState, exhausted
 from .requirements import RequirementGate
 from .sessions import Session
 from .tool_results import error_result
@@ -243,7 +243,7 @@ class VisitorDoor:
                         name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
                     )
                 if QuotaExhausted.code in grant.refusals:
-                    raise QuotaExhausted("this session's quota for the capability is used up")
+                    raise exhausted(plugin.manifest.id, session.subject)
         await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
         if result.meta:
             # The host answers as itself: the child's serverInfo stamp does not travel.
@@ -280,7 +280,7 @@ class VisitorDoor:
         if state is _UNREADABLE:
             raise Unavailable("the capability is unavailable right now")
         if state is not None and state.remaining <= 0:
-            raise QuotaExhausted("this session's quota for the capability is used up")
+            raise exhausted(plugin.manifest.id, session.subject, state)
 
     async def _read_quota(self, plugin: Plugin, session: Session, consequence: str) -> QuotaState | None:
         """The session's quota of `plugin`; `_UNREADABLE` (nothing left) when it cannot be read."""

@@ -16,6 +16,7 @@ __all__ = [
     "ApiKeyRevoke",
     "AuditList",
     "CapabilityInvoke",
+    "CapabilityLogs",
     "CodeCreate",
     "CodeRevoke",
     "ConfigGet",
@@ -32,9 +33,18 @@ __all__ = [
     "ToolApprove",
 ]
 
-Name = Field(min_length=1, max_length=128)
 # `{capability: {key: value}}`, as for roles, codes and keys (DESIGN.md "Owner tools").
 CapabilityConfig = dict[str, dict[str, Any]]
+_CONFIG = (
+    "Config values by capability id, then by key: {capability: {key: value}}; each key must be "
+    "one the capability declares for this scope (see capabilities_list)."
+)
+_CAPABILITY = "A capability's id, as capabilities_list shows it."
+
+
+def _name(description: str) -> Any:
+    """A required 1-128 character name, with its description for the model reading the schema."""
+    return Field(min_length=1, max_length=128, description=description)
 
 
 class _Arguments(BaseModel):
@@ -46,90 +56,139 @@ class NoArguments(_Arguments):
 
 
 class CapabilityInvoke(_Arguments):
-    capability: str = Name
-    tool: str = Name
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    capability: str = _name(_CAPABILITY)
+    tool: str = _name("The owner tool's name as the capability's owner_tools list it (capabilities_list).")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="The tool's arguments, matching its input_schema in capabilities_list."
+    )
+
+
+class CapabilityLogs(_Arguments):
+    capability: str = _name("A plugin's id (a capability or a connector), as capabilities_list shows it.")
+    lines: int = Field(
+        default=50,
+        ge=1,
+        le=10_000,
+        description="How many of the latest lines to return (the host keeps the latest 200 by default).",
+    )
 
 
 class ConnectorInvoke(_Arguments):
-    category: str = Name
-    verb: str = Name
-    args: dict[str, Any] = Field(default_factory=dict)
+    category: str = _name("The category whose connected connector runs the verb, e.g. calendar or mail.")
+    verb: str = _name("One of the connector's verbs (connectors_list).")
+    args: dict[str, Any] = Field(default_factory=dict, description="The verb's arguments.")
 
 
 class ConnectorConnect(_Arguments):
-    connector: str = Name
-    settings: dict[str, Any] = Field(default_factory=dict)
+    connector: str = _name("The connector's id (connectors_list).")
+    settings: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The connector's settings by key (connectors_list shows which it takes); secret ones are "
+        "stored encrypted and never shown again.",
+    )
 
 
 class ConnectorDisconnect(_Arguments):
-    category: str = Name
+    category: str = _name("The category whose connection to remove, e.g. calendar.")
 
 
 class ConfigGet(_Arguments):
-    capability: str = Name
-    scope: Literal["owner", "code", "role", "key"]
-    scope_id: str | None = Field(default=None, min_length=1, max_length=256)
+    capability: str = _name(_CAPABILITY)
+    scope: Literal["owner", "code", "role", "key"] = Field(
+        description="Whose values: owner (yours), code (an access code's), role (a role's) or key (an API key's)."
+    )
+    scope_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Which code, role or key: the access code as issued or its id, the role's id, or the API "
+        "key's id. Leave it out for the owner scope.",
+    )
 
 
 class ConfigSet(ConfigGet):
-    values: dict[str, Any]
+    values: dict[str, Any] = Field(
+        description="The values to set by key; null resets a key to its default. Keys left out are kept."
+    )
 
 
 class RolePut(_Arguments):
-    id: str = Name
-    capabilities: list[str]
-    config: CapabilityConfig | None = None
+    id: str = _name("The role's id; an existing role of that id is replaced.")
+    capabilities: list[str] = Field(description="The ids of the capabilities the role's sessions may use.")
+    config: CapabilityConfig | None = Field(default=None, description=_CONFIG)
 
 
 class CodeCreate(_Arguments):
-    role: str = Name
-    config: CapabilityConfig | None = None
-    expires_at: datetime | None = None
-    max_uses: int | None = Field(default=None, ge=1)
+    role: str = _name("The role the code's sessions get (roles_list).")
+    config: CapabilityConfig | None = Field(default=None, description=_CONFIG)
+    expires_at: datetime | None = Field(
+        default=None, description="When the code stops opening sessions (ISO 8601); never when left out."
+    )
+    max_uses: int | None = Field(
+        default=None, ge=1, description="How many sessions the code may open; unlimited when left out."
+    )
 
 
 class CodeRevoke(_Arguments):
-    code: str = Field(min_length=1, max_length=256)
+    code: str = Field(min_length=1, max_length=256, description="The access code as issued, or its id (codes_list).")
 
 
 class ApiKeyCreate(_Arguments):
-    role: str = Name
-    config: CapabilityConfig | None = None
+    role: str = _name("The role the key's sessions get (roles_list).")
+    config: CapabilityConfig | None = Field(default=None, description=_CONFIG)
 
 
 class ApiKeyRevoke(_Arguments):
-    id: str = Name
+    id: str = _name("The API key's id (api_keys_list), not its text.")
 
 
 class SessionEnd(_Arguments):
-    session_id: str = Name
+    session_id: str = _name("The session's id (sessions_list).")
 
 
 class AuditList(_Arguments):
-    since: datetime | None = None
-    limit: int = Field(default=100, ge=1, le=500)
+    since: datetime | None = Field(default=None, description="Only calls from this time on (ISO 8601).")
+    limit: int = Field(default=100, ge=1, le=500, description="At most this many entries, newest first.")
 
 
 class ToolApprove(_Arguments):
-    capability: str = Name
-    tool: str = Name
+    capability: str = _name(_CAPABILITY)
+    tool: str = _name("The tool's name, as tools_pending shows it.")
     # The `live_sha256` that `tools_pending` showed: approval fails if the tool changed since.
-    live_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    live_sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="The live_sha256 tools_pending showed for the definition you reviewed; the approval fails "
+        "if the tool changed since. Left out: whatever definition is live now is approved.",
+    )
     # A tool whose name collides with one visitors are shown is approved only with this set:
     # both are then hidden from every session that sees both capabilities.
-    hide_colliding: bool = False
+    hide_colliding: bool = Field(
+        default=False,
+        description="Needed to approve a tool whose name collides with one visitors see (collides_with in "
+        "tools_pending): both are then hidden from sessions that see both.",
+    )
 
 
 class HoldsList(_Arguments):
-    status: Literal["pending", "all"] = "pending"
+    status: Literal["pending", "all"] = Field(
+        default="pending", description="pending: the holds waiting for you; all: decided ones too."
+    )
 
 
 class HoldDecide(_Arguments):
-    id: str = Field(min_length=1, max_length=64)
-    approve: bool
+    id: str = Field(min_length=1, max_length=64, description="The hold's id (holds_list).")
+    approve: bool = Field(description="true lets the visitor's call run once; false refuses it.")
 
 
 class HostSettingsSet(_Arguments):
-    public_sessions: bool | None = None
-    public_role: str | None = Field(default=None, min_length=1, max_length=64)
+    public_sessions: bool | None = Field(
+        default=None, description="Whether anyone may open a session without a code or key; left out: unchanged."
+    )
+    public_role: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The role public sessions get (roles_list); left out: unchanged.",
+    )
+

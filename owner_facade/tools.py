@@ -28,6 +28,7 @@ from .models import (
     ApiKeyRevoke,
     AuditList,
     CapabilityInvoke,
+    CapabilityLogs,
     CodeCreate,
     CodeRevoke,
     ConfigGet,
@@ -111,6 +112,15 @@ async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) ->
 
 async def _capability_invoke(s: OwnerServices, owner_id: str, a: CapabilityInvoke) -> Answer:
     return await s.calls.invoke(owner_id, a.capability, a.tool, a.arguments)
+
+
+async def _capability_logs(s: OwnerServices, owner_id: str, a: CapabilityLogs) -> Answer:
+    """A plugin's latest stderr lines, exceptions and error results (escaped), and why its last
+    process ended: for the owner's agent to debug a plugin. Never starts it."""
+    logs = s.catalogue.logs(a.capability, a.lines)
+    if logs is None:
+        raise InvalidArguments(f"capability: no plugin named {a.capability[:80]!r} is loaded")
+    return logs.model_dump(mode="json")
 
 
 # -- connectors -------------------------------------------------------------------------------
@@ -246,7 +256,12 @@ async def _codes_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer
 
 
 async def _code_revoke(s: OwnerServices, owner_id: str, a: CodeRevoke) -> Answer:
-    return {"revoked": await s.access.revoke_code(owner_id, a.code)}
+    """`revoked: false` for a code already revoked; `unknown` for no code of this owner."""
+    if await s.access.revoke_code(owner_id, a.code):
+        return {"revoked": True}
+    if await s.access.credentials.code_id(owner_id, a.code) is None:
+        raise UnknownTool("no access code of yours is that code or id")
+    return {"revoked": False}
 
 
 def _code_summary(arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,7 +280,12 @@ async def _api_keys_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Ans
 
 
 async def _api_key_revoke(s: OwnerServices, owner_id: str, a: ApiKeyRevoke) -> Answer:
-    return {"revoked": await s.access.revoke_api_key(owner_id, a.id)}
+    """`revoked: false` for a key already revoked; `unknown` for no key of this owner."""
+    if await s.access.revoke_api_key(owner_id, a.id):
+        return {"revoked": True}
+    if a.id not in {key.id for key in await s.access.list_api_keys(owner_id)}:
+        raise UnknownTool(f"no API key of yours has the id {a.id[:64]!r}")
+    return {"revoked": False}
 
 
 # -- sessions, audit, host settings -----------------------------------------------------------
@@ -406,6 +426,14 @@ _TABLE: list[OwnerTool[Any]] = [
         "Run a capability's declared owner tool (`tool` as listed in its owner_tools) for the owner.",
         CapabilityInvoke,
         _capability_invoke,
+    ),
+    OwnerTool(
+        "capability_logs",
+        "A plugin's latest log lines — what its process wrote to stderr, each exception it raised (type, "
+        "message, last frames) and each error result of its tools — escaped, oldest first, with its status "
+        "and why its last process ended. For debugging a plugin; starts none.",
+        CapabilityLogs,
+        _capability_logs,
     ),
     OwnerTool(
         "connectors_list",

@@ -75,9 +75,13 @@ async def test_sandbox_sees_its_own_socket_only_at_the_fixed_path(host: Any) -> 
     )
 
 
-async def test_op_the_manifest_did_not_name_is_denied(host: Any) -> None:
+async def test_op_the_manifest_did_not_name_is_denied_naming_the_op_and_the_manifest_key(host: Any) -> None:
     answer = await forge(host, "op", name="owner.meta", arguments={"field": "email"})
-    assert answer == {"outcomes": [DENIED]}
+    unnamed = (
+        "denied: op 'owner.meta' is not named in this plugin's manifest; "
+        "name it in transport.sandbox.host_ops to use it"
+    )
+    assert answer == {"outcomes": [{"is_error": True, "structured": {"code": "denied", "message": unnamed}}]}
 
 
 @pytest.mark.parametrize("grant", ["none", "x" * 43, "", "y" * 5000])
@@ -188,6 +192,11 @@ async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcp_host.backchannel")
     forger, denied = _forger(), error_result("denied", "denied")
+    unnamed = error_result(
+        "denied",
+        "denied: op 'store.bogus' is not named in this plugin's manifest; "
+        "name it in transport.sandbox.host_ops to use it",
+    )
     async with BackChannel([forger], GrantBook(budget=BUDGET), LIMITS, temp_dir=short_tmp) as channel:
         started = time.monotonic()
         answers = [
@@ -198,7 +207,7 @@ async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the
             for n in range(5000)
         ]
         elapsed = time.monotonic() - started
-    assert all(answer == denied for answer in answers)
+    assert all(answer == (unnamed if n % 2 else denied) for n, answer in enumerate(answers))
     lines = [r.getMessage() for r in caplog.records if r.name == "mcp_host.backchannel"]
     denials = [line for line in lines if " denied: " in line]
     summaries = [line for line in lines if "more host-op denials suppressed" in line]

@@ -26,6 +26,7 @@ INVALID_ARGUMENTS = "invalid_arguments"
 OWNER_TOOLS = [
     "capabilities_list",
     "capability_invoke",
+    "capability_logs",
     "connectors_list",
     "connector_invoke",
     "connector_connect",

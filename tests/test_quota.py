@@ -74,8 +74,27 @@ async def test_quota_exhausted_hides_tool_and_refuses_call(tmp_path: Path, datab
         assert (after.meta or {})["mcp-host/quota"] == {"notes": {"limit": 2, "used": 2, "remaining": 0}}
         assert refused.is_error and refused.structured_content == {
             "code": "quota_exhausted",
-            "message": "this session's quota for the capability is used up",
+            "message": "this access code's quota for notes is used up (2 of 2); the owner can raise it",
         }
+
+
+async def test_a_quota_refusal_says_whose_quota_it_is(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
+        key, _ = await running.host.access.create_api_key(running.host.owner_id, "public", {"notes": {"max_notes": 1}})
+        opened = await running.http.post(
+            f"{running.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"}, json={}
+        )
+        session = dict(opened.json())
+        outcomes = [await call(running, session, "note_add", text=str(n)) for n in range(2)]
+
+    assert outcomes[0][0] is False
+    assert outcomes[1] == (
+        True,
+        {
+            "code": "quota_exhausted",
+            "message": "this API key's quota for notes is used up (1 of 1); the owner can raise it",
+        },
+    )
 
 
 async def test_public_sessions_and_unset_limits_are_never_counted(tmp_path: Path, database_url: str) -> None:
