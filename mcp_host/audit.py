@@ -75,7 +75,8 @@ def summarize(arguments: Mapping[str, object] | None, secret: Collection[str] = 
     out: dict[str, Any] = {}
     for key, value in list((arguments or {}).items())[:_MAX_ITEMS]:
         name = str(key)[:64]
-        out[name] = REDACTED if name in secret or _SECRET_KEY.search(name) else _summary(value, 1)
+        kept = REDACTED if name in secret or _SECRET_KEY.search(name) else _summary(value, 1)
+        out[_text(name, 64)] = kept
     return out
 
 

@@ -34,3 +34,13 @@ def test_summary_keeps_ordinary_arguments_and_shortens_deep_ones() -> None:
         "config": {"a": {"b": {"c": "…"}}},
     }
     assert summarize(None) == {}
+
+
+def test_summary_is_storable_as_jsonb_whatever_the_caller_sent() -> None:
+    """PostgreSQL's jsonb takes no NUL, no lone surrogate, no NaN: each becomes storable text."""
+    arguments = {"a\x00b": "c\x00d", "nested": {"k\x00": ["\ud800x", float("nan"), float("inf")]}}
+
+    assert summarize(arguments) == {
+        "a\ufffdb": "c\ufffdd",
+        "nested": {"k\ufffd": ["\ufffdx", "nan", "inf"]},
+    }
