@@ -25,7 +25,6 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,16 +66,17 @@ class ChildLog:
     def __init__(self, name: str, *, keep: int, line_bytes: int, errors_per_s: float, errors_burst: int) -> None:
         self.name = name
         self.line_bytes = line_bytes
-        self._lines: collections.deque[LogLine] = collections.deque(maxlen=keep)
+        self._lines: collections.deque[tuple[float, LogKind, str]] = collections.deque(maxlen=keep)
         self._errors = LimitedLog(logger, per_s=errors_per_s, burst=errors_burst, what="child error lines")
 
     def keep(self, kind: LogKind, text: str) -> None:
-        self._lines.append(LogLine(time.time(), kind, printable(text, self.line_bytes)))
+        # Escaped when read, not here: a child may write stderr as fast as a pipe goes.
+        self._lines.append((time.time(), kind, text[: self.line_bytes + 1]))  # + 1: `printable` marks the cut
 
     def recent(self, count: int) -> list[LogLine]:
-        """The last `count` lines kept, oldest first."""
-        lines = list(self._lines)
-        return lines[-count:] if count > 0 else []
+        """The last `count` lines kept, oldest first, escaped (`text_safety.printable`)."""
+        lines = list(self._lines)[-count:] if count > 0 else []
+        return [LogLine(at, kind, printable(text, self.line_bytes)) for at, kind, text in lines]
 
     def exception(self, summary: str) -> None:
         """An exception the child reported (`Tracebacks`): kept, and logged at WARNING."""
@@ -135,7 +135,7 @@ class StderrDrain:
         finally:  # also when cancelled: the child's task cancels the drain once the process ended
             if partial:
                 self._emit(bytes(partial))
-            for summary in self._tracebacks.end():
+            if (summary := self._tracebacks.end()) is not None:
                 self._log.exception(summary)
             self._tell_dropped()
             self._log.flush()
@@ -144,7 +144,7 @@ class StderrDrain:
         text = bytes(raw[: self._line_bytes]).decode("utf-8", "replace").rstrip()
         if len(raw) > self._line_bytes:
             text += " …[truncated]"
-        for summary in self._tracebacks.feed(text):
+        if (summary := self._tracebacks.feed(text)) is not None:
             self._log.exception(summary)
         if not text:
             return
@@ -180,7 +180,8 @@ class Tracebacks:
 
     Understands Python's plain format and rich's boxed one, each frame heading possibly
     wrapped, and any left margin (a log record's columns). Chained exceptions give one summary
-    each. Never holds more than a few frames and lines.
+    each. Never holds more than a few frames and lines; a line outside a traceback costs one
+    substring search.
     """
 
     def __init__(self) -> None:
@@ -190,23 +191,27 @@ class Tracebacks:
         self._exception: list[str] = []
         self._margin = 0
 
-    def feed(self, line: str) -> Iterator[str]:
-        """The summaries `line` completes (none, or one)."""
-        stripped = line.strip()
+    def feed(self, line: str) -> str | None:
+        """The summary `line` completes, if any."""
         if self._mode is None:
-            self._start(stripped)
-        elif self._mode == "plain":
-            yield from self._plain(line, stripped)
-        elif self._mode == "rich":
+            if "Traceback" in line:
+                self._start(line.strip())
+            return None
+        stripped = line.strip()
+        if self._mode == "plain":
+            return self._plain(line, stripped)
+        if self._mode == "rich":
             self._rich(stripped)
-        else:
-            yield from self._rich_exception(line, stripped)
+            return None
+        return self._rich_exception(line, stripped)
 
-    def end(self) -> Iterator[str]:
+    def end(self) -> str | None:
         """The summary of a traceback cut short by the end of the stream, if any."""
+        summary = None
         if self._mode == "rich-exception" and self._exception:
-            yield self._summary(" ".join(self._exception))
+            summary = self._summary(" ".join(self._exception))
         self._reset()
+        return summary
 
     def _start(self, stripped: str) -> None:
         if stripped.endswith("Traceback (most recent call last):"):
@@ -214,16 +219,16 @@ class Tracebacks:
         elif stripped.startswith("╭") and "Traceback" in stripped:
             self._mode = "rich"
 
-    def _plain(self, line: str, stripped: str) -> Iterator[str]:
+    def _plain(self, line: str, stripped: str) -> str | None:
         if not stripped or line[:1].isspace():
             frame = _PLAIN_FRAME.fullmatch(line)
             if frame is not None:
                 self._frames.append(f"{frame['file']}:{frame['line']} in {frame['name']}")
-            return
-        if _EXCEPTION.fullmatch(stripped):
-            yield self._summary(stripped)
+            return None
+        summary = self._summary(stripped) if _EXCEPTION.fullmatch(stripped) else None
         self._reset()
         self._start(stripped)
+        return summary
 
     def _rich(self, stripped: str) -> None:
         if stripped.startswith("╰"):
@@ -245,18 +250,18 @@ class Tracebacks:
                 self._frames.append(f"{frame['file']}:{frame['line']} in {frame['name']}")
             self._heading = []
 
-    def _rich_exception(self, line: str, stripped: str) -> Iterator[str]:
+    def _rich_exception(self, line: str, stripped: str) -> str | None:
         margin = len(line) - len(line.lstrip())
         if not self._exception:
             self._margin = margin
         # A wrapped message keeps the first line's margin; a new log record does not.
         if stripped and len(self._exception) < _EXCEPTION_LINES and margin == self._margin:
             self._exception.append(stripped)
-            return
-        if self._exception:
-            yield self._summary(" ".join(self._exception))
+            return None
+        summary = self._summary(" ".join(self._exception)) if self._exception else None
         self._reset()
         self._start(stripped)
+        return summary
 
     def _summary(self, exception: str) -> str:
         frames = " < ".join(reversed(self._frames))

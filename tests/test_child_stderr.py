@@ -86,8 +86,8 @@ def _rich_traceback(width: int) -> list[str]:
 
 def _summaries(lines: list[str]) -> list[str]:
     reader = Tracebacks()
-    found = [summary for line in lines for summary in reader.feed(line)]
-    return found + list(reader.end())
+    found = [reader.feed(line) for line in lines] + [reader.end()]
+    return [summary for summary in found if summary is not None]
 
 
 def test_a_plain_traceback_is_summed_up_with_type_message_and_last_frames() -> None:
