@@ -320,6 +320,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
                     calls=OwnerCalls(report.plugins, child_of, grants=grants, call_timeout_s=settings.call_timeout_s),
                     audit=audit,
                     holds=holds,
+                    owners=owners,
                     pins=pins,
                 )
             )

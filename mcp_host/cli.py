@@ -20,12 +20,15 @@ import anyio
 
 from .catalogue import CatalogueEntry, entry_for, invalid_entry
 from .errors import HostError
+from .owners import OWNER_TOKEN_FILE
 from .plugin_store import PluginKind
 from .plugins import check_paths, load_plugins
 from .sandbox import require_bwrap
 from .settings import Settings
 
 if TYPE_CHECKING:
+    import mcp.types as types
+
     from .uninstall import Uninstalled
 
 __all__ = ["main"]
@@ -173,6 +176,89 @@ def _owner_bridge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _running_owner_door(settings: Settings, url: str | None) -> tuple[str, str] | None:
+    """The base URL and owner token of the running host, for a command that calls its owner
+    door; None, having printed one line saying why, when there is no token to use."""
+    token_file = settings.data_dir / OWNER_TOKEN_FILE
+    try:
+        token = token_file.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        token = ""
+    if not token:
+        print(f"mcp-host: no owner token at {token_file}; start the host once", file=sys.stderr)
+        return None
+    return (url or settings.base_url).rstrip("/"), token
+
+
+def _owner_profile(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    door = _running_owner_door(settings, args.url)
+    if door is None:
+        return 1
+    base, token = door
+    changes = {k: getattr(args, k) for k in ("name", "email", "timezone") if getattr(args, k) is not None}
+    tool, arguments = ("owner_profile_set", changes) if changes else ("owner_profile_get", {})
+    statuses: list[int] = []
+    try:
+        result = anyio.run(_call_owner_tool, base, token, tool, arguments, statuses)
+    except Exception as exc:
+        token_file = settings.data_dir / OWNER_TOKEN_FILE
+        print(f"mcp-host: {_unreachable(exc, base, token_file, refused=401 in statuses)}", file=sys.stderr)
+        return 1
+    answer = result.structured_content or {}
+    if result.is_error:
+        print(f"mcp-host: {answer.get('code', 'error')}: {answer.get('message', '')}", file=sys.stderr)
+        return 1
+    for field in ("name", "email", "timezone"):
+        value = answer.get(field)
+        print(f"{field + ':':<10}{value if value is not None else '(not set)'}")
+    return 0
+
+
+async def _call_owner_tool(
+    base: str, token: str, tool: str, arguments: dict[str, Any], statuses: list[int]
+) -> types.CallToolResult:
+    """Call one owner tool; `statuses` gets every HTTP status the host answered (the SDK turns
+    a 401 into a JSON-RPC error that no longer says it was one)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from .owner_bridge import OWNER_MCP_PATH
+
+    async def note(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(10, read=60)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [note]}) as http:
+        transport = streamable_http_client(base + OWNER_MCP_PATH, http_client=http)
+        async with Client(transport, cache=None) as client:
+            return await client.call_tool(tool, arguments)
+
+
+def _unreachable(exc: BaseException, base: str, token_file: Path, *, refused: bool) -> str:
+    """One line for a failed call to the owner door: the token refused, or no host there."""
+    import httpx2
+
+    if refused:
+        return (
+            f"the host at {base} refused the owner token in {token_file}; "
+            "is it another host's data directory? (`mcp-host owner token --rotate` issues a new one)"
+        )
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        else:
+            leaves.append(current)
+    if any(isinstance(leaf, httpx2.TransportError | OSError) for leaf in leaves):
+        return f"no host answered at {base}; start it with `mcp-host serve` (or pass --url)"
+    return f"the owner door at {base} did not answer ({type(leaves[0]).__name__ if leaves else 'no cause'})"
+
+
 async def _rotate_owner_token(settings: Settings) -> Path:
     from .database import open_database
     from .owners import OwnerStore, write_owner_token_file
@@ -252,6 +338,15 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--rotate", action="store_true")
     token.add_argument("--data-dir", dest="data_dir", type=Path)
     token.set_defaults(run=_owner_token)
+    profile = owner.add_parser(
+        "profile", help='show the owner\'s profile, or set fields of it ("" unsets one) on the running host'
+    )
+    profile.add_argument("--name", help="your name, one line")
+    profile.add_argument("--email", help="your email address, e.g. ada@example.com")
+    profile.add_argument("--timezone", help="an IANA timezone, e.g. Europe/Berlin")
+    profile.add_argument("--url", help="the host's base URL (default: from settings)")
+    profile.add_argument("--data-dir", dest="data_dir", type=Path)
+    profile.set_defaults(run=_owner_profile)
 
     remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
     remove.add_argument("plugin_id")

@@ -223,6 +223,7 @@ async def _config_get(call: _Call, args: ConfigGet) -> JsonObject:
 
 
 async def _owner_meta(call: _Call, args: OwnerMeta) -> JsonObject:
+    # The owner's profile as the owner set it (owner_profile_set); None until then.
     owner = await call.services.owners.get(call.owner_id)
     if owner is None:
         raise Unavailable("the owner is not known")
@@ -315,7 +316,12 @@ OPS: dict[str, Op] = {
         Op("store.claim", StoreClaim, _store_claim, "Take a key for ttl_s seconds; one winner."),
         Op("store.release", StoreRelease, _store_release, "Give a claimed key back."),
         Op("config.get", ConfigGet, _config_get, "This plugin's declared config for this call."),
-        Op("owner.meta", OwnerMeta, _owner_meta, "One of the owner's name, email, timezone."),
+        Op(
+            "owner.meta",
+            OwnerMeta,
+            _owner_meta,
+            "One field of the owner's profile: name, email or timezone (IANA); null until the owner sets it.",
+        ),
         Op("conversation.read", ConversationRead, _conversation_read, "This session's turns and their receipts."),
         Op(
             "inference.generate",

@@ -1,9 +1,17 @@
-"""Owners (the tenants the host works for) and the bearer tokens of the owner endpoint.
+"""Owners (the tenants the host works for), their profile, and the bearer tokens of the owner
+endpoint.
 
 Below: asyncpg (tables `mcp_host.owners`, `mcp_host.owner_tokens`) and the data directory,
 where the owner's token file lives. Above: the composition root, which makes sure at start
 that the single owner and its token exist, the owner endpoint, which verifies the token on
-every request, and the CLI's `mcp-host owner token [--rotate]`.
+every request, the owner door's `owner_profile_get`/`owner_profile_set` (which the CLI's
+`mcp-host owner profile` calls), the host op `owner.meta` (plugins read the profile there),
+and the CLI's `mcp-host owner token [--rotate]`.
+
+The profile is the owner's name, email address and IANA timezone, each unset (None) until the
+owner sets it. `check_profile` is the one rule for a value: a one-line name of at most
+`NAME_MAX_CHARS`, one plain address by the plugin kit's own `is_email` (so an address the
+owner could set is never one a plugin then refuses), a zone name `zoneinfo` knows.
 
 An owner has at most one live token; issuing one revokes the others (rotation). Only the
 token's sha256 digest is stored. The token file `<data_dir>/owner-token` is created with mode
@@ -16,13 +24,20 @@ import hashlib
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable
+import zoneinfo
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
+
+from mcp_host_kit.addresses import is_email
+
+from .errors import InvalidArguments
+from .text_safety import check_text, shown
 
 if TYPE_CHECKING:
     import asyncpg
@@ -30,10 +45,16 @@ if TYPE_CHECKING:
     from mcp_host.database import PgConnection, PgPool
 
 __all__ = [
+    "EMAIL_MAX_CHARS",
+    "NAME_MAX_CHARS",
     "OWNER_TOKEN_FILE",
+    "PROFILE_FIELDS",
+    "TIMEZONE_MAX_CHARS",
     "Owner",
     "OwnerError",
     "OwnerStore",
+    "ProfileField",
+    "check_profile",
     "ensure_owner_token",
     "write_owner_token_file",
 ]
@@ -43,6 +64,15 @@ _logger = logging.getLogger("mcp_host.owners")
 OWNER_TOKEN_FILE = "owner-token"
 _TOKEN_MAX_CHARS = 256
 _OWNER_COLUMNS = "id, name, email, timezone, created_at"
+
+ProfileField = Literal["name", "email", "timezone"]
+PROFILE_FIELDS: tuple[ProfileField, ...] = get_args(ProfileField)
+# The same bounds are CHECK constraints of mcp_host.owners (migration 009), the backstop.
+NAME_MAX_CHARS = 128
+EMAIL_MAX_CHARS = 254  # RFC 5321's longest forward path, less its angle brackets
+TIMEZONE_MAX_CHARS = 64
+# Names zoneinfo finds on a system that are not zones of the IANA database.
+_NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
 class OwnerError(Exception):
@@ -57,6 +87,10 @@ class Owner(BaseModel):
     email: str | None
     timezone: str | None
     created_at: datetime
+
+    def profile(self) -> dict[str, str | None]:
+        """The owner's profile: `{name, email, timezone}`, None where unset."""
+        return {field: getattr(self, field) for field in PROFILE_FIELDS}
 
 
 class OwnerStore:
@@ -130,6 +164,28 @@ class OwnerStore:
         row = await self._pool.fetchrow(f"SELECT {_OWNER_COLUMNS} FROM mcp_host.owners WHERE id = $1", owner_id)
         return None if row is None else _owner_from_row(row)
 
+    async def set_profile(self, owner_id: str, changes: Mapping[str, Any]) -> Owner:
+        """Set the profile fields in `changes` (None or "" unsets one); the others are kept.
+
+        Raises `InvalidArguments` for an unknown field or a value `check_profile` refuses
+        (nothing is written then), `OwnerError` for an unknown owner.
+        """
+        checked = check_profile(changes)
+        if not checked:
+            owner = await self.get(owner_id)
+        else:
+            # Column names come from PROFILE_FIELDS only (check_profile refused any other key).
+            assignments = ", ".join(f"{field} = ${n}" for n, field in enumerate(checked, start=2))
+            owner_row = await self._pool.fetchrow(
+                f"UPDATE mcp_host.owners SET {assignments} WHERE id = $1 RETURNING {_OWNER_COLUMNS}",
+                owner_id,
+                *checked.values(),
+            )
+            owner = None if owner_row is None else _owner_from_row(owner_row)
+        if owner is None:
+            raise OwnerError(f"no owner {owner_id!r}")
+        return owner
+
     async def verify_token(self, token: str) -> Owner | None:
         """The owner whose live token this is; None otherwise.
 
@@ -144,6 +200,62 @@ class OwnerStore:
             _digest(token),
         )
         return None if row is None else _owner_from_row(row)
+
+
+def check_profile(changes: Mapping[str, Any]) -> dict[ProfileField, str | None]:
+    """`changes` as the values to store: each stripped, "" as None (unset).
+
+    Raises `InvalidArguments` naming the first field that is unknown or refused: a name that
+    is longer than `NAME_MAX_CHARS` or holds a control, bidi or invisible character; an email
+    that is not one plain `local@domain` address; a timezone that is not an IANA zone name.
+    """
+    checked: dict[ProfileField, str | None] = {}
+    for key, value in changes.items():
+        field = next((f for f in PROFILE_FIELDS if f == key), None)
+        if field is None:
+            raise InvalidArguments(f"{shown(key)} is not a profile field ({', '.join(PROFILE_FIELDS)})")
+        if value is not None and not isinstance(value, str):
+            raise InvalidArguments(f"{field}: must be a string or null")
+        text = (value or "").strip()
+        checked[field] = _PROFILE_CHECKS[field](text) if text else None
+    return checked
+
+
+def _check_name(name: str) -> str:
+    try:
+        check_text(name, "name", multiline=False)
+    except ValueError as exc:  # its message names the field and the code point, never the text
+        raise InvalidArguments(str(exc)) from None
+    if len(name) > NAME_MAX_CHARS:
+        raise InvalidArguments(f"name: at most {NAME_MAX_CHARS} characters, not {len(name)}")
+    return name
+
+
+def _check_email(email: str) -> str:
+    if len(email) > EMAIL_MAX_CHARS or not is_email(email):
+        raise InvalidArguments(f"email: {shown(email)} is not one plain address such as ada@example.com")
+    return email
+
+
+def _check_timezone(name: str) -> str:
+    if len(name) > TIMEZONE_MAX_CHARS or name not in _iana_zones():
+        raise InvalidArguments(
+            f"timezone: {shown(name)} is not an IANA zone name such as Europe/Berlin, America/New_York or UTC"
+        )
+    return name
+
+
+@cache
+def _iana_zones() -> frozenset[str]:
+    # Read once (about 15 ms: every zone file's header); zones change with the OS's tzdata.
+    return frozenset(zoneinfo.available_timezones() - _NOT_IANA)
+
+
+_PROFILE_CHECKS: dict[ProfileField, Callable[[str], str]] = {
+    "name": _check_name,
+    "email": _check_email,
+    "timezone": _check_timezone,
+}
 
 
 def write_owner_token_file(data_dir: Path, token: str) -> Path:

@@ -28,6 +28,7 @@ __all__ = [
     "HoldsList",
     "HostSettingsSet",
     "NoArguments",
+    "OwnerProfileSet",
     "RolePut",
     "SessionEnd",
     "ToolApprove",
@@ -192,3 +193,23 @@ class HostSettingsSet(_Arguments):
         description="The role public sessions get (roles_list); left out: unchanged.",
     )
 
+
+class OwnerProfileSet(_Arguments):
+    """Omit a field to keep it; null or "" unsets it."""
+
+    name: str | None = Field(
+        default=None,
+        max_length=1024,  # the store's rule (owners.check_profile) is the exact one: 128 characters
+        description="Your name as plugins may show it (one line, at most 128 characters).",
+    )
+    email: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Your email address, one plain address such as ada@example.com; plugins that send "
+        "you messages use it when they have no address of their own configured.",
+    )
+    timezone: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Your IANA timezone such as Europe/Berlin; plugins with no timezone of their own use it.",
+    )

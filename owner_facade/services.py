@@ -15,6 +15,7 @@ from mcp_host.connections import Connections
 from mcp_host.connector_gateway import ConnectorGateway
 from mcp_host.holds import HoldBook
 from mcp_host.owner_calls import OwnerCalls
+from mcp_host.owners import OwnerStore
 from mcp_host.pins import PinBook
 from mcp_host.plugins import Plugin
 from mcp_host.sessions import SessionStore
@@ -34,6 +35,7 @@ class OwnerServices:
     calls: OwnerCalls
     audit: AuditLog
     holds: HoldBook
+    owners: OwnerStore
     pins: PinBook | None = None
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
 

@@ -40,6 +40,7 @@ from .models import (
     HoldsList,
     HostSettingsSet,
     NoArguments,
+    OwnerProfileSet,
     RolePut,
     SessionEnd,
     ToolApprove,
@@ -413,6 +414,21 @@ async def _host_settings_set(s: OwnerServices, owner_id: str, a: HostSettingsSet
     return changed.model_dump(mode="json")
 
 
+# -- the owner's profile ----------------------------------------------------------------------
+
+
+async def _owner_profile_get(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    owner = await s.owners.get(owner_id)
+    if owner is None:  # the endpoint verified this owner's token a moment ago
+        raise UnknownTool(f"no owner {owner_id[:64]!r}")
+    return owner.profile()
+
+
+async def _owner_profile_set(s: OwnerServices, owner_id: str, a: OwnerProfileSet) -> Answer:
+    """Only the fields the call names change (`owners.check_profile` refuses a bad value)."""
+    return (await s.owners.set_profile(owner_id, a.model_dump(include=a.model_fields_set))).profile()
+
+
 _TABLE: list[OwnerTool[Any]] = [
     OwnerTool(
         "capabilities_list",
@@ -517,6 +533,19 @@ _TABLE: list[OwnerTool[Any]] = [
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),
     OwnerTool(
         "host_settings_set", "Turn public sessions on or off; choose their role.", HostSettingsSet, _host_settings_set
+    ),
+    OwnerTool(
+        "owner_profile_get",
+        "Your profile: name, email address and IANA timezone (null where unset). Plugins read it.",
+        NoArguments,
+        _owner_profile_get,
+    ),
+    OwnerTool(
+        "owner_profile_set",
+        "Set your name, email address or IANA timezone; fields you omit are kept, null unsets one. "
+        "Plugins use them (a timezone for working hours, an address to send to). Returns the profile.",
+        OwnerProfileSet,
+        _owner_profile_set,
     ),
 ]
 

@@ -220,6 +220,69 @@ test.echo  capability  always  -         echo,whoami,sleep,die  healthy
 """)
 
 
+async def test_owner_profile_sets_and_shows_the_profile_of_the_running_host(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = host_settings(tmp_path, database_url, [])
+    async with running_host(settings) as host:
+        capsys.readouterr()  # what the host logged while starting
+        target = ["--url", host.url, "--data-dir", str(settings.data_dir)]
+
+        async def profile(*flags: str) -> tuple[int, str, str]:
+            with anyio.fail_after(30):  # the CLI runs its own event loop in a worker thread
+                code = await anyio.to_thread.run_sync(main, ["owner", "profile", *flags, *target])
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        fresh = await profile()
+        changed = await profile("--name", "Ada Lovelace", "--email", "ada@example.org", "--timezone", "Europe/Berlin")
+        refused = await profile("--timezone", "Berlin")
+        unset = await profile("--email", "")
+        shown = await profile()
+        stored = await host.host.owners.get(host.host.owner_id)
+        other = tmp_path / "another-data-dir"
+        write_owner_token_file(other, "not-this-hosts-owner-token-0123456789abcdef")
+        target = ["--url", host.url, "--data-dir", str(other)]
+        wrong_token = await profile()
+
+    assert fresh == (0, "name:     (not set)\nemail:    (not set)\ntimezone: (not set)\n", "")
+    assert changed == (0, "name:     Ada Lovelace\nemail:    ada@example.org\ntimezone: Europe/Berlin\n", "")
+    assert refused == (
+        1,
+        "",
+        "mcp-host: invalid_arguments: timezone: 'Berlin' is not an IANA zone name such as Europe/Berlin,"
+        " America/New_York or UTC\n",
+    )
+    assert unset == shown == (0, "name:     Ada Lovelace\nemail:    (not set)\ntimezone: Europe/Berlin\n", "")
+    assert stored is not None
+    assert stored.profile() == {"name": "Ada Lovelace", "email": None, "timezone": "Europe/Berlin"}
+    assert wrong_token == (
+        1,
+        "",
+        f"mcp-host: the host at {host.url} refused the owner token in {other / 'owner-token'}; is it another host's"
+        " data directory? (`mcp-host owner token --rotate` issues a new one)\n",
+    )
+
+
+def test_owner_profile_without_a_host_or_a_token_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    url = f"http://127.0.0.1:{free_port()}"
+
+    no_token = main(["owner", "profile", "--url", url, "--data-dir", str(data)])
+    no_token_err = capsys.readouterr().err
+    write_owner_token_file(data, "owner-token-for-the-test-0123456789abcdef")
+    no_host = main(["owner", "profile", "--email", "ada@example.org", "--url", url, "--data-dir", str(data)])
+    no_host_err = capsys.readouterr().err
+
+    assert (no_token, no_token_err) == (1, f"mcp-host: no owner token at {data / 'owner-token'}; start the host once\n")
+    assert (no_host, no_host_err) == (
+        1,
+        f"mcp-host: no host answered at {url}; start it with `mcp-host serve` (or pass --url)\n",
+    )
+
+
 def test_uninstall_asks_for_yes_before_deleting_anything(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["uninstall", "notes"]) == 1
     assert "run again with --yes" in capsys.readouterr().err

@@ -41,6 +41,7 @@ MIGRATED = [
     (6, "audit"),
     (7, "holds"),
     (8, "turns"),
+    (9, "owner_profile"),
 ]
 
 
@@ -83,7 +84,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -234,7 +235,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8]]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
     assert recorded == MIGRATED
 
 

@@ -50,6 +50,8 @@ OWNER_TOOLS = [
     "audit_list",
     "host_settings_get",
     "host_settings_set",
+    "owner_profile_get",
+    "owner_profile_set",
 ]
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
@@ -209,6 +211,75 @@ async def test_config_set_by_the_owner_is_what_a_visitors_next_call_reads(tmp_pa
         ("config_set", INVALID_ARGUMENTS),
         ("config_get", "ok"),
     ]
+
+
+async def test_the_owner_profile_round_trips_and_plugins_read_it(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
+        session = await running.new_session()
+        async with owner_client(running) as client, running.client(session) as visitor:
+            fresh = await call(client, "owner_profile_get")
+            before = await visitor.call_tool("owner_timezone", {})
+            full = await call(
+                client, "owner_profile_set", name=" Ada Lovelace ", email="ada@example.org", timezone="Europe/Berlin"
+            )
+            partly = await call(client, "owner_profile_set", timezone="America/New_York")
+            read = await call(client, "owner_profile_get")
+            after = await visitor.call_tool("owner_timezone", {})
+            unset = await call(client, "owner_profile_set", name=None, email="")
+            trail = await audit(client)
+        stored = await running.host.owners.get(running.host.owner_id)
+
+    assert fresh == (False, {"name": None, "email": None, "timezone": None})
+    assert (before.structured_content or {}) == {"timezone": None}
+    assert full == (False, {"name": "Ada Lovelace", "email": "ada@example.org", "timezone": "Europe/Berlin"})
+    assert partly == read == (
+        False,
+        {"name": "Ada Lovelace", "email": "ada@example.org", "timezone": "America/New_York"},
+    )
+    assert (after.structured_content or {}) == {"timezone": "America/New_York"}  # owner.meta reads the profile
+    assert unset == (False, {"name": None, "email": None, "timezone": "America/New_York"})
+    assert stored is not None and stored.profile() == unset[1]
+    assert trail == [
+        ("owner_profile_get", "ok"),
+        ("owner_profile_set", "ok"),
+        ("owner_profile_set", "ok"),
+        ("owner_profile_get", "ok"),
+        ("owner_profile_set", "ok"),
+    ]
+
+
+async def test_an_invalid_email_timezone_or_name_is_refused_and_nothing_changes(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, [])) as running:
+        async with owner_client(running) as client:
+            kept = await call(client, "owner_profile_set", email="ada@example.org", timezone="UTC")
+            refused = [
+                await call(client, "owner_profile_set", **arguments)
+                for arguments in (
+                    {"email": "Ada <ada@example.org>"},
+                    {"email": "ada@example.org", "timezone": "Mars/Olympus_Mons"},
+                    {"timezone": "localtime"},
+                    {"timezone": "../../etc/passwd"},
+                    {"name": "x" * 129},
+                    {"name": "Ada\u202eLovelace"},
+                    {"colour": "red"},
+                    {"email": 7},
+                )
+            ]
+            read = await call(client, "owner_profile_get")
+
+    assert kept == (False, {"name": None, "email": "ada@example.org", "timezone": "UTC"})
+    assert [r[1]["code"] for r in refused] == [INVALID_ARGUMENTS] * 8
+    assert [r[1]["message"] for r in refused[:6]] == [
+        "email: 'Ada <ada@example.org>' is not one plain address such as ada@example.com",
+        "timezone: 'Mars/Olympus_Mons' is not an IANA zone name such as Europe/Berlin, America/New_York or UTC",
+        "timezone: 'localtime' is not an IANA zone name such as Europe/Berlin, America/New_York or UTC",
+        "timezone: '../../etc/passwd' is not an IANA zone name such as Europe/Berlin, America/New_York or UTC",
+        "name: at most 128 characters, not 129",
+        "name contains a bidi control (U+202E) at index 3",
+    ]
+    assert read == kept
 
 
 async def test_a_code_the_owner_creates_opens_a_visitor_session_and_no_secret_is_audited(

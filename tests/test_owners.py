@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from mcp_host.database import PgPool
+from mcp_host.errors import InvalidArguments
 from mcp_host.owners import (
     OWNER_TOKEN_FILE,
     Owner,
@@ -75,6 +76,46 @@ async def test_several_owners_are_not_a_single_owner_install(pool: PgPool) -> No
     with pytest.raises(OwnerError) as caught:
         await OwnerStore(pool).ensure_single_owner()
     assert str(caught.value) == "the database holds several owners; this is not a single-owner install"
+
+
+async def test_set_profile_changes_only_the_named_fields_and_none_or_empty_unsets_one(pool: PgPool) -> None:
+    store = OwnerStore(pool)
+    owner = await store.ensure_single_owner()
+
+    full = await store.set_profile(owner.id, {"name": "Ada", "email": " ada@example.org ", "timezone": "Asia/Tokyo"})
+    partly = await store.set_profile(owner.id, {"timezone": "UTC"})
+    unset = await store.set_profile(owner.id, {"name": None, "email": "  "})
+    unchanged = await store.set_profile(owner.id, {})
+
+    assert full.profile() == {"name": "Ada", "email": "ada@example.org", "timezone": "Asia/Tokyo"}
+    assert partly.profile() == {"name": "Ada", "email": "ada@example.org", "timezone": "UTC"}
+    assert unset.profile() == unchanged.profile() == {"name": None, "email": None, "timezone": "UTC"}
+    with pytest.raises(OwnerError):
+        await store.set_profile("nobody", {"name": "Ada"})
+
+
+async def test_a_refused_profile_value_writes_nothing(pool: PgPool) -> None:
+    store = OwnerStore(pool)
+    owner = await store.ensure_single_owner()
+    await store.set_profile(owner.id, {"name": "Ada"})
+
+    for changes in ({"name": "Grace", "email": "not an address"}, {"timezone": "Europe/Atlantis"}, {"id": "x"}):
+        with pytest.raises(InvalidArguments):
+            await store.set_profile(owner.id, changes)
+
+    assert (await store.set_profile(owner.id, {})).profile() == {"name": "Ada", "email": None, "timezone": None}
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("name", "x" * 129), ("name", "Ada\nLovelace"), ("email", "ada"), ("timezone", "Europe/Berlin; DROP")],
+)
+async def test_the_database_refuses_a_profile_value_out_of_bounds_from_any_writer(
+    pool: PgPool, column: str, value: str
+) -> None:
+    owner = await OwnerStore(pool).ensure_single_owner()
+    with pytest.raises(asyncpg.CheckViolationError):
+        await pool.execute(f"UPDATE mcp_host.owners SET {column} = $2 WHERE id = $1", owner.id, value)
 
 
 async def test_token_rotation_invalidates_the_old_token(pool: PgPool) -> None:

@@ -3,7 +3,9 @@
     send_email {subject, body, reply_to?} -> {sent: true, subject}
 
 The recipient is never an argument. It is the owner's `recipient` config, else the owner's
-own address (`owner.meta email`); with neither, the call is `unconfigured`. The visitor's
+own address (`owner.meta email`: the profile's, set with the owner tool `owner_profile_set` or
+`mcp-host owner profile --email`); with neither, the call is `unconfigured` and says how to set
+it. The visitor's
 address goes into Reply-To (`reply_to`, else the email the visitor gave when the session
 opened, else none), and the body ends with a note saying the mail came from a visitor and
 that nothing in it was verified. The owner's address is never shown to the visitor.
@@ -53,6 +55,11 @@ MAX_PREFIX_CHARS = 50
 MAX_NAME_CHARS = 100
 CLAIM_TTL_S = 60  # longer than the host's call timeout: the claim outlives no call by much
 SENT = "sent"
+# Read by the visitor's agent and, through it or the owner's own, by the owner: how to fix it.
+NO_ADDRESS = (
+    "the owner has set no email address to send visitors' mail to; the owner sets it with the owner tool "
+    "owner_profile_set {email} or `mcp-host owner profile --email ADDRESS`"
+)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _BODY_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tab, LF, CR allowed
@@ -102,7 +109,7 @@ async def _recipient(host: Host, configured: Any) -> str:
         return configured.strip()
     own = await host.owner.meta("email")
     if own is None or not is_email(own):
-        raise Unconfigured("the owner has set no email address to send visitors' mail to")
+        raise Unconfigured(NO_ADDRESS)
     return own
 
 

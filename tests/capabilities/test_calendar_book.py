@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio
 import caldav
@@ -291,6 +292,28 @@ async def test_list_book_list_and_cancel(host: RunningHost, radicale: Radicale) 
     assert cancelled == {"ok": True, "cancelled": booking_id}
     assert remaining == {"bookings": []}
     assert _events(radicale, url) == []
+
+
+@needs_bwrap
+async def test_the_owners_profile_timezone_sets_the_working_hours_until_the_config_names_one(
+    host: RunningHost, radicale: Radicale
+) -> None:
+    await _connect(host, radicale)
+    monday = _monday()
+    async with host.client(await _visitor(host)) as client, owner_client(host) as owner:
+        set_zone = await call(owner, "owner_profile_set", timezone="Pacific/Auckland")
+        profiled = await _ok(client, "calendar_list_slots", date_from=monday.isoformat(), days=1)
+        await call(owner, "config_set", capability=CAPABILITY, scope="owner", values={"timezone": "Europe/Berlin"})
+        configured = await _ok(client, "calendar_list_slots", date_from=monday.isoformat(), days=1)
+
+    def nine(zone: str) -> str:
+        return datetime.combine(monday, time(9), ZoneInfo(zone)).isoformat()
+
+    assert set_zone[1]["timezone"] == "Pacific/Auckland"
+    assert [(r["policy"]["timezone"], r["slots"][0]["start"]) for r in (profiled, configured)] == [
+        ("Pacific/Auckland", nine("Pacific/Auckland")),  # the profile's, the config naming none
+        ("Europe/Berlin", nine("Europe/Berlin")),  # the config's own wins
+    ]
 
 
 @needs_bwrap

@@ -28,6 +28,7 @@ from mcp import Client
 
 from hosting import BUILTINS, RunningHost, free_port, host_settings, running_host
 from processes import needs_bwrap
+from test_owner_door import owner_client
 
 pytestmark = pytest.mark.anyio
 
@@ -354,16 +355,28 @@ async def test_the_roles_per_session_cap_is_reached(host: RunningHost, mailbox: 
 
 
 @needs_bwrap
-async def test_without_an_owner_address_the_call_is_unconfigured(host: RunningHost, mailbox: Mailbox) -> None:
+async def test_without_an_owner_address_the_call_says_how_to_set_it_and_then_mails_the_profiles(
+    host: RunningHost, mailbox: Mailbox
+) -> None:
     await connect_mail(host, mailbox.settings())  # the owner has no email address by default
     session = await code_session(host)
 
     refused = await send(host, session, subject="Hi", body="Hello")
+    async with owner_client(host) as owner:
+        profile = await owner.call_tool("owner_profile_set", {"email": OWNER_EMAIL})
+    sent = await send(host, session, subject="Hi again", body="Hello")
 
     assert refusal(refused) == snapshot(
-        {"code": "unconfigured", "message": "the owner has set no email address to send visitors' mail to"}
+        {
+            "code": "unconfigured",
+            "message": "the owner has set no email address to send visitors' mail to; the owner sets it with"
+            " the owner tool owner_profile_set {email} or `mcp-host owner profile --email ADDRESS`",
+        }
     )
-    assert mailbox.envelopes == []
+    assert (profile.is_error, (profile.structured_content or {})["email"]) == (False, OWNER_EMAIL)
+    assert (sent.is_error, sent.structured_content) == (False, {"sent": True, "subject": "[visitor] Hi again"})
+    assert [(e.mail_from, e.rcpt_tos) for e in mailbox.envelopes] == [(SENDER, [OWNER_EMAIL])]
+    assert [str(m["To"]) for m in mailbox.messages()] == [OWNER_EMAIL]
 
 
 @needs_bwrap
