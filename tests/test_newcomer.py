@@ -10,6 +10,7 @@ import ast
 import importlib.metadata
 import os
 import re
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from hosting import PLUGINS, free_port
+from mcp_host import cli
 
 REPO = Path(__file__).resolve().parent.parent
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
@@ -112,3 +114,43 @@ def test_scripts_demo_needs_only_what_scripts_run_installed() -> None:
     missing = {name for name in imported if not {_normalized(d) for d in providers.get(name, [])} & installed}
     assert imported >= {"anyio", "mcp", "caldav", "radicale"}  # the parser sees the lazy imports too
     assert missing == set()
+
+
+def _readme_command_lines() -> list[list[str]]:
+    """Every command line of the README's `sh` blocks that runs `mcp-host` or `scripts/run`,
+    as the shell splits it, from the program on; `$(…)` substitutions count as lines too."""
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S):
+        block = block.replace("\\\n", " ")
+        for line in [*block.splitlines(), *re.findall(r"\$\(([^)]*)\)", block)]:
+            words = shlex.split(line, comments=True)
+            # The program: a path to mcp-host or scripts/run, or `mcp-host` first (not `claude mcp add mcp-host`).
+            programs = (
+                n
+                for n, w in enumerate(words)
+                if w.endswith(("/mcp-host", "scripts/run")) or w == words[0] == "mcp-host"
+            )
+            at = next(programs, None)
+            if at is not None:
+                lines.append(words[at:])
+    return lines
+
+
+def test_every_mcp_host_command_the_readme_shows_parses_with_the_options_it_names() -> None:
+    lines = _readme_command_lines()
+    parser = cli._parser()
+    for words in lines:
+        args = ["serve", *words[1:]] if words[0].endswith("scripts/run") else words[1:]
+        try:
+            parser.parse_args(args)
+        except SystemExit as exc:
+            raise AssertionError(f"the README's `{shlex.join(words)}` does not parse") from exc
+
+    def shown(*needed: str) -> bool:
+        return any(all(n in words for n in needed) for words in lines)
+
+    # The newcomer's next questions: redeeming an access code, and another host name.
+    assert shown("session", "new", "--code") and shown("--allowed-host")
+    readme = (REPO / "README.md").read_text()
+    assert re.search(r"curl -s -X POST http://127\.0\.0\.1:8765/v1/sessions [^`]*\\\"code\\\"", readme)
+    assert "MCP_HOST_ALLOWED_HOSTS" in readme and "MCP_HOST_PUBLIC_URL" in readme
