@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import shlex
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -42,6 +43,7 @@ from .database import Database, open_database
 from .grants import GrantBook
 from .health import OutageGuard, answer_outages, healthz, readyz
 from .holds import Holds
+from .host_file import listen_url, remove_host_file, write_host_file
 from .host_ops import OpServices
 from .host_origin import HostOriginGuard
 from .input_rounds import InputRounds
@@ -443,6 +445,9 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
             async with running_host(settings) as host:
                 app.state.host = host
                 started = True
+                if settings.port:  # `mcp-host serve --port 0` binds first and passes the real port
+                    # Where the command line finds this host (host_file.py); removed below.
+                    write_host_file(settings.data_dir, listen_url(settings.host, settings.port))
                 _announce(host)
                 # Everything built so far lives as long as the host: keep the cyclic GC from
                 # walking it on every collection (fewer, shorter pauses on the request path).
@@ -451,6 +456,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
                     yield
                 finally:
                     app.state.host = None
+                    remove_host_file(settings.data_dir)
                     gc.unfreeze()
         except BaseException:
             if started:
@@ -508,21 +514,46 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
 
 
 def _announce(host: Host) -> None:
+    """Say where the host listens and how to reach it: every line names the address listened on
+    and the data directory in use, so it can be copied as printed."""
     s = host.settings
+    url = listen_url(s.host, s.port)
+    owner_url = f"{url}{OWNER_PATH}"
+    beside = Path(sys.executable).parent / "mcp-host"  # the console script of this environment
+    cli = shlex.quote(str(beside)) if beside.exists() else "mcp-host"
+    data_dir = shlex.quote(str(s.data_dir.resolve()))
     plugins = ", ".join(p.manifest.id for p in host.report.plugins) or "none"
-    logger.info("mcp-host ready on %s (plugins: %s)", s.base_url, plugins)
-    logger.info(
-        "owner endpoint: %s%s (the owner token is in %s; `mcp-host owner token` prints it)",
-        s.base_url,
-        OWNER_PATH,
-        host.owner_token_file,
-    )
+    logger.info("mcp-host ready on %s (plugins: %s); data in %s", url, plugins, data_dir)
+    if s.public_url:
+        logger.info("visitors are given URLs under %s (MCP_HOST_PUBLIC_URL)", s.base_url)
+    if host.owner_token_file is not None:
+        logger.info("owner endpoint: %s; print the owner token: %s owner token --data-dir %s", owner_url, cli, data_dir)
+    else:
+        logger.info(
+            "owner endpoint: %s; no owner token file: %s owner token --rotate --data-dir %s makes one",
+            owner_url,
+            cli,
+            data_dir,
+        )
     if host.owner_token_new and host.owner_token_file is not None:
         # Once, on the terminal only (never into the log): the owner connects with it.
         token = host.owner_token_file.read_text().strip()
-        sys.stdout.write(f"\n  owner token (shown once; `mcp-host owner token` prints it again): {token}\n\n")
+        again = f"{cli} owner token --data-dir {data_dir}"
+        sys.stdout.write(f"\n  owner token (shown once; `{again}` prints it again): {token}\n\n")
         sys.stdout.flush()
     logger.info(
-        "open a visitor session: curl -s -X POST %s/v1/sessions -H 'content-type: application/json' -d '{}'",
-        s.base_url,
+        "Claude Code over HTTP: claude mcp add --transport http mcp-host %s"
+        ' --header "Authorization: Bearer $(%s owner token --data-dir %s)"',
+        owner_url,
+        cli,
+        data_dir,
+    )
+    logger.info("Claude Code over stdio: claude mcp add mcp-host -- %s owner --data-dir %s", cli, data_dir)
+    logger.info("the catalogue: %s caps list --data-dir %s", cli, data_dir)
+    logger.info(
+        "open a visitor session: %s session new --data-dir %s, or curl -s -X POST %s/v1/sessions"
+        " -H 'content-type: application/json' -d '{}'",
+        cli,
+        data_dir,
+        url,
     )

@@ -9,22 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
+import socket
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import anyio
 
 from .catalogue import CatalogueEntry, entry_for, invalid_entry
 from .errors import HostError
+from .host_file import HostRecord, read_host_file
 from .owners import OWNER_TOKEN_FILE
 from .plugin_store import PluginKind
 from .plugins import check_paths, load_plugins
 from .sandbox import require_bwrap
-from .settings import Settings
+from .settings import Settings, default_data_dir
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -42,6 +46,8 @@ def _settings(args: argparse.Namespace) -> Settings:
             overrides[name] = value
     if getattr(args, "plugins", None):
         overrides["plugins"] = args.plugins
+    if getattr(args, "allowed_hosts", None):
+        overrides["allowed_hosts"] = args.allowed_hosts
     return Settings(**overrides)
 
 
@@ -56,6 +62,18 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every command line at INFO
     if settings.sandbox == "on":
         require_bwrap()  # refuse before anything starts, with the install command
+    try:
+        listener = _listen(settings.host, settings.port)
+    except OSError as exc:
+        print(
+            f"mcp-host: cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); is another host"
+            " running there? Choose another port with --port (0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 2
+    # The port listened on (the real one for --port 0): the Host checks, the banner and
+    # <data dir>/host.json name it.
+    settings = settings.model_copy(update={"port": listener.getsockname()[1]})
     failed: list[bool] = []
 
     def on_fatal() -> None:  # the host ended by itself: exit non-zero so a supervisor restarts it
@@ -65,11 +83,28 @@ def _serve(args: argparse.Namespace) -> int:
     # The same config the tests run (http_server.py): timeouts, caps, loop, protocol.
     server = uvicorn.Server(server_config(create_app(settings, on_fatal=on_fatal), settings))
     try:
-        server.run()
+        server.run(sockets=[listener])
     except HostError as exc:
         print(f"mcp-host: {exc.message}", file=sys.stderr)
         return 2
     return 1 if failed else 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host`:`port`, made before the host starts: a taken port fails at
+    once (not after PostgreSQL and the plugins started), and port 0 becomes a real port before
+    the app, whose Host checks name it, is built. Connections made meanwhile wait in the backlog.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -95,17 +130,130 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, token: str 
         return json.loads(response.read())
 
 
+class _Unreachable(Exception):
+    """A command cannot use the host it needs; the message is one line for the user."""
+
+
+def _default_dir_hint(args: argparse.Namespace, settings: Settings) -> str:
+    """For a message about the default data directory: that it is the default, and how to
+    point the command at the one `scripts/run` uses (or any other). Empty for a chosen one."""
+    if getattr(args, "data_dir", None) is not None or settings.data_dir != default_data_dir():
+        return ""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "scripts" / "run").is_file():
+        theirs = shlex.quote(str(root / ".data"))
+        return f" (the default; scripts/run uses {theirs}: add --data-dir {theirs})"
+    return " (the default; point --data-dir or MCP_HOST_DATA_DIR at the host's)"
+
+
+def _no_host(args: argparse.Namespace, settings: Settings) -> str:
+    data_dir = settings.data_dir
+    hint = _default_dir_hint(args, settings)
+    fix = hint or f"; start one: mcp-host serve --data-dir {shlex.quote(str(data_dir))}"
+    return f"no host is running with data directory {data_dir}{fix}"
+
+
+def _host_url(args: argparse.Namespace, settings: Settings) -> tuple[str, HostRecord | None]:
+    """The base URL to use — `--url`, else the one the data directory's running host wrote
+    (host_file.py) — and that host, if one runs there."""
+    record = read_host_file(settings.data_dir)
+    if args.url:
+        return str(args.url).rstrip("/"), record
+    if record is None:
+        raise _Unreachable(_no_host(args, settings))
+    return record.url, record
+
+
+def _owner_token_of(args: argparse.Namespace, settings: Settings, record: HostRecord | None) -> str:
+    path = settings.data_dir / OWNER_TOKEN_FILE
+    try:
+        token = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        token = ""
+    if token:
+        return token
+    data_dir = shlex.quote(str(settings.data_dir))
+    hint = _default_dir_hint(args, settings)
+    if hint:
+        raise _Unreachable(f"no owner token at {path}{hint}")
+    if record is not None:
+        raise _Unreachable(
+            f"no owner token at {path}, and the host running there (pid {record.pid}) has none to give:"
+            f" `mcp-host owner token --rotate --data-dir {data_dir}` makes one"
+        )
+    raise _Unreachable(
+        f"no owner token yet at {path}; start the host once with this data directory:"
+        f" mcp-host serve --data-dir {data_dir}"
+    )
+
+
+def _ask(
+    method: str,
+    url: str,
+    path: str,
+    context: tuple[argparse.Namespace, Settings, HostRecord | None],
+    *,
+    body: dict[str, Any] | None = None,
+    token: str | None = None,
+) -> Any:
+    """`_http` to the host at `url`; any failure is `_Unreachable` with one line saying why."""
+    args, settings, record = context
+    try:
+        return _http(method, url + path, body, token)
+    except urllib.error.HTTPError as exc:
+        raise _Unreachable(_refusal(exc, url, settings, record, owner=token is not None)) from None
+    except json.JSONDecodeError:
+        raise _Unreachable(f"the server at {url} is not an mcp-host (its answer to {path} is not JSON)") from None
+    except (OSError, ValueError) as exc:  # URLError, a timeout, a malformed URL
+        reason = getattr(exc, "reason", None) or exc
+        why = " ".join(str(getattr(reason, "strerror", None) or reason).split())
+        data_dir = settings.data_dir
+        if record is not None and record.url != url:
+            message = f"no host answers at {url} ({why}); the host of data directory {data_dir} listens on {record.url}"
+            raise _Unreachable(message + ": drop --url") from None
+        if record is not None:
+            message = f"the host of data directory {data_dir} (pid {record.pid}) does not answer at {url} ({why})"
+            raise _Unreachable(message + "; is it starting or stopping?") from None
+        raise _Unreachable(f"no host answers at {url} ({why}); {_no_host(args, settings)}") from None
+
+
+def _refusal(
+    exc: urllib.error.HTTPError, url: str, settings: Settings, record: HostRecord | None, *, owner: bool
+) -> str:
+    data_dir = settings.data_dir
+    if exc.code == 401 and owner:
+        if record is not None and record.url != url:
+            return (
+                f"the host at {url} refused the owner token of data directory {data_dir}: it is another host;"
+                f" the one of {data_dir} listens on {record.url}: drop --url"
+            )
+        return (
+            f"the host at {url} refused the owner token in {data_dir / OWNER_TOKEN_FILE}: it is another host's or"
+            f" was replaced (`mcp-host owner token --rotate --data-dir {shlex.quote(str(data_dir))}` makes a new one)"
+        )
+    if exc.code == 421:
+        name = urlsplit(url).hostname or url
+        return f"the host at {url} does not answer to the name {name}: start it with --allowed-host {name}"
+    try:
+        answer = " ".join(exc.read(300).decode(errors="replace").split())
+    except OSError:
+        answer = ""
+    return f"the host at {url} answered {exc.code}: {answer}"
+
+
 def _session_new(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    url = (args.url or settings.base_url).rstrip("/")
+    body: dict[str, Any] = {}
     visitor = {k: v for k, v in (("name", args.name), ("email", args.email)) if v}
+    if visitor:
+        body["visitor"] = visitor
+    if args.code:
+        body["code"] = args.code
     try:
-        answer = _http("POST", f"{url}/v1/sessions", {"visitor": visitor} if visitor else {})
-    except urllib.error.HTTPError as exc:
-        print(f"mcp-host: the host answered {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"mcp-host: no host at {url} ({exc}); start it with `mcp-host serve`", file=sys.stderr)
+        url, record = _host_url(args, settings)
+        answer = _ask("POST", url, "/v1/sessions", (args, settings, record), body=body)
+    except _Unreachable as exc:
+        print(f"mcp-host: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(answer, indent=2))
     return 0
@@ -113,27 +261,20 @@ def _session_new(args: argparse.Namespace) -> int:
 
 def _caps_list(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    entries = _live_entries(settings, args.url)
-    if entries is None:
-        note = f"(no running host answered with the owner token in {settings.data_dir}: manifests only)"
-        print(note, file=sys.stderr)
+    if args.url is None and read_host_file(settings.data_dir) is None:
+        print(f"(manifests only: {_no_host(args, settings)})", file=sys.stderr)
         report = load_plugins(settings.builtin_dir, settings.plugins)
-        entries = [entry_for(p) for p in report.plugins]
-        entries += [invalid_entry(e) for e in report.errors]
-    _print_table(entries)
-    return 0
-
-
-def _live_entries(settings: Settings, url: str | None) -> list[CatalogueEntry] | None:
-    token_file = settings.data_dir / "owner-token"
-    if not token_file.exists():
-        return None
-    base = (url or settings.base_url).rstrip("/")
+        _print_table([entry_for(p) for p in report.plugins] + [invalid_entry(e) for e in report.errors])
+        return 0
     try:
-        raw = _http("GET", f"{base}/v1/catalogue", token=token_file.read_text().strip())
-    except OSError:
-        return None
-    return [CatalogueEntry.model_validate(e) for e in raw["capabilities"]]
+        url, record = _host_url(args, settings)
+        token = _owner_token_of(args, settings, record)
+        raw = _ask("GET", url, "/v1/catalogue", (args, settings, record), token=token)
+    except _Unreachable as exc:
+        print(f"mcp-host: {exc}", file=sys.stderr)
+        return 1
+    _print_table([CatalogueEntry.model_validate(e) for e in raw["capabilities"]])
+    return 0
 
 
 def _print_table(entries: Sequence[CatalogueEntry]) -> None:
@@ -148,32 +289,45 @@ def _print_table(entries: Sequence[CatalogueEntry]) -> None:
 
 def _owner_token(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    token_file = settings.data_dir / "owner-token"
     if args.rotate:
         path = anyio.run(_rotate_owner_token, settings)
         print(f"new owner token written to {path}")
         return 0
-    if not token_file.exists():
-        print(f"mcp-host: no owner token yet at {token_file}; start the host once", file=sys.stderr)
+    try:
+        token = _owner_token_of(args, settings, read_host_file(settings.data_dir))
+    except _Unreachable as exc:
+        print(f"mcp-host: {exc}", file=sys.stderr)
         return 1
-    print(token_file.read_text().strip())
+    print(token)
     return 0
 
 
 def _owner_bridge(args: argparse.Namespace) -> int:
+    """The owner endpoint on stdio. A host that is not there, or refuses the token, is one line
+    on stderr and exit 1 before anything is written to stdout: the client sees a closed pipe."""
     from .owner_bridge import run_owner_bridge
 
     settings = _settings(args)
-    token_file = settings.data_dir / "owner-token"
     try:
-        token = token_file.read_text(encoding="ascii").strip()
-    except (OSError, UnicodeDecodeError):
-        token = ""
-    if not token:
-        print(f"mcp-host: no owner token at {token_file}; start the host once", file=sys.stderr)
+        url, record = _host_url(args, settings)
+        token = _owner_token_of(args, settings, record)
+        _ask("GET", url, "/v1/catalogue", (args, settings, record), token=token)  # answers, and takes the token
+    except _Unreachable as exc:
+        print(f"mcp-host: {exc}", file=sys.stderr)
         return 1
-    anyio.run(run_owner_bridge, (args.url or settings.base_url).rstrip("/"), token)
+    try:
+        anyio.run(run_owner_bridge, url, token)
+    except Exception as exc:  # the host went away, or stopped taking the token, while bridged
+        print(f"mcp-host: the bridge to the owner endpoint at {url} stopped: {_leaf_name(exc)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _leaf_name(exc: BaseException) -> str:
+    """The type of the first exception that is not a group (the cause a task group wraps)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return type(exc).__name__
 
 
 def _running_owner_door(settings: Settings, url: str | None) -> tuple[str, str] | None:
@@ -187,7 +341,18 @@ def _running_owner_door(settings: Settings, url: str | None) -> tuple[str, str] 
     if not token:
         print(f"mcp-host: no owner token at {token_file}; start the host once", file=sys.stderr)
         return None
-    return (url or settings.base_url).rstrip("/"), token
+    if url is None:  # the host running with this data directory (host_file.py), on whatever port
+        record = read_host_file(settings.data_dir)
+        if record is None:
+            data_dir = shlex.quote(str(settings.data_dir))
+            print(
+                f"mcp-host: no host is running with data directory {settings.data_dir}; start one:"
+                f" mcp-host serve --data-dir {data_dir}",
+                file=sys.stderr,
+            )
+            return None
+        url = record.url
+    return url.rstrip("/"), token
 
 
 def _owner_profile(args: argparse.Namespace) -> int:
@@ -300,14 +465,52 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--data-dir", dest="data_dir", type=Path)
-        p.add_argument("--plugins", nargs="+", type=Path, action="extend", metavar="DIR")
+    fields = Settings.model_fields
+    data_dir_help = (
+        f"the host's data directory: its database, owner token and host.json, where the commands find"
+        f" the running host (default: {default_data_dir()}; env MCP_HOST_DATA_DIR)"
+    )
+    url_help = "the host's base URL (default: the one the host wrote in its data directory)"
 
-    serve = sub.add_parser("serve", help="run the host")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
+        p.add_argument(
+            "--plugins",
+            nargs="+",
+            type=Path,
+            action="extend",
+            metavar="DIR",
+            help="plugin folders besides the builtins (default: none; env MCP_HOST_PLUGINS, separated by ':')",
+        )
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the host",
+        description="Run the host: its HTTP endpoints, its embedded PostgreSQL and its plugins.",
+        epilog="Every other setting comes from the environment, MCP_HOST_<NAME> for each field of"
+        " mcp_host/settings.py (e.g. MCP_HOST_DATABASE_URL, MCP_HOST_PUBLIC_URL, MCP_HOST_SANDBOX=off)."
+        " A flag overrides its variable.",
+    )
+    serve.add_argument(
+        "--host",
+        help=f"the address to listen on (default: {fields['host'].default}; env MCP_HOST_HOST)",
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        help="the port to listen on; 0 picks a free one, which the host prints and writes to <data dir>/host.json"
+        f" (default: {fields['port'].default}; env MCP_HOST_PORT)",
+    )
     common(serve)
+    serve.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a host name clients may use besides the listen address, e.g. behind a reverse proxy:"
+        " mcp.example.org or mcp.example.org:443 (repeatable; default: none; env MCP_HOST_ALLOWED_HOSTS,"
+        " comma-separated)",
+    )
     serve.set_defaults(run=_serve)
 
     check = sub.add_parser("check", help="lint plugin folders")
@@ -316,27 +519,29 @@ def _parser() -> argparse.ArgumentParser:
 
     caps = sub.add_parser("caps", help="capabilities").add_subparsers(dest="caps_command", required=True)
     caps_list = caps.add_parser("list", help="print the catalogue")
-    caps_list.add_argument("--url", help="a running host (default: from settings)")
+    caps_list.add_argument("--url", help=url_help)
     common(caps_list)
     caps_list.set_defaults(run=_caps_list)
 
     session = sub.add_parser("session", help="visitor sessions").add_subparsers(dest="session_command", required=True)
     new = session.add_parser("new", help="open a public visitor session on a running host")
-    new.add_argument("--url", help="the host's base URL (default: from settings)")
-    new.add_argument("--name")
-    new.add_argument("--email")
+    new.add_argument("--url", help=url_help)
+    new.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
+    new.add_argument("--code", help="an access code the owner made (code_create): the session gets its role")
+    new.add_argument("--name", help="the visitor's name")
+    new.add_argument("--email", help="the visitor's email address")
     new.set_defaults(run=_session_new)
 
     owner_door = sub.add_parser(
         "owner", help="the owner endpoint on stdio (a bridge to a running host); `owner token`: the credential"
     )
-    owner_door.add_argument("--url", help="the host's base URL (default: from settings)")
-    owner_door.add_argument("--data-dir", dest="data_dir", type=Path)
+    owner_door.add_argument("--url", help=url_help)
+    owner_door.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
     owner_door.set_defaults(run=_owner_bridge)
     owner = owner_door.add_subparsers(dest="owner_command")
     token = owner.add_parser("token", help="print (or --rotate) the owner token")
-    token.add_argument("--rotate", action="store_true")
-    token.add_argument("--data-dir", dest="data_dir", type=Path)
+    token.add_argument("--rotate", action="store_true", help="issue a new token (the old one stops working)")
+    token.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
     token.set_defaults(run=_owner_token)
     profile = owner.add_parser(
         "profile", help='show the owner\'s profile, or set fields of it ("" unsets one) on the running host'

@@ -57,6 +57,7 @@ async def test_the_owner_token_is_shown_once_on_the_terminal_at_first_start(
     async with running_host(settings.model_copy(update={"port": free_port()})):
         pass
 
-    assert f"owner token (shown once; `mcp-host owner token` prints it again): {token}" in shown
+    again = f"{Path(sys.executable).parent / 'mcp-host'} owner token --data-dir {settings.data_dir.resolve()}"
+    assert f"owner token (shown once; `{again}` prints it again): {token}" in shown
     assert token not in capsys.readouterr().out
     assert all(token not in r.getMessage() for r in caplog.records)

@@ -110,7 +110,11 @@ def test_caps_list_without_a_host_prints_the_catalogue_from_the_manifests(
 ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
 test.echo  capability  always  -         echo,whoami,sleep,die  not_started
 """)
-    assert err == f"(no running host answered with the owner token in {tmp_path / 'data'}: manifests only)\n"
+    data = tmp_path / "data"
+    assert err == (
+        f"(manifests only: no host is running with data directory {data};"
+        f" start one: mcp-host serve --data-dir {data})\n"
+    )
 
 
 def test_caps_list_shows_a_plugin_that_does_not_load_as_invalid_with_its_cause(
@@ -146,7 +150,8 @@ def test_owner_token_without_a_token_file_exits_1_saying_where_it_looked(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.replace(str(tmp_path), "<tmp>") == snapshot(
-        "mcp-host: no owner token yet at <tmp>/data/owner-token; start the host once\n"
+        "mcp-host: no owner token yet at <tmp>/data/owner-token; start the host once with this data directory:"
+        " mcp-host serve --data-dir <tmp>/data\n"
     )
 
 
@@ -160,16 +165,18 @@ def test_owner_token_prints_the_token_the_host_wrote(tmp_path: Path, capsys: pyt
 
 
 def test_session_new_without_a_host_exits_1_saying_no_host_is_there(
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}"
+    data = tmp_path / "data"
 
-    assert main(["session", "new", "--url", url]) == 1
+    assert main(["session", "new", "--url", url, "--data-dir", str(data)]) == 1
 
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.startswith(f"mcp-host: no host at {url} (")
-    assert err.endswith("); start it with `mcp-host serve`\n")
+    assert capsys.readouterr() == (
+        "",
+        f"mcp-host: no host answers at {url} (Connection refused); no host is running with data directory {data};"
+        f" start one: mcp-host serve --data-dir {data}\n",
+    )
 
 
 def test_console_script_prints_usage_and_passes_the_exit_status_on(tmp_path: Path) -> None:
