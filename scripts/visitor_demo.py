@@ -39,6 +39,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_host.host_file import read_host_file
+
 CAPABILITY = "calendar.book"
 ROLE = "demo_visitor"
 DEMO_USER, DEMO_PASSWORD = "demo", uuid.uuid4().hex
@@ -258,7 +260,9 @@ def owner_token(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8765", help="the running host (default: %(default)s)")
+    parser.add_argument(
+        "--url", help="the running host (default: the one serving --data-dir, else http://127.0.0.1:8765)"
+    )
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("MCP_HOST_DATA_DIR", str(Path(__file__).resolve().parent.parent / ".data")),
@@ -269,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         "--use-connected-calendar", action="store_true", help="book into the calendar already connected"
     )
     args = parser.parse_args(argv)
+    if args.url is None:  # the host scripts/run started with this data directory, on whatever port
+        running = read_host_file(Path(args.data_dir))
+        args.url = running.url if running is not None else "http://127.0.0.1:8765"
     try:
         anyio.run(demo, args.url.rstrip("/"), owner_token(args), args.use_connected_calendar)
     except DemoError as exc:

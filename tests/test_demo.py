@@ -11,7 +11,6 @@ import pytest
 
 from hosting import BUILTINS, host_settings, running_host
 from processes import needs_bwrap
-from test_owner_door import owner_token
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
 
@@ -23,8 +22,10 @@ async def test_the_demo_books_once_is_refused_once_and_the_gate_flags_the_false_
 ) -> None:
     async with running_host(host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)) as running:
         with anyio.fail_after(90):
+            # Found from the data directory alone, as after `scripts/run --port …`: the host's
+            # address from its host.json (a free port here, never 8765), the owner token beside it.
             done = await anyio.run_process(
-                [sys.executable, str(DEMO), "--url", running.url, "--owner-token", owner_token(running)], check=False
+                [sys.executable, str(DEMO), "--data-dir", str(running.host.settings.data_dir)], check=False
             )
             refused = await anyio.run_process(
                 [sys.executable, str(DEMO), "--url", running.url, "--owner-token", "wrong"], check=False

@@ -107,7 +107,7 @@ def test_scripts_demo_needs_only_what_scripts_run_installed() -> None:
     assert extras is not None and '-e ".[$extras]"' in bootstrap
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [*project["dependencies"], *project["optional-dependencies"][extras.group(1)]]
-    installed = _installed_closure(wanted)
+    installed = _installed_closure(wanted) | {_normalized(project["name"])}  # the project itself
 
     providers = importlib.metadata.packages_distributions()
     imported = _imported_top_level(REPO / "scripts" / "visitor_demo.py")
