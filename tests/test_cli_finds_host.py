@@ -4,9 +4,11 @@ no owner token yet, a token the host refuses. The stdio bridge fails like a tool
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -25,7 +27,7 @@ from mcp.types import CONNECTION_CLOSED
 
 import mcp_host
 from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host, wait_until
-from mcp_host.cli import main
+from mcp_host.cli import _listen, main
 from mcp_host.host_file import HOST_FILE, read_host_file
 from mcp_host.owners import OWNER_TOKEN_FILE, write_owner_token_file
 
@@ -309,3 +311,27 @@ def _post_session(port: int, host_header: str) -> int:
         return connection.getresponse().status
     finally:
         connection.close()
+
+
+async def test_the_socket_serve_listens_on_turns_nagle_off_for_every_connection() -> None:
+    """asyncio sets TCP_NODELAY only on sockets whose proto says TCP; without it each 2026-07-28
+    answer (headers and body in two writes) waited ~40 ms for the client's delayed ACK."""
+    listener = _listen("127.0.0.1", 0)
+    seen: list[int] = []
+    accepted = anyio.Event()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            sock = transport.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            accepted.set()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+    try:
+        async with await anyio.connect_tcp("127.0.0.1", listener.getsockname()[1]):
+            with anyio.fail_after(5):
+                await accepted.wait()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert seen == [1]
