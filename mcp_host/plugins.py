@@ -15,7 +15,7 @@ is not a file in the plugin's folder, as errors.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,22 +107,27 @@ def _read_extras(roots: Sequence[Path], skip: set[Path]) -> tuple[list[Plugin], 
     """Plugins under `roots` (each folder once, none in `skip`) and the problems of the rest."""
     plugins: list[Plugin] = []
     errors: list[ManifestError] = []
-    seen = set(skip)
+    for folder in _each_folder(roots, set(skip), errors):
+        result = read_manifest(folder)
+        if result.manifest is None:
+            errors.extend(result.errors)
+        else:
+            plugins.append(Plugin(result.manifest, folder, False, result.warnings, result.mistakes))
+    return plugins, errors
+
+
+def _each_folder(roots: Sequence[Path], seen: set[Path], errors: list[ManifestError]) -> Iterator[Path]:
+    """Each plugin folder under `roots` once, none already in `seen` (which it fills); a root
+    that is neither a plugin folder nor a folder of them adds its error to `errors`."""
     for root in roots:
         root_error = _root_error(root)
         if root_error is not None:
             errors.append(root_error)
             continue
         for folder in plugin_folders(root):
-            if folder in seen:
-                continue
-            seen.add(folder)
-            result = read_manifest(folder)
-            if result.manifest is None:
-                errors.extend(result.errors)
-            else:
-                plugins.append(Plugin(result.manifest, folder, False, result.warnings, result.mistakes))
-    return plugins, errors
+            if folder not in seen:
+                seen.add(folder)
+                yield folder
 
 
 def _refuse_duplicate_ids(
@@ -186,22 +191,14 @@ def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> C
     warnings: list[ManifestError] = []
     checked: list[Plugin] = []
     seen: set[Path] = set()
-    for root in paths:
-        root_error = _root_error(root)
-        if root_error is not None:
-            errors.append(root_error)
-            continue
-        for folder in plugin_folders(root):
-            if folder in seen:
-                continue
-            seen.add(folder)
-            result = read_manifest(folder)
-            errors.extend((*result.errors, *result.mistakes))
-            warnings.extend(ManifestError(str(result.path), "", warning) for warning in result.warnings)
-            if result.manifest is not None:
-                plugin = Plugin(result.manifest, folder, False, result.warnings, result.mistakes)
-                errors.extend(_script_problems(plugin))
-                checked.append(plugin)
+    for folder in _each_folder(paths, seen, errors):
+        result = read_manifest(folder)
+        errors.extend((*result.errors, *result.mistakes))
+        warnings.extend(ManifestError(str(result.path), "", warning) for warning in result.warnings)
+        if result.manifest is not None:
+            plugin = Plugin(result.manifest, folder, False, result.warnings, result.mistakes)
+            errors.extend(_script_problems(plugin))
+            checked.append(plugin)
     others = [plugin for plugin in _builtins_that_load(builtin_root) if plugin.folder not in seen]
     errors.extend(_refuse_duplicate_ids(others, checked)[1])
     return CheckReport(tuple(errors), tuple(warnings))
