@@ -21,7 +21,8 @@ from typing import Any
 
 import anyio
 
-from mcp_host.children import ChildLimits, ChildPool, ChildState
+from mcp_host.app import child_limits
+from mcp_host.children import ChildPool, ChildState
 from mcp_host.errors import HostError
 from mcp_host.launch import Launch, launch_for
 from mcp_host.plugins import load_plugins
@@ -29,21 +30,6 @@ from mcp_host.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 ECHO = REPO / "tests" / "plugins" / "echo"
-
-
-def _limits(s: Settings) -> ChildLimits:
-    return ChildLimits(
-        start_timeout_s=s.child_start_timeout_s,
-        idle_timeout_s=s.child_idle_timeout_s,
-        max_line_bytes=s.child_max_line_bytes,
-        stderr_lines_per_s=s.child_stderr_lines_per_s,
-        stderr_line_bytes=s.child_stderr_line_bytes,
-        backoff_max_s=s.child_restart_backoff_max_s,
-        crash_loop_threshold=s.child_crash_loop_threshold,
-        timeouts_before_recycle=s.child_timeouts_before_recycle,
-        backoff_base_s=s.child_restart_backoff_base_s,
-        stable_after_s=s.child_stable_after_s,
-    )
 
 
 async def measure(seconds: float, pause: float) -> dict[str, Any]:
@@ -63,7 +49,7 @@ async def measure(seconds: float, pause: float) -> dict[str, Any]:
     def spawned(pid: int, plugin_id: str) -> None:
         spawns.append(time.monotonic())
 
-    async with ChildPool(_limits(settings), max_children=1, on_spawn=spawned) as pool:
+    async with ChildPool(child_limits(settings), max_children=1, on_spawn=spawned) as pool:
         child = pool.child(plugin.manifest.id, launch)
         t0 = time.monotonic()
         while time.monotonic() - t0 < seconds:

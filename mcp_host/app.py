@@ -69,7 +69,7 @@ from .visitor_door import VisitorDoor
 from .visitor_http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, security_settings
 from .visitor_server import build_visitor_server
 
-__all__ = ["Host", "HostApp", "create_app", "running_host"]
+__all__ = ["Host", "HostApp", "child_limits", "create_app", "running_host"]
 
 logger = logging.getLogger("mcp_host")
 
@@ -106,7 +106,8 @@ class Host:
     spawned: list[int] = field(default_factory=list)
 
 
-def _child_limits(s: Settings) -> ChildLimits:
+def child_limits(s: Settings) -> ChildLimits:
+    """The limits every child of a host with settings `s` runs under (also the bench's)."""
     return ChildLimits(
         start_timeout_s=s.child_start_timeout_s,
         idle_timeout_s=s.child_idle_timeout_s,
@@ -206,7 +207,7 @@ async def running_host(settings: Settings) -> AsyncIterator[Host]:
         ledger.record(pid, plugin_id)
 
     pool = ChildPool(
-        _child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
+        child_limits(settings), max_children=settings.max_children, on_spawn=on_spawn, on_exit=ledger.forget
     )
     grants = GrantBook(budget=settings.grant_op_budget)
     channel = BackChannel(
