@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fuzzing import ENDPOINTS, Fuzzer, Target, serves_a_normal_session  # noqa: E402
+from hosting import wait_serving  # noqa: E402
 
 PLUGINS = ROOT / "tests" / "plugins"
 
@@ -53,17 +54,12 @@ def _socket(runtime: Path) -> Path | None:
 
 
 async def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx2.AsyncClient(timeout=2) as http:
-        for _ in range(600):
-            if process.poll() is not None:
-                raise SystemExit(f"the host exited during start (code {process.returncode})")
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx2.TransportError:
-                pass
-            await anyio.sleep(0.1)
-    raise SystemExit("the host did not become healthy within 60 s")
+    try:
+        await wait_serving(url, lambda: process.poll() is None)
+    except AssertionError:
+        raise SystemExit(f"the host exited during start (code {process.returncode})") from None
+    except TimeoutError:
+        raise SystemExit("the host did not become healthy within 60 s") from None
 
 
 async def _fuzz(args: argparse.Namespace, work: Path) -> int:

@@ -95,3 +95,20 @@ async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) ->
     with anyio.fail_after(within_s):
         while not predicate():  # noqa: ASYNC110 - no event exists for another process's death
             await anyio.sleep(0.02)
+
+
+async def wait_serving(
+    url: str, alive: Callable[[], bool], *, path: str = "/healthz", within_s: float = 60.0, what: str = "the host"
+) -> None:
+    """Poll `url + path` until it answers 200, failing after `within_s` or as soon as `alive()`
+    says the process serving it has exited (a `mcp-host serve` started by a test or a script)."""
+    async with httpx2.AsyncClient(timeout=2) as http:
+        with anyio.fail_after(within_s):
+            while True:
+                assert alive(), f"{what} exited during start"
+                try:
+                    if (await http.get(f"{url}{path}")).status_code == 200:
+                        return
+                except httpx2.TransportError:
+                    pass
+                await anyio.sleep(0.1)

@@ -19,11 +19,10 @@ import anyio
 import anyio.lowlevel
 import asyncpg
 import asyncpg.exceptions
-import httpx2
 import pytest
 from inline_snapshot import snapshot
 
-from hosting import RunningHost, free_port, host_settings, running_host, wait_until
+from hosting import RunningHost, free_port, host_settings, running_host, wait_serving, wait_until
 from mcp_host.database import Database, as_unavailable, is_connection_failure, open_database
 from mcp_host.database_watch import DatabaseLost, DatabaseWatch, RecoveryLimits
 from mcp_host.embedded_postgres import embedded_server
@@ -453,15 +452,7 @@ async def test_serve_exits_non_zero_when_the_host_ends_by_itself(postgres_dir: P
         str(postgres_dir),
     ]
     async with await anyio.open_process(command, env=env) as process:
-        async with httpx2.AsyncClient(timeout=2) as http:
-            with anyio.fail_after(60):
-                while True:
-                    try:
-                        if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
-                            break
-                    except httpx2.TransportError:
-                        pass
-                    await anyio.sleep(0.1)
+        await wait_serving(f"http://127.0.0.1:{port}", lambda: process.returncode is None, path="/readyz")
         pgdata = postgres_dir / "postgres"
         with _no_access(pgdata), anyio.fail_after(60):
             os.kill(_postmaster_pid(pgdata), signal.SIGKILL)

@@ -16,11 +16,10 @@ import tomllib
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from packaging.requirements import Requirement
 
-from hosting import PLUGINS, free_port
+from hosting import PLUGINS, free_port, wait_serving
 from mcp_host import cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,16 +40,7 @@ async def test_serve_prints_no_runtime_dir_warning_when_xdg_runtime_dir_is_unset
     with log.open("wb") as out:
         process = await anyio.open_process(argv, env=env, stdout=out, stderr=out)
     try:
-        async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(90):
-                while True:
-                    assert process.returncode is None, log.read_text()
-                    try:
-                        if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                            break
-                    except httpx2.TransportError:
-                        pass
-                    await anyio.sleep(0.1)
+        await wait_serving(f"http://127.0.0.1:{port}", lambda: process.returncode is None, within_s=90)
     finally:
         process.terminate()
         with anyio.fail_after(30):

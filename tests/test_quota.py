@@ -16,11 +16,10 @@ from typing import Any
 
 import anyio
 import asyncpg
-import httpx2
 import pytest
 from inline_snapshot import snapshot
 
-from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host
+from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host, wait_serving
 from mcp_host.config import PluginConfig
 from processes import needs_bwrap
 
@@ -145,16 +144,7 @@ async def second_host(tmp_path: Path, database_url: str) -> AsyncIterator[str]:
     process = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(60):
-                while True:
-                    assert process.returncode is None, "the second host exited during start"
-                    try:
-                        if (await http.get(f"{url}/healthz")).status_code == 200:
-                            break
-                    except httpx2.TransportError:
-                        pass
-                    await anyio.sleep(0.1)
+        await wait_serving(url, lambda: process.returncode is None, what="the second host")
         yield url
     finally:
         process.terminate()
