@@ -71,10 +71,13 @@ def _plain_traceback() -> list[str]:
     raise AssertionError("unreachable")
 
 
-def _rich_traceback(width: int) -> list[str]:
-    """A traceback as the SDK's MCPServer logs it: a RichHandler on a console `width` wide."""
+def _rich_traceback(width: int, *, colour: bool = False) -> list[str]:
+    """A traceback as the SDK's MCPServer logs it: a RichHandler on a console `width` wide, in
+    colour (as when the child's environment sets FORCE_COLOR) or not, whatever this
+    process's environment says."""
     out = io.StringIO()
-    handler = RichHandler(console=Console(file=out, width=width), rich_tracebacks=True)
+    console = Console(file=out, width=width, force_terminal=colour, color_system="truecolor" if colour else None)
+    handler = RichHandler(console=console, rich_tracebacks=True)
     record = logging.LogRecord("t", logging.ERROR, __file__, 1, "Tool 'boom' raised", None, None)
     try:
         _raise_chained()
@@ -100,9 +103,12 @@ def test_a_plain_traceback_is_summed_up_with_type_message_and_last_frames() -> N
     ]
 
 
+@pytest.mark.parametrize("colour", [False, True], ids=["plain", "colour"])
 @pytest.mark.parametrize("width", [80, 200])
-def test_a_rich_traceback_is_summed_up_however_it_wraps(width: int) -> None:
-    summaries = _summaries(_rich_traceback(width))
+def test_a_rich_traceback_is_summed_up_however_it_wraps(width: int, colour: bool) -> None:
+    lines = _rich_traceback(width, colour=colour)
+    assert any("\x1b[" in line for line in lines) is colour
+    summaries = _summaries(lines)
     assert [s.split(" (at ")[0] for s in summaries] == ["RuntimeError: boom-42", "ValueError: wrapped"]
     assert summaries[0].split(" (at ")[1].split(" < ")[0] == (
         f"{__file__}:{_raise_chained.__code__.co_firstlineno + 2} in inner"
