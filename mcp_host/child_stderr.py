@@ -172,9 +172,9 @@ _PLAIN_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?
 _RICH_FRAME = re.compile(r"(?P<file>.*):(?P<line>\d+) in ?(?P<name>\S+)")
 _RICH_CODE = re.compile(r"(❱\s*)?\d+\s*│")
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*(: .*)?")
-# Terminal escape sequences (CSI such as colours, OSC such as hyperlinks): rich emits them when
-# the child's environment forces colour, and a traceback reads the same without them.
-_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+# Colours and hyperlinks (SGR and OSC 8 sequences), which rich emits when the child's environment
+# forces colour: a traceback reads the same without them. Any other escape stays, shown escaped.
+_STYLING = re.compile(r"\x1b\[[0-9;:]*m|\x1b\]8;[^\x07\x1b]*(\x07|\x1b\\)")
 
 
 class Tracebacks:
@@ -197,7 +197,7 @@ class Tracebacks:
     def feed(self, line: str) -> str | None:
         """The summary `line` completes, if any."""
         if "\x1b" in line:
-            line = _ESCAPES.sub("", line)
+            line = _STYLING.sub("", line)
         if self._mode is None:
             if "Traceback" in line:
                 self._start(line.strip())
