@@ -21,11 +21,11 @@ from typing import Any
 
 import anyio
 
-from mcp_host.app import child_limits
-from mcp_host.children import ChildPool, ChildState
+from mcp_host.app.wiring import child_limits
+from mcp_host.children.lifecycle import ChildPool, ChildState
 from mcp_host.errors import HostError
-from mcp_host.launch import Launch, launch_for
-from mcp_host.plugins import load_plugins
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.sandbox.launch import Launch, launch_for
 from mcp_host.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent

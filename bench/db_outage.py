@@ -41,7 +41,7 @@ from legs import http_client
 from procs import Processes
 from servers import REPO, start_host
 
-from mcp_host.plugin_store import store_schema
+from mcp_host.store.plugin_store import store_schema
 
 PLUGIN = Path(__file__).resolve().parent / "outage_plugin"
 RESULTS = REPO / "bench-results" / "db_outage.json"

@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from mcp_host.children import ChildLimits, ChildPool
+from mcp_host.children.lifecycle import ChildLimits, ChildPool
 from mcp_host.errors import HostError
-from mcp_host.launch import Launch
+from mcp_host.sandbox.launch import Launch
 
 REPO = Path(__file__).resolve().parent.parent
 FLOOD = REPO / "tests" / "plugins" / "flood" / "server.py"

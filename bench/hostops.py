@@ -35,14 +35,14 @@ from procs import Processes
 from pydantic import SecretStr
 from servers import REPO, start_host
 
-from mcp_host.access import Access
-from mcp_host.config import ConfigStore
-from mcp_host.database import open_database
-from mcp_host.owners import OwnerStore
-from mcp_host.plugin_store import store_schema
-from mcp_host.plugins import load_plugins
-from mcp_host.sessions import PostgresSessionStore
+from mcp_host.access.admission import Access
+from mcp_host.access.owners import OwnerStore
+from mcp_host.access.sessions import PostgresSessionStore
+from mcp_host.plugins.loading import load_plugins
 from mcp_host.settings import Settings
+from mcp_host.store.config import ConfigStore
+from mcp_host.store.database import open_database
+from mcp_host.store.plugin_store import store_schema
 
 PLUGIN = Path(__file__).resolve().parent / "ops_plugin"
 RESULTS = REPO / "bench-results" / "hostops.json"

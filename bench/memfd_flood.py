@@ -21,9 +21,9 @@ import tempfile
 import threading
 from pathlib import Path
 
-from mcp_host.sandbox import Limits, SandboxSpec, build_command
-from mcp_host.sandbox_cgroup import SandboxCgroups
-from mcp_host.seccomp import open_filter
+from mcp_host.sandbox.bwrap import Limits, SandboxSpec, build_command
+from mcp_host.sandbox.cgroups import SandboxCgroups
+from mcp_host.sandbox.seccomp import open_filter
 
 MiB = 1 << 20
 FLOOD = """

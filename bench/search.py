@@ -24,10 +24,10 @@ from typing import Any
 import anyio
 from pydantic import SecretStr
 
-from mcp_host.database import open_database
-from mcp_host.embedded_postgres import embedded_postgres
-from mcp_host.plugin_store import PluginStore, PluginStores
 from mcp_host.settings import Settings
+from mcp_host.store.database import open_database
+from mcp_host.store.embedded_postgres import embedded_postgres
+from mcp_host.store.plugin_store import PluginStore, PluginStores
 
 RESULTS = Path(__file__).resolve().parent.parent / "bench-results" / "search.json"
 VOCABULARY = [f"w{n}" for n in range(20_000)]

@@ -43,14 +43,14 @@ from .session import SessionInfo
 __all__ = ["MAX_TTL_S", "TEST_OWNER", "LocalHost", "contains"]
 
 TEST_OWNER: Mapping[str, str] = {"name": "Test Owner", "email": "owner@example.test", "timezone": "UTC"}
-# The host's store limits (mcp_host.plugin_store.StoreLimits defaults).
+# The host's store limits (mcp_host.store.plugin_store.StoreLimits defaults).
 MAX_TTL_S = 300
 MAX_QUERY_LIMIT = 500
 DEFAULT_QUERY_LIMIT = 100
 MAX_DOC_BYTES = 256 * 1024
 MAX_DOC_DEPTH = 32
 MAX_KEY_CHARS = 200
-# The host's inference.generate limits (mcp_host.host_ops.InferenceGenerate).
+# The host's inference.generate limits (mcp_host.backchannel.ops.InferenceGenerate).
 MAX_INFERENCE_MESSAGES = 100
 MAX_INFERENCE_CHARS = 200_000
 MAX_INFERENCE_TOKENS = 16_384

@@ -1,6 +1,6 @@
 """owner_facade: the owner's MCP endpoint — capabilities, connectors, administration.
 
-Above: the composition root `mcp_host.app`, the only module of `mcp_host` that imports this
+Above: the composition root `mcp_host.app.wiring`, the only module of `mcp_host` that imports this
 package. Below: `mcp_host`'s public surface (each module's `__all__`).
 """
 

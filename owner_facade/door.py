@@ -6,7 +6,7 @@ This is the one boundary of the owner face that turns exceptions into wire error
 `HostError` becomes a tool result with `isError: true` and `{code, message}`; arguments that
 do not fit a tool's model are `invalid_arguments` naming the field; anything else is logged
 with its traceback and answered opaquely — `str(exc)` never reaches a caller. Every call,
-whatever its outcome, writes one audit row (`mcp_host.audit`), with secret values left out.
+whatever its outcome, writes one audit row (`mcp_host.policy.audit`), with secret values left out.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from mcp_host.database import as_unavailable
 from mcp_host.errors import DatabaseUnavailable, HostError, InvalidArguments, UnknownTool
-from mcp_host.tool_results import error_result, structured_result
+from mcp_host.store import as_unavailable
+from mcp_host.wire import error_result, structured_result
 
 from .services import OwnerServices
 from .tools import TOOLS, OwnerTool

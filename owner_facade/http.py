@@ -1,7 +1,7 @@
 """The owner's MCP endpoint over HTTP: `/v1/owner/mcp`, with the owner token as bearer.
 
-Above: the composition root (`mcp_host.app`), which builds the server and routes the path
-here. Below: `door` (the tools) and `mcp_host.owners` (whose token this is).
+Above: the composition root (`mcp_host.app.wiring`), which builds the server and routes the path
+here. Below: `door` (the tools) and `mcp_host.access.owners` (whose token this is).
 
 The token is verified on every request before the SDK sees it; a missing or wrong token, or
 a visitor session's token, gets 401. The owner is put in the ASGI scope, where the server's
@@ -23,8 +23,8 @@ from opentelemetry import trace
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.owners import Owner, OwnerStore
-from mcp_host.visitor_http import bearer_token
+from mcp_host.access import Owner, OwnerStore
+from mcp_host.visitor import bearer_token
 
 from .door import OwnerDoor
 
@@ -77,7 +77,7 @@ class OwnerMCPEndpoint:
     def __init__(self, owners: OwnerStore, mcp_app: ASGIApp) -> None:
         self._owners = owners
         self._mcp_app = mcp_app
-        """The SDK's session manager behind the JSON-RPC edge (`mcp_host.app` composes them)."""
+        """The SDK's session manager behind the JSON-RPC edge (`mcp_host.app.wiring` composes them)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)

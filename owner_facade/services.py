@@ -7,18 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_host.access import Access
-from mcp_host.audit import AuditLog
-from mcp_host.catalogue import Catalogue
-from mcp_host.config import ConfigBackend
-from mcp_host.connections import Connections
-from mcp_host.connector_gateway import ConnectorGateway
-from mcp_host.holds import HoldBook
-from mcp_host.owner_calls import OwnerCalls
-from mcp_host.owners import OwnerStore
-from mcp_host.pins import PinBook
+from mcp_host.access import Access, OwnerStore, SessionStore
+from mcp_host.connectors import Connections, ConnectorGateway
+from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Plugin
-from mcp_host.sessions import SessionStore
+from mcp_host.policy import AuditLog, HoldBook, PinBook
+from mcp_host.store import ConfigBackend
 
 __all__ = ["OwnerServices"]
 

@@ -15,13 +15,12 @@ from typing import Any, Generic, TypeVar
 import mcp.types as types
 from pydantic import BaseModel
 
-from mcp_host.audit import summarize
-from mcp_host.config import SCOPES, ConfigScope, declared
-from mcp_host.connections import Connection
-from mcp_host.credentials import is_code_id, is_key_id
+from mcp_host.access import is_code_id, is_key_id
+from mcp_host.connectors import Connection
 from mcp_host.errors import HostError, InvalidArguments, Unconfigured, UnknownTool
-from mcp_host.pins import DefinitionChanged, PendingTool, definition_hash
 from mcp_host.plugins import Plugin
+from mcp_host.policy import DefinitionChanged, PendingTool, definition_hash, summarize
+from mcp_host.store import SCOPES, ConfigScope, declared
 
 from .models import (
     ApiKeyCreate,

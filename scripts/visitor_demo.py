@@ -39,7 +39,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.host_file import read_host_file
+from mcp_host.app.host_file import read_host_file
 
 CAPABILITY = "calendar.book"
 ROLE = "demo_visitor"

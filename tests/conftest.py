@@ -21,9 +21,9 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from mcp_host.database import Database, PgPool, open_database
-from mcp_host.embedded_postgres import embedded_postgres
 from mcp_host.settings import Settings
+from mcp_host.store.database import Database, PgPool, open_database
+from mcp_host.store.embedded_postgres import embedded_postgres
 
 
 @pytest.fixture(scope="session")

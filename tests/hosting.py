@@ -19,8 +19,8 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.app import Host, create_app
-from mcp_host.http_server import server_config
+from mcp_host.app.wiring import Host, create_app
+from mcp_host.edge.http_server import server_config
 from mcp_host.settings import Settings
 
 PLUGINS = Path(__file__).parent / "plugins"

@@ -103,5 +103,3 @@ def new_calendar(radicale: Radicale) -> str:
     with caldav.DAVClient(url=f"{radicale.base}/", username="owner", password=PASSWORDS["owner"]) as client:
         calendar = client.principal().make_calendar(name="Team", cal_id=cal_id)
     return str(calendar.url)
-
-

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mcp_host.children import ChildLimits
+from mcp_host.children.lifecycle import ChildLimits
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"

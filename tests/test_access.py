@@ -15,16 +15,11 @@ import anyio.lowlevel
 import pytest
 from inline_snapshot import Is, snapshot
 
-from mcp_host.access import Access, HostSettings
-from mcp_host.config import ConfigStore
-from mcp_host.credentials import Redeemed
-from mcp_host.database import PgPool
-from mcp_host.errors import InvalidArguments
-from mcp_host.manifest import Manifest, load_manifest
-from mcp_host.owners import OwnerStore
-from mcp_host.plugins import Plugin
-from mcp_host.roles import grantable, not_grantable_because
-from mcp_host.sessions import (
+from mcp_host.access.admission import Access, HostSettings
+from mcp_host.access.credentials import Redeemed
+from mcp_host.access.owners import OwnerStore
+from mcp_host.access.roles import grantable, not_grantable_because
+from mcp_host.access.sessions import (
     InMemorySessionStore,
     PostgresSessionStore,
     RoleSnapshot,
@@ -33,6 +28,11 @@ from mcp_host.sessions import (
     Subject,
     Visitor,
 )
+from mcp_host.errors import InvalidArguments
+from mcp_host.plugins.loading import Plugin
+from mcp_host.plugins.manifest import Manifest, load_manifest
+from mcp_host.store.config import ConfigStore
+from mcp_host.store.database import PgPool
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import pytest
 from inline_snapshot import Is, snapshot
 
 from hosting import RunningHost, host_settings, running_host
-from mcp_host.visitor_http import NO_CREDENTIAL, REFUSED
+from mcp_host.visitor.http import NO_CREDENTIAL, REFUSED
 
 pytestmark = pytest.mark.anyio
 

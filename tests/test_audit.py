@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_host.audit import REDACTED, summarize
+from mcp_host.policy.audit import REDACTED, summarize
 
 
 def test_summary_redacts_secret_looking_values_at_any_depth_and_named_keys() -> None:

@@ -23,12 +23,12 @@ from inline_snapshot import snapshot
 
 from conftest import fresh_database
 from hosting import PLUGINS, RunningHost, host_settings, running_host
-from mcp_host.backchannel import BackChannel, BackChannelLimits
-from mcp_host.grants import GrantBook
-from mcp_host.plugins import load_plugins
-from mcp_host.procs import proc_stat
+from mcp_host.backchannel.grants import GrantBook
+from mcp_host.backchannel.server import BackChannel, BackChannelLimits
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.sandbox.procs import proc_stat
 from mcp_host.settings import Settings
-from mcp_host.tool_results import error_result
+from mcp_host.wire.tool_results import error_result
 from processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
@@ -190,7 +190,7 @@ def test_denial_log_limits_are_pinned(tmp_path: Path) -> None:
 async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the_limit(
     short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.backchannel")
+    caplog.set_level(logging.INFO, logger="mcp_host.backchannel.server")
     forger, denied = _forger(), error_result("denied", "denied")
     unnamed = error_result(
         "denied",
@@ -208,7 +208,7 @@ async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the
         ]
         elapsed = time.monotonic() - started
     assert all(answer == (unnamed if n % 2 else denied) for n, answer in enumerate(answers))
-    lines = [r.getMessage() for r in caplog.records if r.name == "mcp_host.backchannel"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mcp_host.backchannel.server"]
     denials = [line for line in lines if " denied: " in line]
     summaries = [line for line in lines if "more host-op denials suppressed" in line]
     assert len(lines) == len(denials) + len(summaries)

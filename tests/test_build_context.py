@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_host.plugins import load_plugins
+from mcp_host.plugins.loading import load_plugins
 
 REPO = Path(__file__).resolve().parent.parent
 IGNORE_FILES = (".containerignore", ".dockerignore")
@@ -249,9 +249,9 @@ import json
 
 import anyio
 
-from mcp_host.children import ChildLimits, ChildPool
-from mcp_host.launch import launch_for
-from mcp_host.plugins import load_plugins
+from mcp_host.children.lifecycle import ChildLimits, ChildPool
+from mcp_host.sandbox.launch import launch_for
+from mcp_host.plugins.loading import load_plugins
 from mcp_host.settings import Settings
 
 

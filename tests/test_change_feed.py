@@ -14,8 +14,8 @@ import mcp.types as types
 import pytest
 from mcp.server.subscriptions import ResourceUpdated, ServerEvent, ToolsListChanged
 
-from mcp_host.change_feed import ChangeFeed
-from mcp_host.sessions import RoleSnapshot, Session
+from mcp_host.access.sessions import RoleSnapshot, Session
+from mcp_host.visitor.change_feed import ChangeFeed
 
 pytestmark = pytest.mark.anyio
 
@@ -110,7 +110,7 @@ async def test_listeners_are_capped_per_session() -> None:
 
 
 async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mcp_host.change_feed._IN_ALL", 2)
+    monkeypatch.setattr("mcp_host.visitor.change_feed._IN_ALL", 2)
     first, second, third = _session(1, ("a",)), _session(2, ("a",)), _session(3, ("a",))
     streamed: list[ServerEvent] = []
     async with anyio.create_task_group() as tg:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.cli import main
-from mcp_host.manifest import MANIFEST_NAME, read_manifest
+from mcp_host.app.cli import main
+from mcp_host.plugins.manifest import MANIFEST_NAME, read_manifest
 
 MISTAKES = Path(__file__).resolve().parent / "plugins" / "mistakes"
 MCP_HOST = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "mcp-host")

@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 
 from hosting import RunningHost, host_settings, running_host
-from mcp_host.meta import speaks_for_host
+from mcp_host.wire.meta import speaks_for_host
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from hosting import wait_until
-from mcp_host.child_stderr import ChildLog, StderrDrain, Tracebacks
+from mcp_host.children.stderr import ChildLog, StderrDrain, Tracebacks
 from mcp_host.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from hosting import host_settings, running_host, wait_until
-from mcp_host.children import ChildState
+from mcp_host.children.lifecycle import ChildState
 from mcp_host.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -16,14 +16,14 @@ from inline_snapshot import snapshot
 from pydantic import SecretStr
 
 from hosting import PLUGINS, free_port, host_settings, running_host
-from mcp_host.cli import main
-from mcp_host.config import ConfigStore
-from mcp_host.database import open_database
-from mcp_host.manifest import MANIFEST_NAME
-from mcp_host.owners import OwnerStore, write_owner_token_file
-from mcp_host.plugin_store import PluginStores, store_schema
-from mcp_host.plugins import load_plugins
+from mcp_host.access.owners import OwnerStore, write_owner_token_file
+from mcp_host.app.cli import main
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.plugins.manifest import MANIFEST_NAME
 from mcp_host.settings import Settings
+from mcp_host.store.config import ConfigStore
+from mcp_host.store.database import open_database
+from mcp_host.store.plugin_store import PluginStores, store_schema
 
 ECHO = PLUGINS / "echo"
 MCP_HOST = Path(sys.executable).parent / "mcp-host"

@@ -27,9 +27,9 @@ from mcp.types import CONNECTION_CLOSED
 
 import mcp_host
 from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host, wait_until
-from mcp_host.cli import _listen, main
-from mcp_host.host_file import HOST_FILE, read_host_file
-from mcp_host.owners import OWNER_TOKEN_FILE, write_owner_token_file
+from mcp_host.access.owners import OWNER_TOKEN_FILE, write_owner_token_file
+from mcp_host.app.cli import _listen, main
+from mcp_host.app.host_file import HOST_FILE, read_host_file
 
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
 CHECKOUT = Path(mcp_host.__file__).resolve().parent.parent

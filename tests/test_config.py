@@ -12,7 +12,10 @@ import asyncpg
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.config import (
+from mcp_host.access.owners import OwnerStore
+from mcp_host.errors import InvalidArguments
+from mcp_host.plugins.manifest import ConfigField, Manifest
+from mcp_host.store.config import (
     SCOPES,
     ConfigBackend,
     ConfigStore,
@@ -23,10 +26,7 @@ from mcp_host.config import (
     read_values,
     role_values,
 )
-from mcp_host.database import PgPool
-from mcp_host.errors import InvalidArguments
-from mcp_host.manifest import ConfigField, Manifest
-from mcp_host.owners import OwnerStore
+from mcp_host.store.database import PgPool
 
 MANIFEST = Manifest.model_validate(
     {
@@ -220,7 +220,7 @@ def test_a_stored_value_that_no_longer_fits_reads_as_the_default_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     stored = {"max_bookings": "9", "open_at": "25:00", "notify": True}
-    with caplog.at_level(logging.WARNING, logger="mcp_host.config"):
+    with caplog.at_level(logging.WARNING, logger="mcp_host.store.config"):
         values = read_values(MANIFEST.config, stored)
     assert values == snapshot(
         {"max_bookings": 3, "greeting": None, "open_at": "09:00", "notify": True, "tags": ["a", "b"]}

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.connections import Connections
-from mcp_host.database import PgPool
+from mcp_host.access.owners import OwnerStore
+from mcp_host.connectors.connections import Connections
 from mcp_host.errors import InvalidArguments, Unconfigured
-from mcp_host.owners import OwnerStore
-from mcp_host.plugins import Plugin, load_plugins
-from mcp_host.secrets_box import SecretBox
+from mcp_host.plugins.loading import Plugin, load_plugins
+from mcp_host.store.database import PgPool
+from mcp_host.store.secrets_box import SecretBox
 
 pytestmark = pytest.mark.anyio
 

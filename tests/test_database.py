@@ -19,15 +19,15 @@ import pytest
 from inline_snapshot import snapshot
 from pydantic import SecretStr
 
-from mcp_host.database import (
+from mcp_host.settings import Settings
+from mcp_host.store.database import (
     Database,
     DatabaseLimits,
     UnsafeDatabaseSettings,
     open_database,
 )
-from mcp_host.embedded_postgres import EmbeddedPostgresError, embedded_postgres
-from mcp_host.migrations import MIGRATIONS_LOCK_ID, MigrationError, apply_migrations, load_migrations
-from mcp_host.settings import Settings
+from mcp_host.store.embedded_postgres import EmbeddedPostgresError, embedded_postgres
+from mcp_host.store.migrations import MIGRATIONS_LOCK_ID, MigrationError, apply_migrations, load_migrations
 
 pytestmark = pytest.mark.anyio
 
@@ -114,9 +114,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
     )
 
 
-async def test_open_database_migrates_and_a_second_start_applies_nothing(
-    database_url: str, tmp_path: Path
-) -> None:
+async def test_open_database_migrates_and_a_second_start_applies_nothing(database_url: str, tmp_path: Path) -> None:
     query = "SELECT version, name, applied_at FROM mcp_host.schema_migrations"
     async with open_database(_settings(tmp_path, database_url)) as db:
         first = [tuple(r) for r in await db.pool.fetch(query)]
@@ -126,9 +124,7 @@ async def test_open_database_migrates_and_a_second_start_applies_nothing(
     assert second == first
 
 
-async def test_later_migration_files_are_applied_in_order_on_a_later_start(
-    database_url: str, tmp_path: Path
-) -> None:
+async def test_later_migration_files_are_applied_in_order_on_a_later_start(database_url: str, tmp_path: Path) -> None:
     folder = _write(
         tmp_path / "m",
         {
@@ -142,9 +138,7 @@ async def test_later_migration_files_are_applied_in_order_on_a_later_start(
         _write(folder, {"002_second.sql": "INSERT INTO mcp_host.t VALUES (2);"})
         assert await apply_migrations(conn, load_migrations(folder)) == [2]
         values = [r["v"] for r in await conn.fetch("SELECT v FROM mcp_host.t ORDER BY v")]
-        recorded = [
-            tuple(r) for r in await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
-        ]
+        recorded = [tuple(r) for r in await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")]
     finally:
         await conn.close()
     assert values == [1, 2]
@@ -163,12 +157,8 @@ async def test_a_failing_migration_leaves_no_trace_of_itself(database_url: str, 
     try:
         with pytest.raises(asyncpg.DivisionByZeroError):
             await apply_migrations(conn, load_migrations(folder))
-        recorded = [
-            tuple(r) for r in await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
-        ]
-        tables = [
-            r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'mcp_host'")
-        ]
+        recorded = [tuple(r) for r in await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")]
+        tables = [r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'mcp_host'")]
         # The connection's session settings are back to what they were before the run.
         lock_timeout = await conn.fetchval("SELECT current_setting('lock_timeout')")
     finally:
@@ -194,9 +184,7 @@ async def test_a_failing_migration_leaves_no_trace_of_itself(database_url: str, 
         ({"001_Add-Table.sql": ""}, "001_Add-Table.sql: a migration file is named NNN_lower_words.sql"),
     ],
 )
-def test_migration_files_out_of_grammar_are_refused(
-    tmp_path: Path, files: dict[str, str], message: str
-) -> None:
+def test_migration_files_out_of_grammar_are_refused(tmp_path: Path, files: dict[str, str], message: str) -> None:
     with pytest.raises(MigrationError) as caught:
         load_migrations(_write(tmp_path / "m", files))
     assert str(caught.value) == message
@@ -229,9 +217,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
                 tg.start_soon(run, "second", second)
                 await _wait_for_waiters(holder, "advisory", 2)
                 await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATIONS_LOCK_ID)
-        recorded = [
-            tuple(r) for r in await holder.fetch("SELECT version, name FROM mcp_host.schema_migrations")
-        ]
+        recorded = [tuple(r) for r in await holder.fetch("SELECT version, name FROM mcp_host.schema_migrations")]
     finally:
         for conn in (holder, first, second):
             await conn.close()
@@ -245,9 +231,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
 async def test_pool_connections_carry_timeouts_and_decode_jsonb(database_url: str, tmp_path: Path) -> None:
     # One connection: the one that ran the migrations (which change and restore these
     # settings) is the one the query gets.
-    async with open_database(
-        _settings(tmp_path, database_url), limits=DatabaseLimits(max_connections=1)
-    ) as db:
+    async with open_database(_settings(tmp_path, database_url), limits=DatabaseLimits(max_connections=1)) as db:
         row = await db.pool.fetchrow(
             """
             SELECT current_setting('statement_timeout') AS statement_timeout,
@@ -270,9 +254,7 @@ async def test_pool_connections_carry_timeouts_and_decode_jsonb(database_url: st
     )
 
 
-async def test_a_transaction_left_idle_is_ended_and_its_locks_released(
-    database_url: str, tmp_path: Path
-) -> None:
+async def test_a_transaction_left_idle_is_ended_and_its_locks_released(database_url: str, tmp_path: Path) -> None:
     limits = DatabaseLimits(idle_in_transaction_timeout_s=0.2)
     async with open_database(_settings(tmp_path, database_url), limits=limits) as db:
         stuck = await db.pool.acquire()
@@ -300,10 +282,10 @@ async def test_synchronous_commit_off_is_allowed_with_a_warning(
         await conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     finally:
         await conn.close()
-    with caplog.at_level(logging.WARNING, logger="mcp_host.database"):
+    with caplog.at_level(logging.WARNING, logger="mcp_host.store.database"):
         async with open_database(_settings(tmp_path, database_url)) as db:
             assert await db.pool.fetchval("SHOW synchronous_commit") == "off"
-    assert [r.getMessage() for r in caplog.records if r.name == "mcp_host.database"] == snapshot(
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_host.store.database"] == snapshot(
         [
             "PostgreSQL runs with synchronous_commit = off: the last commits before a crash may be lost, "
             "so a receipt may outlive its row; set synchronous_commit = on"
@@ -348,12 +330,10 @@ async def _fresh_setting(dsn: str, name: str) -> str:
 async def test_without_a_url_the_embedded_server_runs_under_the_data_dir(
     postgres_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="mcp_host.database"):
+    with caplog.at_level(logging.INFO, logger="mcp_host.store.database"):
         async with open_database(_settings(postgres_dir)) as db:
             data_directory = await db.pool.fetchval("SHOW data_directory")
-            recorded = [
-                tuple(r) for r in await db.pool.fetch("SELECT version, name FROM mcp_host.schema_migrations")
-            ]
+            recorded = [tuple(r) for r in await db.pool.fetch("SELECT version, name FROM mcp_host.schema_migrations")]
     pgdata = (postgres_dir / "postgres").resolve()
     assert data_directory == str(pgdata)
     assert recorded == MIGRATED
@@ -377,7 +357,7 @@ async def test_a_server_left_running_by_a_killed_host_is_adopted_then_stopped(po
     script = (
         "import sys, anyio\n"
         "from pathlib import Path\n"
-        "from mcp_host.embedded_postgres import embedded_postgres\n"
+        "from mcp_host.store.embedded_postgres import embedded_postgres\n"
         "async def main():\n"
         "    async with embedded_postgres(Path(sys.argv[1])) as dsn:\n"
         "        sys.stdout.write(dsn + '\\n'); sys.stdout.flush()\n"

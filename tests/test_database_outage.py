@@ -23,11 +23,11 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import RunningHost, free_port, host_settings, running_host, wait_serving, wait_until
-from mcp_host.database import Database, as_unavailable, is_connection_failure, open_database
-from mcp_host.database_watch import DatabaseLost, DatabaseWatch, RecoveryLimits
-from mcp_host.embedded_postgres import embedded_server
 from mcp_host.errors import DatabaseUnavailable, Unavailable
 from mcp_host.settings import Settings
+from mcp_host.store.database import Database, as_unavailable, is_connection_failure, open_database
+from mcp_host.store.database_watch import DatabaseLost, DatabaseWatch, RecoveryLimits
+from mcp_host.store.embedded_postgres import embedded_server
 
 pytestmark = pytest.mark.anyio
 
@@ -121,7 +121,9 @@ RESTARTING = (
 
 def _said(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
     """What the watch logged, without the outage's length."""
-    return [(r.levelname, r.getMessage().split(" after ")[0]) for r in caplog.records if r.name == "mcp_host.database"]
+    return [
+        (r.levelname, r.getMessage().split(" after ")[0]) for r in caplog.records if r.name == "mcp_host.store.database"
+    ]
 
 
 async def test_the_watch_restarts_a_dead_server_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -131,7 +133,7 @@ async def test_the_watch_restarts_a_dead_server_and_says_so_once(caplog: pytest.
         return server.alive
 
     watch = DatabaseWatch(probe, server=server, limits=FAST)
-    with caplog.at_level(logging.INFO, logger="mcp_host.database"):
+    with caplog.at_level(logging.INFO, logger="mcp_host.store.database"):
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch.run)
             for outages in (1, 2):
@@ -174,7 +176,7 @@ async def test_a_server_reached_by_url_is_waited_for_not_restarted(caplog: pytes
         return answers
 
     watch = DatabaseWatch(probe, limits=FAST)
-    with caplog.at_level(logging.INFO, logger="mcp_host.database"):
+    with caplog.at_level(logging.INFO, logger="mcp_host.store.database"):
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch.run)
             watch.suspect()  # a connect failed
@@ -200,7 +202,7 @@ async def test_a_cut_connection_with_the_database_answering_is_no_outage(caplog:
         return True
 
     watch = DatabaseWatch(probe, server=TwinServer(), limits=FAST)
-    with caplog.at_level(logging.DEBUG, logger="mcp_host.database"):
+    with caplog.at_level(logging.DEBUG, logger="mcp_host.store.database"):
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch.run)
             watch.suspect()

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from mcp_host.access.sessions import RoleSnapshot, Session, Subject
+from mcp_host.backchannel.grants import CallScope, GrantBook
 from mcp_host.errors import Denied
-from mcp_host.grants import CallScope, GrantBook
-from mcp_host.sessions import RoleSnapshot, Session, Subject
 
 SESSION = Session(
     id="0" * 32,

@@ -21,11 +21,11 @@ from pydantic import SecretStr
 
 from conftest import fresh_database
 from hosting import host_settings, running_host
-from mcp_host.database import PgPool, open_database
+from mcp_host.access.owners import OwnerStore
 from mcp_host.errors import HostError, InvalidArguments, UnknownTool
-from mcp_host.holds import MAX_SHOWN_ARGUMENTS_BYTES, HoldBook, Holds, MemoryHolds, arguments_hash, needs_hold
-from mcp_host.owners import OwnerStore
+from mcp_host.policy.holds import MAX_SHOWN_ARGUMENTS_BYTES, HoldBook, Holds, MemoryHolds, arguments_hash, needs_hold
 from mcp_host.settings import Settings
+from mcp_host.store.database import PgPool, open_database
 from processes import needs_bwrap
 from test_owner_door import audit, call, owner_client
 

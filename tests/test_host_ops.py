@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.host_ops import OPS
-from mcp_host.manifest import HOST_OPS, check_tool_schema
+from mcp_host.backchannel.ops import OPS
+from mcp_host.plugins.manifest import HOST_OPS, check_tool_schema
 
 
 def test_the_table_implements_exactly_the_ops_manifests_may_name() -> None:

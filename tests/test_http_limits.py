@@ -18,7 +18,7 @@ from inline_snapshot import snapshot
 from pydantic import ValidationError
 
 from hosting import RunningHost, host_settings, running_host
-from mcp_host.http_server import ConnectionsPerClient, HttpLimits
+from mcp_host.edge.http_server import ConnectionsPerClient, HttpLimits
 from mcp_host.settings import Settings
 
 pytestmark = pytest.mark.anyio

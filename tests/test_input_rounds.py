@@ -12,10 +12,10 @@ import anyio
 import mcp.types as types
 import pytest
 
-from mcp_host.call_routing import CALL_KEY, CallRouter
+from mcp_host.children.call_routing import CALL_KEY, CallRouter
 from mcp_host.errors import InvalidArguments, Unavailable
-from mcp_host.input_rounds import InputRounds, RoundsClient
-from mcp_host.visitor_client import ClientLacks, InputRequest, InputResponse
+from mcp_host.visitor.input_rounds import InputRounds, RoundsClient
+from mcp_host.wire.visitor_client import ClientLacks, InputRequest, InputResponse
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.json_guard import MAX_JSON_INTEGER, check_json_object, check_json_value, json_contains, json_size
+from mcp_host.wire.json_guard import MAX_JSON_INTEGER, check_json_object, check_json_value, json_contains, json_size
 
 LIMITS: dict[str, Any] = {"what": "value", "max_bytes": 64, "max_depth": 3}
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from hosting import wait_until
-from mcp_host.children import Child, ChildPool
+from mcp_host.children.lifecycle import Child, ChildPool
 from mcp_host.errors import Unavailable
-from mcp_host.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
-from mcp_host.plugins import Plugin, load_plugins
-from mcp_host.sandbox_cgroup import SandboxCgroups
+from mcp_host.plugins.loading import Plugin, load_plugins
+from mcp_host.sandbox.cgroups import SandboxCgroups
+from mcp_host.sandbox.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
 from mcp_host.settings import Settings
 from processes import CHILD_LIMITS, needs_bwrap
 
@@ -200,7 +200,7 @@ async def test_a_launch_that_cannot_be_spawned_still_releases_its_cgroups(
 async def test_without_usable_cgroups_the_launch_relies_on_prlimit_and_warns_once(
     echo: Plugin, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.sandbox_cgroup")
+    caplog.set_level(logging.INFO, logger="mcp_host.sandbox.cgroups")
     settings = Settings(cgroup_root=tmp_path)  # a directory, not a cgroup file system
     first, second = launch_for(echo, settings), launch_for(echo, settings)
     assert first.cgroup is None and second.cgroup is None

@@ -13,10 +13,10 @@ from typing import Any
 import mcp.types as types
 import pytest
 
-from mcp_host.children import ChildHealth, ChildState
-from mcp_host.listings import Listings, UnknownItem
-from mcp_host.manifest import load_manifest
-from mcp_host.plugins import Plugin
+from mcp_host.children.lifecycle import ChildHealth, ChildState
+from mcp_host.plugins.loading import Plugin
+from mcp_host.plugins.manifest import load_manifest
+from mcp_host.visitor.listings import Listings, UnknownItem
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from mcp_host.log_limit import LimitedLog, TokenBucket
+from mcp_host.wire.log_limit import LimitedLog, TokenBucket
 
 
 class Clock:

@@ -10,7 +10,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from mcp_host.errors import ManifestError
-from mcp_host.manifest import (
+from mcp_host.plugins.manifest import (
     MANIFEST_NAME,
     TOOL_NAME_RE,
     Manifest,

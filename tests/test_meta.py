@@ -11,7 +11,7 @@ import mcp.types as types
 import pytest
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.meta import (
+from mcp_host.wire.meta import (
     _DASHES,
     SESSION_KEY,
     MetaCaps,

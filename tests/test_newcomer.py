@@ -20,7 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from hosting import PLUGINS, free_port, wait_serving
-from mcp_host import cli
+from mcp_host.app import cli
 
 REPO = Path(__file__).resolve().parent.parent
 MCP_HOST = Path(sys.executable).parent / "mcp-host"

@@ -232,9 +232,13 @@ async def test_the_owner_profile_round_trips_and_plugins_read_it(tmp_path: Path,
     assert fresh == (False, {"name": None, "email": None, "timezone": None})
     assert (before.structured_content or {}) == {"timezone": None}
     assert full == (False, {"name": "Ada Lovelace", "email": "ada@example.org", "timezone": "Europe/Berlin"})
-    assert partly == read == (
-        False,
-        {"name": "Ada Lovelace", "email": "ada@example.org", "timezone": "America/New_York"},
+    assert (
+        partly
+        == read
+        == (
+            False,
+            {"name": "Ada Lovelace", "email": "ada@example.org", "timezone": "America/New_York"},
+        )
     )
     assert (after.structured_content or {}) == {"timezone": "America/New_York"}  # owner.meta reads the profile
     assert unset == (False, {"name": None, "email": None, "timezone": "America/New_York"})

@@ -12,9 +12,7 @@ import anyio
 import asyncpg
 import pytest
 
-from mcp_host.database import PgPool
-from mcp_host.errors import InvalidArguments
-from mcp_host.owners import (
+from mcp_host.access.owners import (
     OWNER_TOKEN_FILE,
     Owner,
     OwnerError,
@@ -22,6 +20,8 @@ from mcp_host.owners import (
     ensure_owner_token,
     write_owner_token_file,
 )
+from mcp_host.errors import InvalidArguments
+from mcp_host.store.database import PgPool
 
 pytestmark = pytest.mark.anyio
 
@@ -180,9 +180,7 @@ async def test_ensure_owner_token_writes_a_token_once_and_keeps_it(pool: PgPool,
     assert await store.verify_token(token) == owner
 
 
-async def test_ensure_owner_token_replaces_a_stale_file_when_no_token_is_live(
-    pool: PgPool, tmp_path: Path
-) -> None:
+async def test_ensure_owner_token_replaces_a_stale_file_when_no_token_is_live(pool: PgPool, tmp_path: Path) -> None:
     store = OwnerStore(pool)
     owner = await store.ensure_single_owner()
     (tmp_path / OWNER_TOKEN_FILE).write_text("a-token-from-another-database\n")
@@ -191,9 +189,7 @@ async def test_ensure_owner_token_replaces_a_stale_file_when_no_token_is_live(
     assert await store.verify_token(path.read_text().strip()) == owner
 
 
-async def test_ensure_owner_token_never_rotates_a_live_token_behind_the_owner(
-    pool: PgPool, tmp_path: Path
-) -> None:
+async def test_ensure_owner_token_never_rotates_a_live_token_behind_the_owner(pool: PgPool, tmp_path: Path) -> None:
     store = OwnerStore(pool)
     owner = await store.ensure_single_owner()
     live = await store.issue_token(owner.id)  # e.g. another replica's data dir holds it
@@ -202,9 +198,7 @@ async def test_ensure_owner_token_never_rotates_a_live_token_behind_the_owner(
     assert await store.verify_token(live) == owner
 
 
-async def test_concurrent_starts_leave_one_live_token_and_it_is_in_the_file(
-    pool: PgPool, tmp_path: Path
-) -> None:
+async def test_concurrent_starts_leave_one_live_token_and_it_is_in_the_file(pool: PgPool, tmp_path: Path) -> None:
     store = OwnerStore(pool)
     owner = await store.ensure_single_owner()
     results: list[Path | None] = []
@@ -233,8 +227,7 @@ async def _wait_for_tuple_waiters(conn: asyncpg.Connection, count: int) -> None:
     with anyio.fail_after(10):
         while True:
             waiting = await conn.fetchval(
-                "SELECT count(DISTINCT pid) FROM pg_locks "
-                "WHERE locktype IN ('transactionid', 'tuple') AND NOT granted"
+                "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype IN ('transactionid', 'tuple') AND NOT granted"
             )
             if waiting >= count:
                 return

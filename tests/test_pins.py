@@ -19,10 +19,10 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import PLUGINS, host_settings, running_host
-from mcp_host.database import PgPool
-from mcp_host.manifest import Manifest
-from mcp_host.pins import MemoryPins, Pins, definition_hash, definition_of
-from mcp_host.plugins import Plugin
+from mcp_host.plugins.loading import Plugin
+from mcp_host.plugins.manifest import Manifest
+from mcp_host.policy.pins import MemoryPins, Pins, definition_hash, definition_of
+from mcp_host.store.database import PgPool
 
 pytestmark = pytest.mark.anyio
 
@@ -122,7 +122,7 @@ async def test_extra_plugin_tools_start_pending_until_approved() -> None:
 
 
 async def test_a_pending_tool_is_logged_once_per_definition(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="mcp_host.pins")
+    caplog.set_level(logging.WARNING, logger="mcp_host.policy.pins")
     pins = MemoryPins()
     await pins.observe(EXTRA, [_tool()])
     await pins.observe(EXTRA, [_tool()])
@@ -217,9 +217,7 @@ async def test_an_approval_given_on_another_replica_is_read_at_the_next_refresh(
 _WAITING = "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted"
 
 
-async def test_two_replicas_observing_a_new_builtin_at_once_both_approve_it(
-    pool: PgPool, database_url: str
-) -> None:
+async def test_two_replicas_observing_a_new_builtin_at_once_both_approve_it(pool: PgPool, database_url: str) -> None:
     holder = await asyncpg.connect(database_url)
     try:
         # An uncommitted row makes both replicas' inserts wait on it; rolling it back lets
@@ -260,7 +258,7 @@ def _morph_plugin(folder: Path) -> Path:
         "visitor_tools: [target, morph]\ntransport: {kind: stdio, command: python, args: [server.py]}\n"
     )
     (folder / "server.py").write_text(
-        '''
+        """
 from typing import Any
 
 import anyio
@@ -298,7 +296,7 @@ async def main() -> None:
 
 
 anyio.run(main)
-'''
+"""
     )
     return folder
 
@@ -306,7 +304,7 @@ anyio.run(main)
 async def test_plugin_tools_are_hidden_and_refused_as_unknown_until_the_owner_approves(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.visitor_door")
+    caplog.set_level(logging.INFO, logger="mcp_host.visitor.door")
     async with running_host(host_settings(tmp_path, database_url, ["echo"], pin_tools=True)) as host:
         pins = host.host.pins
         assert pins is not None

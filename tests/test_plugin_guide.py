@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 import mcp_host_kit
 from hosting import host_settings, running_host
-from mcp_host.manifest import Manifest, read_manifest
+from mcp_host.plugins.manifest import Manifest, read_manifest
 
 pytestmark = pytest.mark.anyio
 

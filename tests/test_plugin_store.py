@@ -17,11 +17,11 @@ import pytest
 from inline_snapshot import snapshot
 from pydantic import SecretStr
 
-from mcp_host.database import DatabaseLimits, PgConnection, PgPool, open_database
 from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
-from mcp_host.memory_store import InMemoryPluginStore
-from mcp_host.plugin_search import search_sql
-from mcp_host.plugin_store import (
+from mcp_host.settings import Settings
+from mcp_host.store.database import DatabaseLimits, PgConnection, PgPool, open_database
+from mcp_host.store.memory_store import InMemoryPluginStore
+from mcp_host.store.plugin_store import (
     DocumentStore,
     PluginStore,
     PluginStores,
@@ -30,7 +30,7 @@ from mcp_host.plugin_store import (
     check_schema_name,
     store_schema,
 )
-from mcp_host.settings import Settings
+from mcp_host.store.search import search_sql
 
 pytestmark = pytest.mark.anyio
 
@@ -737,7 +737,7 @@ async def test_an_unexpected_database_error_is_logged_and_answered_opaquely(
     pool: PgPool, pg_store: PluginStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     await pool.execute(f'ALTER TABLE "{pg_store.schema}".records RENAME COLUMN doc TO body')
-    with caplog.at_level(logging.ERROR, logger="mcp_host.plugin_store"), pytest.raises(Unavailable) as caught:
+    with caplog.at_level(logging.ERROR, logger="mcp_host.store.plugin_store"), pytest.raises(Unavailable) as caught:
         await pg_store.query(A, "notes")
     assert caught.value.message == "the store is unavailable"
     assert caught.value.__cause__ is None and caught.value.__suppress_context__

@@ -8,8 +8,15 @@ import pytest
 from inline_snapshot import snapshot
 
 from mcp_host.errors import ManifestError
-from mcp_host.manifest import MANIFEST_NAME
-from mcp_host.plugins import CheckReport, LoadReport, check_paths, declared_collisions, load_plugins, plugin_folders
+from mcp_host.plugins.loading import (
+    CheckReport,
+    LoadReport,
+    check_paths,
+    declared_collisions,
+    load_plugins,
+    plugin_folders,
+)
+from mcp_host.plugins.manifest import MANIFEST_NAME
 
 BAD = Path(__file__).parent / "plugins" / "bad"
 
@@ -24,9 +31,7 @@ def ids(report: LoadReport) -> list[str]:
     return [plugin.manifest.id for plugin in report.plugins]
 
 
-def problems(
-    errors: tuple[ManifestError, ...] | list[ManifestError], base: Path
-) -> list[tuple[str, str, str]]:
+def problems(errors: tuple[ManifestError, ...] | list[ManifestError], base: Path) -> list[tuple[str, str, str]]:
     """Errors as (path relative to `base`, field, problem), for snapshots."""
     shown = str(base.resolve())
     return [
@@ -141,9 +146,7 @@ def test_extra_plugin_with_a_builtin_id_is_skipped_and_the_builtin_wins(tmp_path
     report = load_plugins(tmp_path / "builtin", [tmp_path / "extra"])
 
     assert [(p.manifest.id, p.builtin) for p in report.plugins] == [("ask", True)]
-    assert [(e.path, e.field) for e in report.errors] == [
-        (str(tmp_path / "extra" / "ask_copy" / MANIFEST_NAME), "id")
-    ]
+    assert [(e.path, e.field) for e in report.errors] == [(str(tmp_path / "extra" / "ask_copy" / MANIFEST_NAME), "id")]
     assert "is the id of the builtin plugin" in report.errors[0].problem
 
 
@@ -192,9 +195,7 @@ def test_missing_or_empty_extra_root_is_an_error_entry_not_an_exception(tmp_path
     (tmp_path / "file.txt").write_text("x", encoding="utf-8")
     write_plugin(tmp_path / "extra" / "p", "p")
 
-    report = load_plugins(
-        None, [tmp_path / "nowhere", tmp_path / "empty", tmp_path / "file.txt", tmp_path / "extra"]
-    )
+    report = load_plugins(None, [tmp_path / "nowhere", tmp_path / "empty", tmp_path / "file.txt", tmp_path / "extra"])
 
     assert ids(report) == ["p"]
     assert problems(report.errors, tmp_path) == snapshot(

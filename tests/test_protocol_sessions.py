@@ -16,7 +16,7 @@ from inline_snapshot import snapshot
 from pydantic import ValidationError
 
 from hosting import RunningHost, host_settings, running_host, wait_until
-from mcp_host.protocol_sessions import ProtocolSessionLimits
+from mcp_host.edge.protocol_sessions import ProtocolSessionLimits
 from mcp_host.settings import Settings
 from owner_facade import OWNER_PATH
 

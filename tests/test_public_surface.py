@@ -68,4 +68,4 @@ def test_only_the_composition_root_imports_the_owner_facade() -> None:
     root = Path(mcp_host.__file__).parent
     pattern = re.compile(r"^\s*(from|import) owner_facade", re.MULTILINE)
     importers = sorted(p.name for p in root.rglob("*.py") if pattern.search(p.read_text()))
-    assert importers == ["app.py"]
+    assert importers == ["wiring.py"]

@@ -20,7 +20,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import PLUGINS, RunningHost, free_port, host_settings, running_host, wait_serving
-from mcp_host.config import PluginConfig
+from mcp_host.store.config import PluginConfig
 from processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]

@@ -15,8 +15,8 @@ import httpx2
 import pytest
 
 from hosting import RunningHost, host_settings, running_host, wait_until
+from mcp_host.edge.jsonrpc import has_lone_surrogate
 from mcp_host.errors import TransportFailure
-from mcp_host.rpc_edge import has_lone_surrogate
 from owner_facade import OWNER_PATH
 
 pytestmark = pytest.mark.anyio

@@ -35,7 +35,7 @@ from inline_snapshot import snapshot
 from mcp import Client, StdioServerParameters
 
 from mcp_host.errors import Unavailable
-from mcp_host.sandbox import (
+from mcp_host.sandbox.bwrap import (
     BASE_ENV,
     Limits,
     SandboxLedger,
@@ -46,8 +46,8 @@ from mcp_host.sandbox import (
     bwrap_path,
     require_bwrap,
 )
-from mcp_host.sandbox_cgroup import SandboxCgroup
-from mcp_host.seccomp import program
+from mcp_host.sandbox.cgroups import SandboxCgroup
+from mcp_host.sandbox.seccomp import program
 from processes import FORK_LOOP, needs_bwrap, read_line, wait_until
 
 ESCAPE = (Path(__file__).parent / "plugins" / "escape").resolve()
@@ -56,16 +56,12 @@ SOURCES = Path(__file__).resolve().parent.parent
 SECCOMP_FD = 9
 HELPERS = Path(__file__).parent / "sandbox_helpers"
 MiB = 1024 * 1024
-LIMITS = Limits(
-    memory_bytes=1024 * MiB, max_processes=64, max_open_files=256, cpu_seconds=60, max_file_bytes=16 * MiB
-)
+LIMITS = Limits(memory_bytes=1024 * MiB, max_processes=64, max_open_files=256, cpu_seconds=60, max_file_bytes=16 * MiB)
 # What the host binds for `command: python` (mcp_host/launch.py): the venv and its base.
 INTERPRETER = tuple(dict.fromkeys((Path(sys.prefix), Path(sys.base_prefix))))
 # What a child sees of /etc and of the top-level symlinks into /usr: what this host has.
 HOST_ETC_FILES = [name for name in ("ld.so.cache", "localtime") if Path("/etc", name).exists()]
-HOST_ROOT_LINKS = {
-    name for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if Path("/", name).exists()
-}
+HOST_ROOT_LINKS = {name for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if Path("/", name).exists()}
 
 # A spec as the host builds it for a capability that named host ops; fake paths, so the
 # snapshot is the same on every machine with bwrap at /usr/bin and a merged /usr.
@@ -760,12 +756,8 @@ async def test_child_sees_only_its_own_read_only_tree(marker: str, tmp_path: Pat
         "error": None,
     }
     # The host's home shows only the path down to an interpreter bound under it, if any.
-    below_home = sorted(
-        {p.relative_to(Path.home()).parts[0] for p in INTERPRETER if p.is_relative_to(Path.home())}
-    )
-    assert home == (
-        {"entries": below_home, "error": None} if below_home else {"entries": None, "error": "ENOENT"}
-    )
+    below_home = sorted({p.relative_to(Path.home()).parts[0] for p in INTERPRETER if p.is_relative_to(Path.home())})
+    assert home == ({"entries": below_home, "error": None} if below_home else {"entries": None, "error": "ENOENT"})
     assert data == {"entries": None, "error": "ENOENT"}  # under the host's /tmp: the child's /tmp is its own
     # Empty, but for the mount point of an interpreter bound from under the host's /tmp (a
     # checkout cloned there, with its venv): bwrap makes that path inside the private tmpfs.
@@ -958,15 +950,11 @@ def test_no_system_v_ipc_object_can_be_made_and_posix_shared_memory_works_up_to_
 
 
 @needs_bwrap
-@pytest.mark.skipif(
-    shutil.which("setpriv") is None, reason="setpriv (util-linux) is needed to drop to nobody"
-)
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is needed to drop to nobody")
 def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root(seccomp_file: Path) -> None:
     # The same uid runs 12 other processes and two sandboxes at once: each sandbox still gets
     # its whole budget (prlimit runs inside the sandbox's user namespace; see sandbox.py).
-    as_user = (
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if os.geteuid() == 0 else []
-    )
+    as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] if os.geteuid() == 0 else []
     limits = replace(LIMITS, max_processes=24)
     plugin_dir = Path(tempfile.mkdtemp(prefix="mcp-host-fork-"))
     plugin_dir.chmod(0o755)
@@ -994,9 +982,7 @@ def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root(seccomp_file:
 @needs_bwrap
 def test_child_and_its_daemon_die_with_a_killed_host(marker: str, seccomp_file: Path) -> None:
     argv = command(escape_spec(marker), seccomp_file)
-    with subprocess.Popen(
-        [sys.executable, str(HELPERS / "host.py"), json.dumps(argv)], stdout=subprocess.PIPE
-    ) as host:
+    with subprocess.Popen([sys.executable, str(HELPERS / "host.py"), json.dumps(argv)], stdout=subprocess.PIPE) as host:
         try:
             json.loads(read_line(host, timeout=30))  # the daemon is running
             assert len(_marked(marker)) == 2  # the server and its detached daemon
@@ -1084,8 +1070,8 @@ def test_record_ignores_a_pid_that_is_not_a_live_child(tmp_path: Path) -> None:
 
 def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off() -> None:
     # SECURITY.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
-    # that passes fds to a process is children.py's spawn, and it passes a Launch's own (its
-    # seccomp filter and bwrap's arguments, both read and closed by bwrap); only launch.py
+    # that passes fds to a process is children/lifecycle.py's spawn, and it passes a Launch's own (its
+    # seccomp filter and bwrap's arguments, both read and closed by bwrap); only sandbox/launch.py
     # makes a Launch with fds. Nothing sets close_fds,
     # or makes an fd inheritable by hand.
     passing, forbidden = [], []
@@ -1105,8 +1091,8 @@ def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off()
             if called.endswith(("set_inheritable", "set_handle_inheritable")):
                 forbidden.append((relative, called))
     assert passing == [
-        ("mcp_host/children.py", "anyio.open_process", "launch.pass_fds"),
-        ("mcp_host/launch.py", "Launch", "fds"),
+        ("mcp_host/children/lifecycle.py", "anyio.open_process", "launch.pass_fds"),
+        ("mcp_host/sandbox/launch.py", "Launch", "fds"),
     ]
     assert forbidden == []
 
@@ -1118,7 +1104,6 @@ def _without_seccomp(argv: list[str]) -> list[str]:
     """`argv` without `--seccomp FD`: bwrap then loads no filter (a control, never the host's)."""
     index = argv.index("--seccomp")
     return argv[:index] + argv[index + 2 :]
-
 
 
 def _marked(marker: str) -> set[int]:
@@ -1139,5 +1124,3 @@ def _sigkill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-

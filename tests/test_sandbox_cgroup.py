@@ -20,17 +20,15 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.sandbox import Limits, SandboxSpec, build_command
-from mcp_host.sandbox_cgroup import SandboxCgroup, SandboxCgroups
-from mcp_host.seccomp import open_filter
+from mcp_host.sandbox.bwrap import Limits, SandboxSpec, build_command
+from mcp_host.sandbox.cgroups import SandboxCgroup, SandboxCgroups
+from mcp_host.sandbox.seccomp import open_filter
 from processes import FORK_LOOP, needs_bwrap, read_line, wait_until
 
 # Any plugin folder will do: the fork bombs below are commands, not plugins.
 PLUGIN_DIR = (Path(__file__).parent / "plugins" / "escape").resolve()
 MiB = 1024 * 1024
-LIMITS = Limits(
-    memory_bytes=1024 * MiB, max_processes=64, max_open_files=256, cpu_seconds=60, max_file_bytes=16 * MiB
-)
+LIMITS = Limits(memory_bytes=1024 * MiB, max_processes=64, max_open_files=256, cpu_seconds=60, max_file_bytes=16 * MiB)
 # What the host binds for `command: python` (mcp_host/launch.py): the venv and its base.
 INTERPRETER = tuple(dict.fromkeys((Path(sys.prefix), Path(sys.base_prefix))))
 
@@ -51,7 +49,7 @@ while True:
 CGROUP_HOST = """
 import subprocess, sys, time
 from pathlib import Path
-from mcp_host.sandbox_cgroup import SandboxCgroups
+from mcp_host.sandbox.cgroups import SandboxCgroups
 pids, memory = (None if arg == "-" else Path(arg) for arg in sys.argv[1:3])
 group = SandboxCgroups(pids, memory).create("test.sweep", 8, 64 << 20)
 sleeper = subprocess.Popen([*group.join_argv(), "/bin/sleep", "60"], start_new_session=True)
@@ -154,7 +152,7 @@ def test_sweep_removes_the_cgroups_of_a_dead_host_and_spares_a_live_hosts(cgroup
 def test_detect_falls_back_when_the_root_is_not_a_cgroup_file_system(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.sandbox_cgroup")
+    caplog.set_level(logging.INFO, logger="mcp_host.sandbox.cgroups")
     empty = tmp_path / "empty"
     empty.mkdir()
     # Looks like a v2 root cgroup and a v1 pids hierarchy, but mkdir makes no control files here.
@@ -223,7 +221,7 @@ def test_detect_under_cgroup_v2_uses_the_delegated_parent_of_the_hosts_cgroup(
         os.setxattr(unit, "user.delegate", b"1")
     except OSError as exc:
         pytest.skip(f"no user xattrs on {tmp_path}: {exc}")
-    caplog.set_level(logging.INFO, logger="mcp_host.sandbox_cgroup")
+    caplog.set_level(logging.INFO, logger="mcp_host.sandbox.cgroups")
     assert SandboxCgroups.detect(unit / "main") is None  # a lookalike: it picks the unit, then fails there
     assert "v2: [Errno 2] No such file or directory: '<tmp>/unit.service/cgroup.subtree_control'" in (
         caplog.records[0].getMessage().replace(str(tmp_path), "<tmp>")

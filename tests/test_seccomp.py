@@ -27,13 +27,13 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import host_settings, running_host
-from mcp_host.children import Child, ChildPool
+from mcp_host.children.lifecycle import Child, ChildPool
 from mcp_host.errors import Unavailable
-from mcp_host.launch import Launch, host_pids_cgroups, launch_for
-from mcp_host.plugins import Plugin, load_plugins
-from mcp_host.procs import child_pids
-from mcp_host.sandbox import SandboxUnavailable
-from mcp_host.seccomp import (
+from mcp_host.plugins.loading import Plugin, load_plugins
+from mcp_host.sandbox.bwrap import SandboxUnavailable
+from mcp_host.sandbox.launch import Launch, host_pids_cgroups, launch_for
+from mcp_host.sandbox.procs import child_pids
+from mcp_host.sandbox.seccomp import (
     AUDIT_ARCH_AARCH64,
     AUDIT_ARCH_X86_64,
     JMP_JA,
@@ -351,8 +351,8 @@ def test_open_filter_refuses_an_architecture_it_has_no_table_for() -> None:
 def test_open_filter_fails_closed_when_no_fd_can_be_made() -> None:
     script = """
 import resource
-from mcp_host.sandbox import SandboxUnavailable
-from mcp_host.seccomp import open_filter
+from mcp_host.sandbox.bwrap import SandboxUnavailable
+from mcp_host.sandbox.seccomp import open_filter
 resource.setrlimit(resource.RLIMIT_NOFILE, (3, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 try:
     open_filter()

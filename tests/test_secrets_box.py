@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_host.secrets_box import HOST_KEY_FILE, SealError, SecretBox, load_host_key
+from mcp_host.store.secrets_box import HOST_KEY_FILE, SealError, SecretBox, load_host_key
 
 
 def test_a_sealed_value_opens_only_where_it_was_bound() -> None:

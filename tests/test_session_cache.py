@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from mcp_host.access.session_cache import CachedSessionStore
+from mcp_host.access.sessions import InMemorySessionStore, Session, Subject, public_role
 from mcp_host.errors import DatabaseUnavailable
-from mcp_host.session_cache import CachedSessionStore
-from mcp_host.sessions import InMemorySessionStore, Session, Subject, public_role
 
 pytestmark = pytest.mark.anyio
 

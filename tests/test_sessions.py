@@ -17,11 +17,9 @@ import pytest
 from inline_snapshot import Is, snapshot
 from pydantic import SecretStr, ValidationError
 
-from mcp_host.access import Access
-from mcp_host.config import ConfigStore
-from mcp_host.database import PgPool, open_database
-from mcp_host.owners import OwnerStore
-from mcp_host.sessions import (
+from mcp_host.access.admission import Access
+from mcp_host.access.owners import OwnerStore
+from mcp_host.access.sessions import (
     InMemorySessionStore,
     PostgresSessionStore,
     RoleSnapshot,
@@ -33,6 +31,8 @@ from mcp_host.sessions import (
     public_role,
 )
 from mcp_host.settings import Settings
+from mcp_host.store.config import ConfigStore
+from mcp_host.store.database import PgPool, open_database
 
 pytestmark = pytest.mark.anyio
 

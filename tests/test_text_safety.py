@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host import manifest, text_safety
-from mcp_host.text_safety import check_text, check_tool_schema, printable, shown
+from mcp_host.plugins import manifest, text_safety
+from mcp_host.plugins.text_safety import check_text, check_tool_schema, printable, shown
 
 
 def nested_schema(levels: int) -> dict[str, object]:

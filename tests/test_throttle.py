@@ -7,8 +7,8 @@ from pathlib import Path
 
 from inline_snapshot import snapshot
 
+from mcp_host.edge.throttle import FailureThrottle, ThrottleLimits
 from mcp_host.settings import Settings
-from mcp_host.throttle import FailureThrottle, ThrottleLimits
 
 LIMITS = ThrottleLimits(free_failures=3, window_s=60.0, base_delay_s=0.25, max_delay_s=2.0, max_clients=3)
 

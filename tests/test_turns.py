@@ -11,11 +11,10 @@ import mcp.types as types
 import pytest
 
 from hosting import RunningHost, host_settings, running_host
-from mcp_host.database import PgPool
-from mcp_host.manifest import ClaimGate
-from mcp_host.owners import OwnerStore
-from mcp_host.sessions import PostgresSessionStore, RoleSnapshot
-from mcp_host.turns import (
+from mcp_host.access.owners import OwnerStore
+from mcp_host.access.sessions import PostgresSessionStore, RoleSnapshot
+from mcp_host.plugins.manifest import ClaimGate
+from mcp_host.policy.turns import (
     MemoryTurns,
     PostgresTurns,
     Receipt,
@@ -25,6 +24,7 @@ from mcp_host.turns import (
     judge,
     receipt_ok,
 )
+from mcp_host.store.database import PgPool
 from processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from hosting import host_settings, running_host
-from mcp_host.catalogue import CatalogueEntry
+from mcp_host.owner.catalogue import CatalogueEntry
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ async def test_tool_list_follows_the_childs_real_list_at_once(tmp_path: Path, da
 async def test_mismatch_with_manifest_is_logged_and_real_list_wins(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="mcp_host.bindings")
+    caplog.set_level(logging.WARNING, logger="mcp_host.visitor.bindings")
     async with running_host(host_settings(tmp_path, database_url, ["shifty"])) as host:
         session = await host.new_session()
         async with host.client(session) as client:
@@ -187,7 +187,7 @@ async def test_child_sees_only_declared_environment(
 async def test_role_granted_capability_is_hidden_from_public_sessions(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="mcp_host.visitor_door")
+    caplog.set_level(logging.INFO, logger="mcp_host.visitor.door")
     granted = tmp_path / "granted"
     granted.mkdir()
     manifest = (Path(__file__).parent / "plugins" / "twin_a" / "manifest.yaml").read_text()

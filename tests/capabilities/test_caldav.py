@@ -21,9 +21,9 @@ from connector_child import Connector, connector_child, refusal
 from inline_snapshot import snapshot
 
 from hosting import BUILTINS, free_port
-from mcp_host.children import ChildPool
-from mcp_host.launch import launch_for
-from mcp_host.plugins import load_plugins
+from mcp_host.children.lifecycle import ChildPool
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
 from peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
@@ -32,6 +32,8 @@ from processes import CHILD_LIMITS, needs_bwrap
 pytestmark = pytest.mark.anyio
 
 SERVER = BUILTINS / "caldav" / "server.py"
+
+
 @pytest.fixture(scope="module")
 def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Radicale]:
     with running_radicale(tmp_path_factory.mktemp("radicale")) as server:

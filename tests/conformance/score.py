@@ -27,7 +27,7 @@ import anyio
 from conformance.runner import ScenarioResult, list_server_scenarios, run_scenarios
 from conformance.suite import Suite, find_suite
 from conformance.targets import direct_plugin, through_host
-from mcp_host.embedded_postgres import embedded_postgres
+from mcp_host.store.embedded_postgres import embedded_postgres
 
 __all__ = ["regressions", "score_table"]
 

@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 
-from mcp_host.framing import framed_transport
+from mcp_host.wire.framing import framed_transport
 from mcp_host_kit import (
     GRANT_KEY,
     SESSION_KEY,

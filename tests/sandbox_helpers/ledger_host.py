@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp_host.sandbox import SandboxLedger
+from mcp_host.sandbox.bwrap import SandboxLedger
 
 
 def main(run_dir: Path, argv: list[str]) -> None:

@@ -1,6 +1,6 @@
 """A hostile MCP server for the sandbox tests: each tool tries one way out of the sandbox.
 
-tests/test_sandbox.py starts this file under `mcp_host.sandbox.build_command` and asserts that
+tests/test_sandbox.py starts this file under `mcp_host.sandbox.bwrap.build_command` and asserts that
 every probe fails; tests/test_seccomp.py starts it as the host does and makes system calls
 (`try_syscalls`). It imports only the MCP SDK and the standard library (never `mcp_host`,
 which is not even mounted inside the sandbox). Probes report failures as data
@@ -232,9 +232,7 @@ def proc_pids() -> list[int]:
 @mcp.tool()
 def status() -> dict[str, Any]:
     """Capabilities, no_new_privs and seccomp from /proc/self/status, plus identity."""
-    fields = dict(
-        line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":\t" in line
-    )
+    fields = dict(line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":\t" in line)
     stat = Path("/proc/self/stat").read_text()
     wanted = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
     return {

@@ -21,9 +21,7 @@ async def list_tools(ctx: ServerRequestContext[Any, Any], params: Any) -> types.
     )
 
 
-async def call_tool(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> types.CallToolResult:
+async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
     if params.name == "shift":
         state["shifted"] = not state["shifted"]
         await ctx.session.send_tool_list_changed()

@@ -1,0 +1,380 @@
+"""Visitor sessions: who is talking (mode, subject, visitor), under which frozen role, and the
+bearer token that proves it.
+
+Below: asyncpg (`PostgresSessionStore`, table `mcp_host.sessions`) or a dict
+(`InMemorySessionStore`, for unit tests of logic). Above: the REST handler that opens
+sessions, the visitor MCP endpoint that authenticates every request, and the owner's
+`sessions_list` / `session_end`.
+
+A session id is 32 lowercase hex characters; its token is 256 bits from `secrets` (SECURITY
+E5). Only the token's sha256 digest is stored, and it is compared in constant time. A
+malformed id is answered before any query, so junk never reaches the database.
+
+Authenticating a code or API-key session also reads its credential's row (migration 003) in
+the same query: a revoked credential gives `credential_revoked = True`, and so does one whose
+row cannot be found (fail closed; credential rows are never deleted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import anyio.lowlevel
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from mcp_host.store import PgPool
+
+__all__ = [
+    "InMemorySessionStore",
+    "PostgresSessionStore",
+    "RoleSnapshot",
+    "Session",
+    "SessionMode",
+    "SessionStore",
+    "Subject",
+    "Visitor",
+    "is_session_id",
+    "public_role",
+]
+
+SessionMode = Literal["public", "code", "api_key"]
+
+_SESSION_ID = re.compile(r"[0-9a-f]{32}")
+# A token is issued as 43 URL-safe characters; anything far longer is not one of ours.
+_TOKEN_MAX_CHARS = 256
+_EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s.]+(?:\.[^@\s.]+)*")
+# Bidirectional overrides and isolates reorder what the owner reads (Trojan Source).
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI_CONTROLS for ch in text)
+
+
+class Visitor(BaseModel):
+    """What a visitor said about themselves; unverified, shown to the owner as given."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    email: str | None = Field(default=None, max_length=320)
+
+    @field_validator("name")
+    @classmethod
+    def _name_printable(cls, value: str | None) -> str | None:
+        if value is not None and _has_control(value):
+            raise ValueError("name contains control characters")
+        return value
+
+    @field_validator("email")
+    @classmethod
+    def _email_shape(cls, value: str | None) -> str | None:
+        if value is not None and (_EMAIL.fullmatch(value) is None or _has_control(value)):
+            raise ValueError("email is not of the form local@domain")
+        return value
+
+
+class Subject(BaseModel):
+    """The credential a non-public session was opened with: an access code or an API key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["code", "api_key"]
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RoleSnapshot(BaseModel):
+    """The role as it was when the session opened: allowed capabilities and their role_config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    capabilities: tuple[str, ...]
+    config: dict[str, dict[str, Any]]
+
+
+def public_role() -> RoleSnapshot:
+    """The snapshot a public session gets until roles exist: no role_granted capability."""
+    return RoleSnapshot(id="public", capabilities=(), config={})
+
+
+class Session(BaseModel):
+    """One visitor session. `ended_at` is set once it has been ended; it never reopens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    owner_id: str
+    mode: SessionMode
+    subject: Subject | None
+    visitor: Visitor | None
+    role: RoleSnapshot
+    created_at: datetime
+    ended_at: datetime | None = None
+    # The access code or API key it was opened with has been revoked since: the session
+    # stays authenticated but may use nothing (the visitor door shows it no tool).
+    credential_revoked: bool = False
+
+    @model_validator(mode="after")
+    def _subject_matches_mode(self) -> Session:
+        _check_mode(self.mode, self.subject)
+        return self
+
+
+class SessionStore(Protocol):
+    """Where sessions live. Every method answers "no such session" for a malformed id."""
+
+    async def open(
+        self,
+        *,
+        owner_id: str,
+        mode: SessionMode,
+        visitor: Visitor | None,
+        subject: Subject | None = None,
+        role: RoleSnapshot,
+    ) -> tuple[Session, str]:
+        """Create a live session; return it and its bearer token (shown once, never stored).
+
+        Raises `ValueError` when `subject` does not fit `mode` (public: none; code and
+        api_key: a subject of that kind).
+        """
+        ...
+
+    async def authenticate(self, session_id: str, token: str) -> Session | None:
+        """The live session `session_id` if `token` is its token; otherwise None.
+
+        The session says whether its credential has been revoked (`credential_revoked`).
+        """
+        ...
+
+    async def get(self, session_id: str) -> Session | None:
+        """The session `session_id`, live or ended, with `credential_revoked`; None if none."""
+        ...
+
+    async def end(self, session_id: str) -> bool:
+        """End a live session; True if this call ended it, False if unknown or already ended."""
+        ...
+
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        """`owner_id`'s live sessions, newest first, at most `limit`."""
+        ...
+
+
+def is_session_id(value: object) -> bool:
+    """Whether `value` has the grammar of a session id (32 lowercase hex characters)."""
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
+def _check_mode(mode: str, subject: Subject | None) -> None:
+    kind = None if subject is None else subject.kind
+    if mode == "public" and kind is not None:
+        raise ValueError("a public session has no subject")
+    if mode != "public" and kind != mode:
+        raise ValueError(f"a {mode} session needs a subject of kind {mode}")
+
+
+def _token_hash(token: str) -> bytes | None:
+    """sha256 of a plausible token; None for a value that cannot be one of ours."""
+    if not isinstance(token, str) or not token or len(token) > _TOKEN_MAX_CHARS or not token.isascii():
+        return None
+    return hashlib.sha256(token.encode("ascii")).digest()
+
+
+def _new_credentials() -> tuple[str, str, bytes]:
+    token = secrets.token_urlsafe(32)
+    return secrets.token_hex(16), token, hashlib.sha256(token.encode("ascii")).digest()
+
+
+_COLUMNS = "id, owner_id, mode, subject, visitor, role, created_at, ended_at"
+# Whether the code or key session `s` was opened with is no longer live: revoked, or gone
+# (fail closed: a subject whose credential row cannot be found counts as revoked).
+_REVOKED = """
+    CASE s.mode
+        WHEN 'code' THEN NOT EXISTS (SELECT 1 FROM mcp_host.access_codes c
+            WHERE c.id = s.subject ->> 'id' AND c.owner_id = s.owner_id AND c.revoked_at IS NULL)
+        WHEN 'api_key' THEN NOT EXISTS (SELECT 1 FROM mcp_host.api_keys k
+            WHERE k.id = s.subject ->> 'id' AND k.owner_id = s.owner_id AND k.revoked_at IS NULL)
+        ELSE false
+    END AS credential_revoked"""
+
+
+class PostgresSessionStore:
+    """Sessions in `mcp_host.sessions`; they outlive the host process and are shared by replicas."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+
+    async def open(
+        self,
+        *,
+        owner_id: str,
+        mode: SessionMode,
+        visitor: Visitor | None,
+        subject: Subject | None = None,
+        role: RoleSnapshot,
+    ) -> tuple[Session, str]:
+        _check_mode(mode, subject)
+        session_id, token, digest = _new_credentials()
+        row = await self._pool.fetchrow(
+            f"""
+            INSERT INTO mcp_host.sessions (id, owner_id, token_hash, mode, subject, visitor, role)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            RETURNING {_COLUMNS}, token_hash
+            """,
+            session_id,
+            owner_id,
+            digest,
+            mode,
+            None if subject is None else subject.model_dump(mode="json"),
+            None if visitor is None else visitor.model_dump(mode="json"),
+            role.model_dump(mode="json"),
+        )
+        assert row is not None  # INSERT … RETURNING of one row
+        return _session_from_row(row), token
+
+    async def authenticate(self, session_id: str, token: str) -> Session | None:
+        digest = _token_hash(token)
+        if digest is None or not is_session_id(session_id):
+            return None
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS}, token_hash, {_REVOKED} FROM mcp_host.sessions s WHERE id = $1 AND ended_at IS NULL",
+            session_id,
+        )
+        if row is None or not hmac.compare_digest(row["token_hash"], digest):
+            return None
+        return _session_from_row(row)
+
+    async def get(self, session_id: str) -> Session | None:
+        if not is_session_id(session_id):
+            return None
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s WHERE id = $1", session_id
+        )
+        return None if row is None else _session_from_row(row)
+
+    async def end(self, session_id: str) -> bool:
+        if not is_session_id(session_id):
+            return False
+        status = await self._pool.execute(
+            "UPDATE mcp_host.sessions SET ended_at = now() WHERE id = $1 AND ended_at IS NULL",
+            session_id,
+        )
+        return status == "UPDATE 1"
+
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        rows = await self._pool.fetch(
+            f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s "
+            "WHERE owner_id = $1 AND ended_at IS NULL ORDER BY created_at DESC, id LIMIT $2",
+            owner_id,
+            limit,
+        )
+        return [_session_from_row(row) for row in rows]
+
+
+def _session_from_row(row: asyncpg.Record) -> Session:
+    return Session(
+        id=row["id"],
+        owner_id=row["owner_id"],
+        mode=row["mode"],
+        subject=None if row["subject"] is None else Subject.model_validate(row["subject"]),
+        visitor=None if row["visitor"] is None else Visitor.model_validate(row["visitor"]),
+        role=RoleSnapshot.model_validate(row["role"]),
+        created_at=row["created_at"],
+        ended_at=row["ended_at"],
+        credential_revoked=row.get("credential_revoked", False),
+    )
+
+
+@dataclass
+class _Entry:
+    session: Session
+    token_hash: bytes
+
+
+class InMemorySessionStore:
+    """Sessions in a dict, for unit tests of logic; same contract as `PostgresSessionStore`."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        # The twin of a credential row's `revoked_at`: (owner id, subject) revoked.
+        self._revoked: set[tuple[str, Subject]] = set()
+
+    def revoke_subject(self, owner_id: str, subject: Subject) -> None:
+        """Mark `subject`'s credential revoked, as revoking its row does in Postgres."""
+        self._revoked.add((owner_id, subject))
+
+    def _as_stored(self, session: Session) -> Session:
+        if session.subject is None or (session.owner_id, session.subject) not in self._revoked:
+            return session
+        return session.model_copy(update={"credential_revoked": True})
+
+    async def open(
+        self,
+        *,
+        owner_id: str,
+        mode: SessionMode,
+        visitor: Visitor | None,
+        subject: Subject | None = None,
+        role: RoleSnapshot,
+    ) -> tuple[Session, str]:
+        await anyio.lowlevel.checkpoint()
+        _check_mode(mode, subject)
+        session_id, token, digest = _new_credentials()
+        # Through JSON, as Postgres stores it: the snapshot shares nothing with the caller's
+        # objects, and a value jsonb could not hold fails here too.
+        session = Session.model_validate(
+            {
+                "id": session_id,
+                "owner_id": owner_id,
+                "mode": mode,
+                "subject": None if subject is None else subject.model_dump(mode="json"),
+                "visitor": None if visitor is None else visitor.model_dump(mode="json"),
+                "role": json.loads(json.dumps(role.model_dump(mode="json"))),
+                "created_at": datetime.now(UTC),
+            }
+        )
+        self._entries[session_id] = _Entry(session, digest)
+        return session, token
+
+    async def authenticate(self, session_id: str, token: str) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        digest = _token_hash(token)
+        if digest is None or not is_session_id(session_id):
+            return None
+        entry = self._entries.get(session_id)
+        if entry is None or entry.session.ended_at is not None:
+            return None
+        return self._as_stored(entry.session) if hmac.compare_digest(entry.token_hash, digest) else None
+
+    async def get(self, session_id: str) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        entry = self._entries.get(session_id) if is_session_id(session_id) else None
+        return None if entry is None else self._as_stored(entry.session)
+
+    async def end(self, session_id: str) -> bool:
+        await anyio.lowlevel.checkpoint()
+        entry = self._entries.get(session_id) if is_session_id(session_id) else None
+        if entry is None or entry.session.ended_at is not None:
+            return False
+        entry.session = entry.session.model_copy(update={"ended_at": datetime.now(UTC)})
+        return True
+
+    async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
+        await anyio.lowlevel.checkpoint()
+        live = [
+            self._as_stored(e.session)
+            for e in self._entries.values()
+            if e.session.owner_id == owner_id and e.session.ended_at is None
+        ]
+        return sorted(live, key=lambda s: s.created_at, reverse=True)[:limit]

@@ -1,0 +1,5 @@
+"""The composition root and the process: wiring the parts, `/healthz` and `/readyz`, the host
+file, and the `mcp-host` command. Nothing imports it but `owner_facade`'s tests.
+"""
+
+__all__: list[str] = []

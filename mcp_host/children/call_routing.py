@@ -1,0 +1,180 @@
+"""Which forwarded call a child's server→client request or log message belongs to.
+
+Above: `children` (each child's MCP client session hands its sampling, elicitation, roots and
+logging callbacks here). Below: `visitor_client` (the client of each call in flight).
+
+One child serves many visitor sessions at once over one stdio stream, and MCP's stdio wire
+does not say which of our requests a server→client request is about. So:
+- every forwarded call carries a random id in `_meta["mcp-host/call"]`; a child that echoes it
+  in its request's `_meta` (the plugin kit does) is routed to exactly that call;
+- otherwise, when every call the child is serving right now comes from one session, the
+  request goes to that session's latest call;
+- otherwise nobody gets it: the child gets an error saying the host cannot tell which visitor
+  it is for. A question meant for visitor A is never put to visitor B (SECURITY.md E4).
+A request that arrives when no call is in flight is refused the same way.
+
+What passes on passes `meta.without_host_keys` first (after routing, which reads the call's id): a
+child's request or log message never carries the host's `_meta` keys (its `mcp-host/call` id
+included) or reserved protocol keys to a visitor.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import MCPError
+from mcp.client.context import ClientRequestContext
+
+from mcp_host.wire import ClientLacks, InputRequest, InputResponse, VisitorClient, without_host_keys
+
+__all__ = ["CALL_KEY", "CallRouter", "InFlight"]
+
+CALL_KEY = "mcp-host/call"
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InFlight:
+    """One forwarded call a child is serving."""
+
+    id: str
+    client: VisitorClient | None
+    deadline: anyio.CancelScope | None = None
+    """The call's timeout; it does not run while the visitor is being asked something."""
+    asked: int = 0
+    """How many requests this call has put to its visitor's client (see `CallRouter.budget`)."""
+    _waits: int = 0
+    _left_s: float = 0.0
+
+    def spend(self, budget: int) -> bool:
+        """Count one more request to the visitor; False once `budget` is spent."""
+        if self.asked >= budget:
+            return False
+        self.asked += 1
+        return True
+
+    @contextmanager
+    def waiting_for_visitor(self) -> Iterator[None]:
+        scope = self.deadline
+        if scope is None:
+            yield
+            return
+        if self._waits == 0:
+            self._left_s = max(scope.deadline - anyio.current_time(), 0.0)
+            scope.deadline = math.inf
+        self._waits += 1
+        try:
+            yield
+        finally:
+            self._waits -= 1
+            if self._waits == 0:
+                scope.deadline = anyio.current_time() + self._left_s
+
+
+class CallRouter:
+    """The calls one child is serving, and the client each came from."""
+
+    def __init__(self, plugin_id: str, *, request_timeout_s: float, budget: int = 16) -> None:
+        """`budget`: requests one call may put to its visitor's client. Sampling spends the
+        visitor's model tokens and elicitation their attention: a plugin cannot flood either."""
+        self._plugin_id = plugin_id
+        self._timeout_s = request_timeout_s
+        self.budget = budget
+        self._calls: dict[str, InFlight] = {}
+
+    @contextmanager
+    def serving(self, client: VisitorClient | None) -> Iterator[InFlight]:
+        """Register one forwarded call while it runs; its id travels to the child in `_meta`."""
+        call = InFlight(secrets.token_urlsafe(16), client)
+        self._calls[call.id] = call
+        try:
+            yield call
+        finally:
+            del self._calls[call.id]
+
+    def in_flight(self) -> int:
+        """How many calls the child is serving right now."""
+        return len(self._calls)
+
+    def target(self, meta: Mapping[str, Any] | None) -> InFlight | None:
+        named = (meta or {}).get(CALL_KEY)
+        if isinstance(named, str) and named:
+            call = self._calls.get(named)
+            return call if call is not None and call.client is not None else None
+        calls = [c for c in self._calls.values() if c.client is not None]
+        if not calls or len({c.client.session_key for c in calls if c.client is not None}) != 1:
+            return None
+        return calls[-1]
+
+    async def _ask(self, request: InputRequest, meta: Mapping[str, Any] | None) -> InputResponse | types.ErrorData:
+        what = request.method
+        call = self.target(meta)
+        if call is None or call.client is None:
+            logger.warning(
+                "%s: sent %s that matches no single call in flight (%d in flight); refused",
+                self._plugin_id,
+                what,
+                len(self._calls),
+            )
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{what} must be sent while serving a call; with several sessions' calls in flight, "
+                f"name the call with _meta[{CALL_KEY!r}]",
+            )
+        if not call.spend(self.budget):
+            logger.warning("%s: a call asked its visitor more than %d times; refused", self._plugin_id, self.budget)
+            return types.ErrorData(
+                code=types.INVALID_REQUEST, message=f"a call may ask its visitor at most {self.budget} times"
+            )
+        try:
+            with call.waiting_for_visitor():
+                answer = await call.client.request(without_host_keys(request), timeout_s=self._timeout_s)
+            return without_host_keys(answer)  # nor does the visitor's answer speak for the host to the child
+        except ClientLacks as exc:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=exc.message)
+        except MCPError as exc:
+            # The visitor's client refused: the child gets its answer as it was given.
+            return exc.error
+        except TimeoutError:
+            return types.ErrorData(code=types.REQUEST_TIMEOUT, message="the visitor's client did not answer in time")
+
+    async def sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        answer = await self._ask(types.CreateMessageRequest(params=params), params.meta)
+        if isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData):
+            return answer
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="the visitor's client answered out of turn")
+
+    async def elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await self._ask(types.ElicitRequest(params=params), params.meta)
+        if isinstance(answer, types.ElicitResult | types.ErrorData):
+            return answer
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="the visitor's client answered out of turn")
+
+    async def list_roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        answer = await self._ask(types.ListRootsRequest(), None)
+        if isinstance(answer, types.ListRootsResult | types.ErrorData):
+            return answer
+        return types.ErrorData(code=types.INTERNAL_ERROR, message="the visitor's client answered out of turn")
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        call = self.target(params.meta)
+        if call is None or call.client is None:
+            logger.debug("%s: log message outside any single call; kept in the host log only", self._plugin_id)
+            return
+        try:
+            await call.client.log(without_host_keys(params))
+        except Exception:  # a visitor that went away must not break the child's session
+            logger.debug("%s: a log message could not be passed on", self._plugin_id, exc_info=True)

@@ -1,0 +1,659 @@
+"""Children: running plugin processes, spoken to over stdio with MCP.
+
+Above: the bindings (which list and call tools) and the catalogue (which reads health).
+Below: `launch` (what argv starts a plugin, sandboxed or not), `framing` (bounded stdio
+lines) and the MCP SDK's `ClientSession`.
+
+A child is started on first use, kept and reused, stopped after an idle time, and started
+again on the next use after it dies — with a backoff that grows with consecutive failures
+(the first restart is immediate). Only an answered `tools/call`, or a process that stayed up
+`stable_after_s`, ends a run of failures: a restarted child that answers initialize and
+`tools/list` and then dies on the call is a crash loop, not a recovery. Enough consecutive
+failures mark it `failing`, with the cause; meanwhile a call is refused at once
+(`unavailable`, with when to retry) and spawns nothing. Every child runs in a task of the
+pool's task group, which is owned by the host's lifespan; that task owns the process and the
+MCP session, so cancel scopes open and close in one task.
+
+Processes are spawned from the event-loop thread (anyio's asyncio backend calls `Popen`
+there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.md B5).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import anyio
+import mcp.types as types
+from anyio.abc import Process, TaskGroup
+from mcp import MCPError
+from mcp.client.session import ClientSession
+from mcp.shared.dispatcher import ProgressFnT
+from pydantic import ValidationError
+
+from mcp_host.errors import CallTimeout, HostError, TransportFailure, Unavailable
+from mcp_host.plugins import printable
+from mcp_host.sandbox import Launch
+from mcp_host.wire import framed_transport
+
+from .call_routing import CALL_KEY, CallRouter, InFlight
+from .stderr import ChildLog, StderrDrain
+
+__all__ = ["Child", "ChildHealth", "ChildLimits", "ChildPool", "ChildState"]
+
+logger = logging.getLogger(__name__)
+
+_R = TypeVar("_R", bound=types.Result)
+_CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
+_MAX_LIST_PAGES = 20
+_STOP_GRACE_S = 1.0
+
+
+class ChildState(enum.StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    FAILING = "failing"
+
+
+@dataclass(frozen=True)
+class ChildHealth:
+    state: ChildState
+    cause: str | None
+    pid: int | None
+    starts: int
+    failures: int = 0
+    """Consecutive failures (crashes, failed starts) not yet ended by an answered call or a
+    stable run."""
+    retry_in_s: float = 0.0
+    """How long until the child may be started again (its backoff); 0 when it may now."""
+    last_exit: str | None = None
+    """Why its last process ended (a crash explained, or stopped, idle), kept once it recovers."""
+    last_exit_at: float | None = None
+    """When (seconds since the epoch)."""
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    start_timeout_s: float
+    idle_timeout_s: float
+    max_line_bytes: int
+    stderr_lines_per_s: int
+    stderr_line_bytes: int
+    backoff_max_s: float
+    crash_loop_threshold: int
+    timeouts_before_recycle: int
+    input_timeout_s: float = 600.0
+    """How long a visitor's client may take to answer a child's elicitation or sampling request;
+    the call's own timeout does not run meanwhile."""
+    input_budget: int = 16
+    """How many such requests one call may make."""
+    backoff_base_s: float = 0.25
+    """The delay before the start after a second failure in a row; it doubles with each
+    further one, up to `backoff_max_s` (the first restart is immediate)."""
+    stable_after_s: float = 30.0
+    """A process that stayed up this long ends the run of failures, however it ends."""
+    log_keep_lines: int = 200
+    """The child's last stderr, exception and error-result lines kept for the owner."""
+    errors_logged_per_s: float = 1.0
+    """Exceptions and error results logged per second, after a burst of `errors_logged_burst`."""
+    errors_logged_burst: int = 10
+
+
+@dataclass
+class _Start:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str | None = None
+
+
+class Child:
+    """One plugin's process and MCP session; safe to share between many concurrent callers."""
+
+    def __init__(
+        self,
+        plugin_id: str,
+        launch: Callable[[], Launch],
+        limits: ChildLimits,
+        task_group: TaskGroup,
+        *,
+        on_spawn: Callable[[int], None] = lambda pid: None,
+        on_exit: Callable[[int], None] = lambda pid: None,
+        on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
+    ) -> None:
+        self.plugin_id = plugin_id
+        self.router = CallRouter(plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget)
+        """Where the child's server→client requests and log messages go: the call they are about."""
+        self._on_list_changed = on_list_changed
+        self._launch = launch
+        self._limits = limits
+        self._tg = task_group
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._on_tools_changed = on_tools_changed
+        self._session: ClientSession | None = None
+        self._process: Process | None = None
+        self._start_lock = anyio.Lock()
+        self._previous_run = anyio.Event()
+        self._previous_run.set()  # no process yet
+        self._stop = anyio.Event()
+        self._pipe_closed = False  # a call found this process's pipe closed
+        self._state = ChildState.STOPPED
+        self._cause: str | None = None
+        self._failures = 0
+        self._next_start_at = 0.0
+        self._starts = 0
+        self._timeouts = 0
+        self._in_flight = 0
+        self._last_used = time.monotonic()
+        self._tools: tuple[types.Tool, ...] | None = None
+        self._tools_from = 0  # the start (`_starts`) whose process gave `_tools`
+        self._last_exit: tuple[str, float] | None = None
+        self.log = ChildLog(
+            plugin_id,
+            keep=limits.log_keep_lines,
+            line_bytes=limits.stderr_line_bytes,
+            errors_per_s=limits.errors_logged_per_s,
+            errors_burst=limits.errors_logged_burst,
+        )
+        """What its processes said (stderr, exceptions, error results), across restarts."""
+
+    # -- health -----------------------------------------------------------------------
+
+    def health(self) -> ChildHealth:
+        pid = self._process.pid if self._process is not None else None
+        retry_in_s = max(0.0, self._next_start_at - time.monotonic())
+        last_exit, last_exit_at = self._last_exit or (None, None)
+        return ChildHealth(
+            self._state, self._cause, pid, self._starts, self._failures, retry_in_s, last_exit, last_exit_at
+        )
+
+    @property
+    def tools(self) -> tuple[types.Tool, ...] | None:
+        """The child's last real tool list, or None when it must be listed again.
+
+        The list of the running process; while the child is down after a crash, the list of
+        the process that crashed, so a call to one of its tools is routed here and refused as
+        `unavailable` (with when to retry) rather than `unknown`, and the next process is
+        listed again once it runs. None after a clean stop and after `list_changed`.
+        """
+        if self._tools is None:
+            return None
+        if self._state in (ChildState.STARTING, ChildState.RUNNING):
+            return self._tools if self._tools_from == self._starts else None
+        return self._tools if self._failures else None
+
+    @property
+    def running(self) -> bool:
+        return self._session is not None
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def list_tools(self, *, timeout_s: float) -> tuple[types.Tool, ...]:
+        """The child's real `tools/list` (all pages); also remembered in `self.tools`."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        async with self._use() as session:
+            listed_from = self._starts
+            for _ in range(_MAX_LIST_PAGES):
+                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                request = types.ListToolsRequest(params=params)
+                page = await self._send(session, request, types.ListToolsResult, timeout_s, None)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        self._tools, self._tools_from = tuple(tools), listed_from
+        return self._tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: dict[str, Any],
+        *,
+        timeout_s: float,
+        progress: ProgressFnT | None = None,
+        call: InFlight | None = None,
+    ) -> types.CallToolResult:
+        """Forward one `tools/call`; the result is returned as the child gave it.
+
+        `call` is the call as registered with `self.router` (by the caller, who knows the
+        visitor's client): the child's elicitation, sampling and roots requests and its log
+        messages during the call go to that client, and the timeout does not run while the
+        client is being asked something. Without it the call is registered with no client.
+
+        Raises Unavailable (child would not start or died), CallTimeout, TransportFailure
+        (the child answered with a protocol error or a malformed result).
+        """
+        if call is None:
+            with self.router.serving(None) as anonymous:
+                return await self.call_tool(
+                    name, arguments, meta, timeout_s=timeout_s, progress=progress, call=anonymous
+                )
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=name,
+                arguments=arguments,
+                _meta=cast(types.RequestParamsMeta, {**meta, CALL_KEY: call.id}),
+            )
+        )
+        async with self._use() as session:
+            with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as deadline:
+                call.deadline = deadline
+                return await self._send(session, request, types.CallToolResult, None, progress)
+            raise self._timed_out(request.method, timeout_s)
+
+    async def capabilities(self) -> types.ServerCapabilities:
+        """What the child declared at its start (it is started if it is not running)."""
+        async with self._use() as session:
+            return session.server_capabilities or types.ServerCapabilities()
+
+    async def forward(self, request: types.ClientRequest, result_type: type[_R], *, timeout_s: float) -> _R:
+        """Forward one request other than `tools/call` (prompts, resources, completion)."""
+        async with self._use() as session:
+            return await self._send(session, request, result_type, timeout_s, None)
+
+    async def _send(
+        self,
+        session: ClientSession,
+        request: types.ClientRequest,
+        result_type: type[_R],
+        timeout_s: float | None,
+        progress: ProgressFnT | None,
+    ) -> _R:
+        try:
+            result = await session.send_request(
+                request, result_type, request_read_timeout_seconds=timeout_s, progress_callback=progress
+            )
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
+                # The pipe is gone: the next call must start a new process, not reach this one
+                # before its task has noticed the exit. Whichever its task notices first, the
+                # exit or this stop, the child failed.
+                self._session = None
+                self._pipe_closed = True
+                self._stop.set()
+            raise self._map_error(exc, request.method, timeout_s) from exc
+        except ValidationError as exc:
+            logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
+            raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
+        if isinstance(request, types.CallToolRequest):
+            # Only an answered call (its result, an isError one too) proves the child works: a
+            # crash-looping child answers initialize and tools/list after every restart.
+            self._timeouts = 0
+            self._failures = 0
+            self._cause = None
+            if isinstance(result, types.CallToolResult) and result.is_error:
+                self.log.tool_error(request.params.name, _error_text(result))
+        return result
+
+    def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
+        self._timeouts += 1
+        logger.warning("%s: %s timed out after %.1fs", self.plugin_id, method, timeout_s or 0.0)
+        if self._timeouts >= self._limits.timeouts_before_recycle:
+            logger.warning("%s: %d timeouts in a row; recycling the child", self.plugin_id, self._timeouts)
+            self._timeouts = 0
+            self.stop()
+        return CallTimeout(f"the call did not finish within {timeout_s or 0.0:g} s")
+
+    def _map_error(self, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
+        code = exc.error.code
+        if code == types.REQUEST_TIMEOUT:
+            return self._timed_out(method, timeout_s)
+        if code == types.CONNECTION_CLOSED:
+            return Unavailable("the capability stopped while answering; try again")
+        logger.info("%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message)
+        return TransportFailure(f"the capability refused the request (error {code})")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the running process (if any) to stop; returns at once."""
+        self._stop.set()
+
+    def _use(self) -> _InUse:
+        return _InUse(self)
+
+    async def _session_for_call(self) -> ClientSession:
+        self._last_used = time.monotonic()
+        session = self._session
+        if session is not None:
+            return session
+        async with self._start_lock:
+            if self._session is not None:
+                return self._session
+            # A previous process may still be winding down (its session was found dead by a
+            # call before its own task noticed the exit): one process per child at a time, and
+            # its end, which may set a backoff, comes before the backoff is read.
+            await self._previous_run.wait()
+            wait = self._next_start_at - time.monotonic()
+            if wait > 0:
+                # Refused before any spawn: a crash loop costs the host nothing while it waits.
+                what = "keeps failing" if self._state == ChildState.FAILING else "is restarting after a failure"
+                raise Unavailable(f"the capability {what}; retry in {wait:.1f} s")
+            start = _Start()
+            self._stop = anyio.Event()
+            self._pipe_closed = False
+            self._previous_run = anyio.Event()
+            self._state = ChildState.STARTING
+            self._tg.start_soon(self._run_to_end, start, self._previous_run)
+            await start.done.wait()
+            if start.error is not None or self._session is None:
+                raise Unavailable("the capability could not be started")
+            return self._session
+
+    async def _run_to_end(self, start: _Start, ended: anyio.Event) -> None:
+        try:
+            await self._run(start)
+        except Exception:
+            # Whatever went wrong ends this child's run, never the pool's task group (and with
+            # it every other child and the host).
+            logger.exception("%s: the child's run failed", self.plugin_id)
+            self._session = None
+            self._state = ChildState.STOPPED
+            if not start.done.is_set():
+                start.error = "failed"
+                start.done.set()
+        finally:
+            ended.set()
+
+    async def _run(self, start: _Start) -> None:
+        started_at = time.monotonic()
+        try:
+            launch = self._launch()
+        except Exception as exc:  # a launch that cannot be built must not end the pool's task group
+            logger.exception("%s: could not prepare the launch", self.plugin_id)
+            why = exc.message if isinstance(exc, HostError) else "could not prepare its launch"
+            self._finish(start, why, started_at, crashed=True)
+            return
+        drain = StderrDrain(
+            self.plugin_id,
+            lines_per_s=self._limits.stderr_lines_per_s,
+            line_bytes=self._limits.stderr_line_bytes,
+            log=self.log,
+        )
+        reason: str | None = None
+        try:
+            process = await anyio.open_process(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=launch.cwd,
+                env=launch.env,
+                start_new_session=True,
+                # The one place a process inherits a descriptor of the host's: the launch's own
+                # (its seccomp filter), made inheritable in the child only (SECURITY.md D5).
+                pass_fds=launch.pass_fds,
+            )
+        except OSError as exc:
+            await launch.release()
+            self._finish(start, f"could not be spawned: {exc.strerror or exc}", started_at, crashed=True)
+            return
+        finally:
+            launch.close_passed_fds()  # the child has its copies now, or never will
+        self._process = process
+        self._starts += 1
+        self._on_spawn(process.pid)
+        try:
+            reason = await self._serve(process, start, drain)
+        finally:
+            # Forget the session before any await, so no new call reaches a dead child. Its
+            # tool list stays only if it crashed (see `tools`).
+            self._session = None
+            self._state = ChildState.STOPPED  # _finish below says whether it failed
+            with anyio.CancelScope(shield=True):
+                await _terminate(process)
+            self._on_exit(process.pid)
+            self._process = None
+            if reason is None:  # cancelled: the host is shutting down
+                reason = "stopped"
+            crashed = reason not in ("stopped", "idle")
+            if crashed:
+                reason = _explain(reason, process.returncode, drain)
+            else:
+                self._tools = None
+            self._finish(start, reason, started_at, crashed=crashed)
+            with anyio.CancelScope(shield=True):  # last: callers already see the child gone
+                await launch.release()  # kills what the sandbox left, removes its pids cgroup
+
+    async def _serve(self, process: Process, start: _Start, drain: StderrDrain) -> str | None:
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        outcome: list[str] = []
+
+        def overflow() -> None:
+            outcome.append("wrote an over-long line")
+            _kill(process)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain.run, process.stderr)
+            async with framed_transport(
+                process.stdout,
+                process.stdin,
+                max_line_bytes=self._limits.max_line_bytes,
+                on_overflow=overflow,
+                name=self.plugin_id,
+            ) as (read, write):
+                async with ClientSession(
+                    read,
+                    write,
+                    message_handler=self._on_message,
+                    client_info=_CLIENT_INFO,
+                    sampling_callback=self.router.sample,
+                    elicitation_callback=self.router.elicit,
+                    list_roots_callback=self.router.list_roots,
+                    logging_callback=self.router.log,
+                    sampling_capabilities=types.SamplingCapability(),
+                ) as session:
+                    try:
+                        with anyio.fail_after(self._limits.start_timeout_s):
+                            await session.initialize()
+                    except TimeoutError:
+                        return f"did not answer initialize within {self._limits.start_timeout_s:g} s"
+                    except MCPError:
+                        return "exited during start"
+                    self._session = session
+                    self._state = ChildState.RUNNING
+                    start.done.set()
+                    logger.info("%s: started (pid %d)", self.plugin_id, process.pid)
+                    ended = await self._supervise(process)
+                    outcome.append(ended)
+            tg.cancel_scope.cancel()
+        return outcome[0] if outcome else "exited"
+
+    async def _supervise(self, process: Process) -> str:
+        """Wait until the process exits, a stop is asked, or it has been idle too long."""
+        result = "stopped"
+        async with anyio.create_task_group() as tg:
+
+            async def exited() -> None:
+                nonlocal result
+                await process.wait()
+                result = "exited"
+                tg.cancel_scope.cancel()
+
+            async def stop_asked() -> None:
+                nonlocal result
+                await self._stop.wait()
+                if self._pipe_closed:
+                    result = "exited"  # not a stop: the child's end reached a call first
+                tg.cancel_scope.cancel()
+
+            async def idle() -> None:
+                nonlocal result
+                limit = self._limits.idle_timeout_s
+                while True:
+                    await anyio.sleep(min(limit, 5.0))
+                    if self._in_flight == 0 and time.monotonic() - self._last_used >= limit:
+                        result = "idle"
+                        tg.cancel_scope.cancel()
+                        return
+
+            tg.start_soon(exited)
+            tg.start_soon(stop_asked)
+            tg.start_soon(idle)
+        return result
+
+    def _finish(self, start: _Start, reason: str, started_at: float, *, crashed: bool) -> None:
+        self._last_exit = (reason, time.time())
+        if time.monotonic() - started_at >= self._limits.stable_after_s:
+            self._failures = 0  # it stayed up long enough: whatever ended it starts a new count
+            if not crashed:
+                self._cause = None
+        if crashed:
+            self._failures += 1
+            # 2 ** n overflows a float past n ~ 1000: the exponent is capped, the delay too.
+            doublings = min(self._failures - 2, 64)
+            delay = 0.0 if self._failures == 1 else self._limits.backoff_base_s * 2.0**doublings
+            self._next_start_at = time.monotonic() + min(delay, self._limits.backoff_max_s)
+            self._cause = reason
+            failing = self._failures >= self._limits.crash_loop_threshold
+            self._state = ChildState.FAILING if failing else ChildState.STOPPED
+            logger.error("%s: %s (failure %d in a row)", self.plugin_id, reason, self._failures)
+        else:
+            self._state = ChildState.STOPPED
+            logger.info("%s: %s", self.plugin_id, reason)
+        if not start.done.is_set():
+            start.error = reason
+            start.done.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tools = None
+            self._on_tools_changed(self.plugin_id)
+            self._on_list_changed(self.plugin_id, "tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._on_list_changed(self.plugin_id, "prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._on_list_changed(self.plugin_id, "resources")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._on_list_changed(self.plugin_id, f"resource:{message.params.uri}")
+        elif isinstance(message, Exception):
+            logger.warning("%s: wrote a line that is not JSON-RPC", self.plugin_id)
+
+
+class _InUse:
+    """`async with child._use() as session`: counts the call in flight for the idle timer."""
+
+    def __init__(self, child: Child) -> None:
+        self._child = child
+
+    async def __aenter__(self) -> ClientSession:
+        session = await self._child._session_for_call()
+        self._child._in_flight += 1
+        return session
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._child._in_flight -= 1
+        self._child._last_used = time.monotonic()
+
+
+def _explain(reason: str, returncode: int | None, drain: StderrDrain) -> str:
+    parts = [reason]
+    if returncode is not None:
+        parts.append(f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}")
+    if drain.tail:
+        parts.append(f"last stderr: {printable(drain.tail[-1], 300)}")
+    return "; ".join(parts)
+
+
+def _error_text(result: types.CallToolResult) -> str:
+    """The text of an error result (its text blocks, else its structured content), for the log."""
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if texts:
+        return " ".join(texts)
+    return repr(result.structured_content) if result.structured_content is not None else "(no text)"
+
+
+def _kill(process: Process) -> None:
+    """SIGKILL the child's process group (bwrap's --die-with-parent takes the sandbox down)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+async def _terminate(process: Process) -> None:
+    """Close stdin, give the child a moment to exit, then kill it; always reaps it."""
+    if process.returncode is None and process.stdin is not None:
+        try:
+            await process.stdin.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        with anyio.move_on_after(_STOP_GRACE_S):
+            await process.wait()
+    if process.returncode is None:
+        _kill(process)
+    with anyio.move_on_after(5.0):
+        await process.aclose()  # reaps it and closes every pipe
+
+
+class ChildPool:
+    """All children of one host; an async context manager owning their task group."""
+
+    def __init__(
+        self,
+        limits: ChildLimits,
+        *,
+        max_children: int,
+        on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
+        on_exit: Callable[[int], None] = lambda pid: None,
+        on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
+    ) -> None:
+        self._limits = limits
+        self.on_list_changed = on_list_changed
+        """(plugin id, "tools" | "prompts" | "resources" | "resource:<uri>"): a child said so."""
+        self._max = max_children
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._on_tools_changed = on_tools_changed
+        self._children: dict[str, Child] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> ChildPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._tg is not None
+        for child in self._children.values():
+            child.stop()
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+
+    def child(self, plugin_id: str, launch: Callable[[], Launch]) -> Child:
+        """The child of `plugin_id`, created (not started) on first ask."""
+        child = self._children.get(plugin_id)
+        if child is None:
+            if self._tg is None:
+                raise RuntimeError("ChildPool must be entered before use")
+            if len(self._children) >= self._max:
+                raise Unavailable("the host runs as many capabilities as it may")
+            child = Child(
+                plugin_id,
+                launch,
+                self._limits,
+                self._tg,
+                on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
+                on_exit=self._on_exit,
+                on_tools_changed=self._on_tools_changed,
+                on_list_changed=lambda pid, what: self.on_list_changed(pid, what),
+            )
+            self._children[plugin_id] = child
+        return child
+
+    def get(self, plugin_id: str) -> Child | None:
+        return self._children.get(plugin_id)
+
+    def running_count(self) -> int:
+        return sum(1 for c in self._children.values() if c.running)

@@ -1,0 +1,17 @@
+"""The owner's side inside the host: the catalogue, running a capability's owner tools, and the
+stdio bridge to the owner endpoint. Below: `visitor`. Above: `app` (and `owner_facade`).
+"""
+
+from .bridge import OWNER_MCP_PATH, run_owner_bridge
+from .calls import OwnerCalls
+from .catalogue import Catalogue, CatalogueEntry, entry_for, invalid_entry
+
+__all__ = [
+    "Catalogue",
+    "CatalogueEntry",
+    "OWNER_MCP_PATH",
+    "OwnerCalls",
+    "entry_for",
+    "invalid_entry",
+    "run_owner_bridge",
+]

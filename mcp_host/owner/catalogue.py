@@ -1,0 +1,144 @@
+"""The catalogue: every loaded plugin with what its manifest declares and how it is doing.
+
+Above: `mcp-host caps list` (and, with issue 5, the owner's `capabilities_list`). Below: the
+load report (manifests), the child pool (health) and the bindings (why tools are withheld).
+Listing never starts a child. `logs` gives one plugin's recent log (the owner's
+`capability_logs`): its children's last stderr, exception and error-result lines, escaped,
+and why its last process ended.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from mcp_host.children import ChildPool, ChildState, LogKind
+from mcp_host.errors import ManifestError
+from mcp_host.plugins import LoadReport, Plugin
+from mcp_host.visitor import Bindings
+
+__all__ = ["CapabilityLogs", "Catalogue", "CatalogueEntry", "LogEntry", "entry_for", "invalid_entry"]
+
+Status = Literal["healthy", "not_started", "failing", "invalid"]
+
+
+class CatalogueEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    kind: str
+    title: str | None
+    acl: str
+    requires: list[str]
+    visitor_tools: list[str]
+    status: Status
+    cause: str | None = None
+
+
+class LogEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: datetime
+    kind: LogKind
+    text: str
+
+
+class CapabilityLogs(BaseModel):
+    """A plugin's recent log and health, as the owner's `capability_logs` shows it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    capability: str
+    status: Status
+    cause: str | None
+    pid: int | None
+    starts: int
+    last_exit: str | None
+    last_exit_at: datetime | None
+    lines: list[LogEntry]
+
+
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def entry_for(plugin: Plugin, status: Status = "not_started", cause: str | None = None) -> CatalogueEntry:
+    m = plugin.manifest
+    return CatalogueEntry(
+        id=m.id,
+        kind=m.kind,
+        title=m.title,
+        acl=m.acl,
+        requires=list(m.requires or ()),
+        visitor_tools=list(m.visitor_tools or ()),
+        status=status,
+        cause=cause,
+    )
+
+
+def invalid_entry(error: ManifestError) -> CatalogueEntry:
+    """A plugin folder that was skipped at load, with its error."""
+    return CatalogueEntry(
+        id=error.path,
+        kind="?",
+        title=None,
+        acl="?",
+        requires=[],
+        visitor_tools=[],
+        status="invalid",
+        cause=error.message,
+    )
+
+
+class Catalogue:
+    def __init__(self, report: LoadReport, pool: ChildPool, bindings: Bindings) -> None:
+        self._report = report
+        self._pool = pool
+        self._bindings = bindings
+
+    def logs(self, plugin_id: str, lines: int) -> CapabilityLogs | None:
+        """`plugin_id`'s last `lines` log lines and its health; None for no loaded plugin."""
+        entry = next((e for e in self.entries() if e.id == plugin_id and e.status != "invalid"), None)
+        if entry is None:
+            return None
+        child = self._pool.get(plugin_id)
+        if child is None:
+            return CapabilityLogs(
+                capability=plugin_id, status=entry.status, cause=entry.cause, pid=None, starts=0,
+                last_exit=None, last_exit_at=None, lines=[],
+            )  # fmt: skip
+        health = child.health()
+        return CapabilityLogs(
+            capability=plugin_id,
+            status=entry.status,
+            cause=entry.cause,
+            pid=health.pid,
+            starts=health.starts,
+            last_exit=health.last_exit,
+            last_exit_at=_at(health.last_exit_at) if health.last_exit_at is not None else None,
+            lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in child.log.recent(lines)],
+        )
+
+    def entries(self) -> list[CatalogueEntry]:
+        out: list[CatalogueEntry] = []
+        causes = self._bindings.causes
+        for plugin in self._report.plugins:
+            child = self._pool.get(plugin.manifest.id)
+            health = child.health() if child is not None else None
+            withheld = causes.get(plugin.manifest.id)
+            if health is None:
+                status: Status = "not_started"
+            elif health.state == ChildState.FAILING:
+                status = "failing"
+            elif health.state == ChildState.RUNNING and not withheld:
+                status = "healthy"
+            elif health.cause:
+                status = "failing"
+            else:
+                status = "not_started" if health.state == ChildState.STOPPED else "healthy"
+            cause = withheld or (health.cause if health is not None and status == "failing" else None)
+            out.append(entry_for(plugin, status, cause))
+        out.extend(invalid_entry(error) for error in self._report.errors)
+        return out

@@ -1,0 +1,37 @@
+"""PostgreSQL: the embedded server or one by URL, the pool and migrations, outages; each plugin's
+store and search; declared config; the host key. Below: `plugins`. Above: sandbox, children,
+access.
+"""
+
+from .config import SCOPES, ConfigBackend, ConfigScope, ConfigStore, check_value, check_values, declared, read_values
+from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
+from .plugin_store import PluginKind, PluginStore, PluginStores, QuotaCheck, StoreLimits
+from .secrets_box import SealError, SecretBox, load_host_key
+from .uninstall import Uninstalled, uninstall
+
+__all__ = [
+    "ConfigBackend",
+    "ConfigScope",
+    "ConfigStore",
+    "Database",
+    "PgConnection",
+    "PgPool",
+    "PluginKind",
+    "PluginStore",
+    "PluginStores",
+    "QuotaCheck",
+    "SCOPES",
+    "SealError",
+    "SecretBox",
+    "StoreLimits",
+    "Uninstalled",
+    "as_unavailable",
+    "check_value",
+    "check_values",
+    "declared",
+    "is_connection_failure",
+    "load_host_key",
+    "open_database",
+    "read_values",
+    "uninstall",
+]

@@ -1,0 +1,426 @@
+"""Declared config: the values an owner sets for a plugin's declared fields, in four scopes.
+
+Above: the owner door's `config_get` / `config_set`, the back-channel's `config.get`, quota
+(which reads its limit here) and the session opener, whose role snapshot freezes role config
+(read back with `role_values`). Below: `manifest` (the `ConfigField` declarations) and
+asyncpg (table `mcp_host.config_values`, migration 002), or a dict (`InMemoryConfigStore`,
+for unit tests of logic).
+
+A manifest declares fields in four lists with one format: `config` (scope `owner`),
+`code_config` (`code`, per access code), `role_config` (`role`) and `key_config` (`key`, per
+API key). A write is checked against the declaration (`check_values`): an undeclared key or a
+value of the wrong type is refused and nothing is written. A read is checked again
+(`read_values`): a stored value that no longer fits (the declaration changed) reads as the
+default, a key no longer declared is not returned, and no default reads as None (JSON null),
+never "".
+
+A `PluginConfig` is bound to one plugin when it is made; none of its methods takes a plugin
+id, so whoever holds it cannot reach another plugin's values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import anyio.lowlevel
+
+from mcp_host.errors import InvalidArguments
+from mcp_host.plugins import ConfigField, Manifest
+
+if TYPE_CHECKING:
+    from .database import PgPool
+
+__all__ = [
+    "MAX_LIST_ITEMS",
+    "MAX_STRING_CHARS",
+    "SCOPES",
+    "SCOPE_LISTS",
+    "ConfigBackend",
+    "ConfigRows",
+    "ConfigScope",
+    "ConfigStore",
+    "InMemoryConfigStore",
+    "PluginConfig",
+    "RowKey",
+    "check_value",
+    "check_values",
+    "declared",
+    "read_values",
+    "role_values",
+]
+
+_logger = logging.getLogger("mcp_host.store.config")
+
+ConfigScope = Literal["owner", "code", "role", "key"]
+SCOPES: tuple[ConfigScope, ...] = ("owner", "code", "role", "key")
+# The manifest list that declares each scope's fields.
+SCOPE_LISTS: dict[ConfigScope, str] = {
+    "owner": "config",
+    "code": "code_config",
+    "role": "role_config",
+    "key": "key_config",
+}
+
+MAX_STRING_CHARS = 4096
+MAX_LIST_ITEMS = 256
+# Integers a JSON peer (and jsonb) reads without loss.
+_SAFE_INT = 2**53 - 1
+_SHOWN_CHARS = 60
+_MAX_PROBLEMS = 10
+_TIME = re.compile(r"\A(?:[01][0-9]|2[0-3]):[0-5][0-9]\Z")
+_KEY = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
+# The grammar of a session subject's id (sessions.Subject), which code and key ids share.
+_SCOPE_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+# C0 and C1 controls but tab and newline (a value may be a paragraph), and lone surrogates,
+# which neither UTF-8 nor jsonb can hold.
+_FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_EXPECTED = {
+    "string": "a string",
+    "int": "an integer",
+    "bool": "true or false",
+    "time": 'a 24-hour time "HH:MM"',
+    "string_list": "a list of strings",
+}
+
+JsonValues = dict[str, object]
+# A stored row: owner id, plugin id, scope, scope id.
+RowKey = tuple[str, str, ConfigScope, str]
+
+
+def declared(manifest: Manifest, scope: ConfigScope) -> tuple[ConfigField, ...]:
+    """The fields `manifest` declares for `scope`."""
+    return manifest.config_lists()[SCOPE_LISTS[scope]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking values against a declaration
+
+
+def _shown(value: object) -> str:
+    """`value` as a short JSON literal that is safe to print: escaped, cut to ~60 characters."""
+    if isinstance(value, str | list | tuple):
+        value = value[:_SHOWN_CHARS]  # cut before escaping, so a huge value costs nothing
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        return f"a value of type {type(value).__name__}"
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 1] + "…"
+
+
+def _expected(field: ConfigField, value: object) -> InvalidArguments:
+    return InvalidArguments(f"{field.key}: must be {_EXPECTED[field.type]} (type {field.type}), got {_shown(value)}")
+
+
+def _text(at: str, value: str) -> str:
+    if len(value) > MAX_STRING_CHARS:
+        raise InvalidArguments(f"{at}: is {len(value)} characters long; the limit is {MAX_STRING_CHARS}")
+    match = _FORBIDDEN.search(value)
+    if match is not None:
+        char = match.group()
+        kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+        raise InvalidArguments(f"{at}: contains {kind} (U+{ord(char):04X}) at index {match.start()}")
+    return value
+
+
+def _check_string(field: ConfigField, value: object) -> object:
+    if not isinstance(value, str):
+        raise _expected(field, value)
+    return _text(field.key, value)
+
+
+def _check_int(field: ConfigField, value: object) -> object:
+    if type(value) is not int:  # bool is an int subclass; 5.0 is not an integer here
+        raise _expected(field, value)
+    if not -_SAFE_INT <= value <= _SAFE_INT:
+        raise InvalidArguments(f"{field.key}: must be within ±{_SAFE_INT}, the range a JSON number holds exactly")
+    if field.min is not None and value < field.min:
+        raise InvalidArguments(f"{field.key}: {value} is below min ({field.min})")
+    if field.max is not None and value > field.max:
+        raise InvalidArguments(f"{field.key}: {value} is above max ({field.max})")
+    return value
+
+
+def _check_bool(field: ConfigField, value: object) -> object:
+    if not isinstance(value, bool):
+        raise _expected(field, value)
+    return value
+
+
+def _check_time(field: ConfigField, value: object) -> object:
+    if not isinstance(value, str) or _TIME.match(value) is None:
+        raise _expected(field, value)
+    return value
+
+
+def _check_string_list(field: ConfigField, value: object) -> object:
+    if not isinstance(value, list | tuple):
+        raise _expected(field, value)
+    if len(value) > MAX_LIST_ITEMS:
+        raise InvalidArguments(f"{field.key}: has {len(value)} items; the limit is {MAX_LIST_ITEMS}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidArguments(f"{field.key}.{index}: must be a string, got {_shown(item)}")
+        _text(f"{field.key}.{index}", item)
+    return list(value)
+
+
+_CHECKS: dict[str, Callable[[ConfigField, object], object]] = {
+    "string": _check_string,
+    "int": _check_int,
+    "bool": _check_bool,
+    "time": _check_time,
+    "string_list": _check_string_list,
+}
+
+
+def check_value(field: ConfigField, value: object) -> object:
+    """`value` as JSON if it fits `field` (a string_list comes back as a new list).
+
+    Raises `InvalidArguments` whose message names the key and what was expected, showing at
+    most ~60 escaped characters of the value.
+    """
+    return _CHECKS[field.type](field, value)
+
+
+def _key_name(key: object) -> str:
+    return key if isinstance(key, str) and _KEY.match(key) else _shown(key)
+
+
+def check_values(fields: Sequence[ConfigField], values: Mapping[str, object]) -> JsonValues:
+    """`values` checked against `fields`; None (reset to the default) stays None.
+
+    Every key is checked; raises one `InvalidArguments` listing every problem in key order
+    (at most 10, then a count), so the caller can fix them all at once. An undeclared key is
+    a problem that names it; the message then ends with the declared keys.
+    """
+    by_key = {field.key: field for field in fields}
+    checked: JsonValues = {}
+    problems: list[str] = []
+    undeclared = False
+    for key in sorted(values, key=str):
+        field = by_key.get(key) if isinstance(key, str) else None
+        if field is None:
+            undeclared = True
+            problems.append(f"{_key_name(key)}: not a declared config key")
+            continue
+        value = values[key]
+        try:
+            checked[key] = None if value is None else check_value(field, value)
+        except InvalidArguments as exc:
+            problems.append(exc.message)
+    if problems:
+        more = len(problems) - _MAX_PROBLEMS
+        message = "; ".join(problems[:_MAX_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+        if undeclared:
+            message += f". Declared keys: {', '.join(by_key)}" if by_key else ". No key is declared here"
+        raise InvalidArguments(message)
+    return checked
+
+
+def _default(field: ConfigField) -> object:
+    return list(field.default) if isinstance(field.default, tuple) else field.default
+
+
+def _read_one(field: ConfigField, stored: Mapping[str, object]) -> object:
+    value = stored.get(field.key)
+    if value is None:
+        return _default(field)
+    try:
+        return check_value(field, value)
+    except InvalidArguments as exc:
+        _logger.warning("a stored config value no longer fits its declaration; reading the default: %s", exc)
+        return _default(field)
+
+
+def read_values(fields: Sequence[ConfigField], stored: Mapping[str, object]) -> JsonValues:
+    """Every declared key with its stored value, or its default (None when it has none).
+
+    A stored value that no longer fits its field reads as the default (and is logged as a
+    warning); a stored key that is no longer declared is left out.
+    """
+    return {field.key: _read_one(field, stored) for field in fields}
+
+
+def role_values(
+    source: Manifest | Sequence[ConfigField],
+    snapshot_config: Mapping[str, Mapping[str, object]],
+    plugin_id: str,
+) -> JsonValues:
+    """The role config of `plugin_id` as frozen into a session's `RoleSnapshot.config`.
+
+    `source` is the plugin's manifest or its `role_config` fields.
+    """
+    fields = source.role_config if isinstance(source, Manifest) else source
+    return read_values(fields, snapshot_config.get(plugin_id, {}))
+
+
+def _known_scope(scope: str) -> ConfigScope:
+    if scope not in SCOPES:
+        raise InvalidArguments(f"scope: must be one of {', '.join(SCOPES)}, got {_shown(scope)}")
+    return scope
+
+
+def _checked_scope(scope: str, scope_id: str) -> ConfigScope:
+    """`scope` if it is one and `scope_id` fits it; raises `InvalidArguments` otherwise."""
+    known = _known_scope(scope)
+    if known == "owner":
+        if scope_id != "":
+            raise InvalidArguments("scope_id: the owner scope takes no scope_id")
+    elif not isinstance(scope_id, str) or _SCOPE_ID.match(scope_id) is None:
+        raise InvalidArguments(
+            f"scope_id: a {known} scope needs an id of 1-128 characters A-Z a-z 0-9 . _ - "
+            f"starting with a letter or digit, got {_shown(scope_id)}"
+        )
+    return known
+
+
+# ---------------------------------------------------------------------------------------------
+# Storage
+
+
+class ConfigRows(Protocol):
+    """Where values live: one JSON object per owner, plugin, scope and scope id; unchecked."""
+
+    async def fetch_rows(
+        self, owner_id: str, plugin_id: str, wanted: Sequence[tuple[ConfigScope, str]]
+    ) -> dict[tuple[ConfigScope, str], Mapping[str, object]]:
+        """The stored objects of the `wanted` (scope, scope_id) pairs that have one."""
+        ...
+
+    async def merge_row(self, row: RowKey, new: Mapping[str, object], removed: Sequence[str]) -> Mapping[str, object]:
+        """Atomically merge `new` into the stored object and drop `removed`; return the result."""
+        ...
+
+
+class ConfigBackend(Protocol):
+    """Hands out config handles, each bound to one plugin."""
+
+    def for_plugin(self, plugin_id: str, manifest: Manifest) -> PluginConfig:
+        """A handle on `plugin_id`'s values; raises `ValueError` if `manifest` is another's."""
+        ...
+
+
+class PluginConfig:
+    """One plugin's config values, checked against its manifest; made by `for_plugin`."""
+
+    def __init__(self, rows: ConfigRows, plugin_id: str, manifest: Manifest) -> None:
+        if manifest.id != plugin_id:
+            raise ValueError(f"the manifest of {manifest.id!r} does not declare {plugin_id!r}'s config")
+        self._rows = rows
+        self._plugin_id = plugin_id
+        self._fields = {scope: declared(manifest, scope) for scope in SCOPES}
+
+    @property
+    def plugin_id(self) -> str:
+        return self._plugin_id
+
+    def fields(self, scope: ConfigScope) -> tuple[ConfigField, ...]:
+        """The fields declared for `scope`; raises `InvalidArguments` for an unknown scope."""
+        return self._fields[_known_scope(scope)]
+
+    async def get(self, owner_id: str, scope: ConfigScope, scope_id: str = "") -> JsonValues:
+        """Every declared key of `scope` with its value (see `read_values`).
+
+        Raises `InvalidArguments` for an unknown scope or a scope_id that does not fit it.
+        """
+        return (await self.get_many(owner_id, [(scope, scope_id)]))[scope]
+
+    async def get_many(self, owner_id: str, scopes: Sequence[tuple[ConfigScope, str]]) -> dict[ConfigScope, JsonValues]:
+        """The values of several scopes, read in one query (none when no field is declared).
+
+        Raises `InvalidArguments` for a bad scope or scope_id, or a scope named twice.
+        """
+        wanted = [(_checked_scope(scope, scope_id), scope_id) for scope, scope_id in scopes]
+        if len({scope for scope, _ in wanted}) != len(wanted):
+            raise InvalidArguments("scopes: each scope may be named once")
+        to_read = [(scope, scope_id) for scope, scope_id in wanted if self._fields[scope]]
+        rows = await self._rows.fetch_rows(owner_id, self._plugin_id, to_read) if to_read else {}
+        return {scope: read_values(self._fields[scope], rows.get((scope, sid), {})) for scope, sid in wanted}
+
+    async def set(self, owner_id: str, scope: ConfigScope, scope_id: str, values: Mapping[str, object]) -> JsonValues:
+        """Check `values`, merge them into the stored ones (None removes a key, so it reads
+        as its default), and return every declared key's value after the write.
+
+        Raises `InvalidArguments` (see `check_values`, `get`); then nothing is written.
+        """
+        fields = self._fields[_checked_scope(scope, scope_id)]
+        checked = check_values(fields, values)
+        if not checked:
+            return await self.get(owner_id, scope, scope_id)
+        new = {key: value for key, value in checked.items() if value is not None}
+        removed = sorted(key for key, value in checked.items() if value is None)
+        stored = await self._rows.merge_row((owner_id, self._plugin_id, scope, scope_id), new, removed)
+        return read_values(fields, stored)
+
+
+class ConfigStore:
+    """Config values in `mcp_host.config_values`, shared by replicas."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+
+    def for_plugin(self, plugin_id: str, manifest: Manifest) -> PluginConfig:
+        return PluginConfig(self, plugin_id, manifest)
+
+    async def fetch_rows(
+        self, owner_id: str, plugin_id: str, wanted: Sequence[tuple[ConfigScope, str]]
+    ) -> dict[tuple[ConfigScope, str], Mapping[str, object]]:
+        rows = await self._pool.fetch(
+            'SELECT scope, scope_id, "values" FROM mcp_host.config_values '
+            "WHERE owner_id = $1 AND plugin_id = $2 "
+            "AND (scope, scope_id) IN (SELECT * FROM unnest($3::text[], $4::text[]))",
+            owner_id,
+            plugin_id,
+            [scope for scope, _ in wanted],
+            [scope_id for _, scope_id in wanted],
+        )
+        return {(row["scope"], row["scope_id"]): row["values"] for row in rows}
+
+    async def forget_plugin(self, plugin_id: str) -> int:
+        """Delete every stored value of `plugin_id`, for every owner (uninstall); how many rows."""
+        status: str = await self._pool.execute("DELETE FROM mcp_host.config_values WHERE plugin_id = $1", plugin_id)
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def merge_row(self, row: RowKey, new: Mapping[str, object], removed: Sequence[str]) -> Mapping[str, object]:
+        # One statement: concurrent writers of different keys of one row queue on its row
+        # lock and each merges into the other's committed result.
+        stored: Mapping[str, object] = await self._pool.fetchval(
+            'INSERT INTO mcp_host.config_values AS c (owner_id, plugin_id, scope, scope_id, "values") '
+            "VALUES ($1, $2, $3, $4, $5::jsonb) "
+            "ON CONFLICT (owner_id, plugin_id, scope, scope_id) DO UPDATE "
+            'SET "values" = (c."values" || EXCLUDED."values") - $6::text[], updated_at = now() '
+            'RETURNING "values"',
+            *row,
+            dict(new),
+            list(removed),
+        )
+        return stored
+
+
+class InMemoryConfigStore:
+    """Config values in a dict, for unit tests of logic; values pass through JSON as in jsonb."""
+
+    def __init__(self) -> None:
+        self._rows: dict[RowKey, dict[str, object]] = {}
+
+    def for_plugin(self, plugin_id: str, manifest: Manifest) -> PluginConfig:
+        return PluginConfig(self, plugin_id, manifest)
+
+    async def fetch_rows(
+        self, owner_id: str, plugin_id: str, wanted: Sequence[tuple[ConfigScope, str]]
+    ) -> dict[tuple[ConfigScope, str], Mapping[str, object]]:
+        await anyio.lowlevel.checkpoint()
+        found = {(scope, sid): self._rows.get((owner_id, plugin_id, scope, sid)) for scope, sid in wanted}
+        return {key: json.loads(json.dumps(row)) for key, row in found.items() if row is not None}
+
+    async def merge_row(self, row: RowKey, new: Mapping[str, object], removed: Sequence[str]) -> Mapping[str, object]:
+        await anyio.lowlevel.checkpoint()
+        stored = self._rows.setdefault(row, {})
+        stored.update(json.loads(json.dumps(dict(new))))
+        for key in removed:
+            stored.pop(key, None)
+        return json.loads(json.dumps(stored))  # type: ignore[no-any-return]

@@ -1,0 +1,24 @@
+"""The visitor face: a session's tool list (bindings, listings), what it may call (the door), the
+MCP server behind every session endpoint, input rounds, list changes, and the HTTP routes.
+Below: the back-channel. Above: `owner`, `app`.
+"""
+
+from .bindings import Bindings
+from .change_feed import ChangeFeed
+from .door import VisitorDoor
+from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
+from .input_rounds import InputRounds
+from .server import build_visitor_server
+
+__all__ = [
+    "Bindings",
+    "ChangeFeed",
+    "InputRounds",
+    "SessionsEndpoint",
+    "TurnsEndpoint",
+    "VisitorDoor",
+    "VisitorMCPEndpoint",
+    "bearer_token",
+    "build_visitor_server",
+    "security_settings",
+]

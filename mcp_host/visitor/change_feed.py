@@ -1,0 +1,187 @@
+"""List changes, told to the visitor sessions that see the child they came from.
+
+Above: `visitor_http` (registers each session's listeners: a 2025-11-25 client's connection,
+reached on its standalone stream; a 2026-07-28 client's `subscriptions/listen` streams). The
+children's notifications arrive through `ChildPool.on_list_changed`.
+
+A child's `notifications/tools/list_changed` becomes a `tools/list_changed` for exactly the
+sessions whose visible capabilities include that child; likewise prompts, resources and a
+resource's update. A session that cannot see the child hears nothing of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.abc import TaskGroup
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+
+from mcp_host.access import Session
+
+__all__ = ["ChangeFeed", "SessionBus"]
+
+logger = logging.getLogger(__name__)
+
+# Standing connections and listen streams kept per visitor session, and in all.
+_PER_SESSION = 8
+_IN_ALL = 4096
+
+
+@dataclass
+class _Listeners:
+    session: Session
+    connections: dict[str, ServerSession] = field(default_factory=dict)
+    streams: list[Callable[[ServerEvent], None]] = field(default_factory=list)
+    subscribed: set[str] = field(default_factory=set)
+    """Resource URIs whose updates this session's 2025-11-25 connections asked for."""
+
+    def empty(self) -> bool:
+        return not self.connections and not self.streams
+
+
+def _event(what: str) -> ServerEvent:
+    if what == "tools":
+        return ToolsListChanged()
+    if what == "prompts":
+        return PromptsListChanged()
+    if what == "resources":
+        return ResourcesListChanged()
+    return ResourceUpdated(uri=what.removeprefix("resource:"))
+
+
+def _notification(event: ServerEvent) -> types.ServerNotification:
+    if isinstance(event, ToolsListChanged):
+        return types.ToolListChangedNotification()
+    if isinstance(event, PromptsListChanged):
+        return types.PromptListChangedNotification()
+    if isinstance(event, ResourcesListChanged):
+        return types.ResourceListChangedNotification()
+    return types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=event.uri))
+
+
+class ChangeFeed:
+    def __init__(self, sees: Callable[[Session, str], bool], task_group: TaskGroup) -> None:
+        """`sees(session, plugin_id)`: whether the session can see that child now."""
+        self._sees = sees
+        self._tg = task_group
+        self._by_session: OrderedDict[str, _Listeners] = OrderedDict()
+
+    def _listeners(self, session: Session) -> _Listeners:
+        listeners = self._by_session.get(session.id)
+        if listeners is None:
+            if len(self._by_session) >= _IN_ALL:
+                self._evict()
+            listeners = self._by_session[session.id] = _Listeners(session)
+        self._by_session.move_to_end(session.id)
+        listeners.session = session  # the latest authentication (its role snapshot, revocation)
+        return listeners
+
+    def _evict(self) -> None:
+        """Forget the least recently seen session that has no open listen stream (its legacy
+        connections are re-remembered on its next request); OverflowError when every one has."""
+        for session_id, listeners in self._by_session.items():
+            if not listeners.streams:
+                del self._by_session[session_id]
+                return
+        raise OverflowError("too many sessions are listening for changes")
+
+    def keep_connection(self, session: Session, connection_id: str, server_session: ServerSession) -> None:
+        """A 2025-11-25 client's connection (its `Mcp-Session-Id`), told of changes on its
+        standalone stream."""
+        try:
+            listeners = self._listeners(session)
+        except OverflowError:  # every remembered session holds a listen stream; this one waits
+            logger.warning("session %s: too many sessions listening; its change notices are skipped", session.id)
+            return
+        if connection_id in listeners.connections or len(listeners.connections) < _PER_SESSION:
+            listeners.connections[connection_id] = server_session
+
+    def subscribe_uri(self, session: Session, uri: str) -> None:
+        listeners = self._listeners(session)
+        if len(listeners.subscribed) < _IN_ALL:
+            listeners.subscribed.add(uri)
+
+    def unsubscribe_uri(self, session: Session, uri: str) -> None:
+        listeners = self._by_session.get(session.id)
+        if listeners is not None:
+            listeners.subscribed.discard(uri)
+
+    def bus(self, session: Session) -> SessionBus:
+        """The subscription bus of one session, for the SDK's `ListenHandler`."""
+        return SessionBus(self, session)
+
+    def _subscribe(self, session: Session, deliver: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        listeners = self._listeners(session)
+        if len(listeners.streams) >= _PER_SESSION:
+            raise OverflowError("this session has as many listen streams as it may")
+        listeners.streams.append(deliver)
+
+        def unsubscribe() -> None:
+            if deliver in listeners.streams:
+                listeners.streams.remove(deliver)
+            if listeners.empty():
+                self._by_session.pop(session.id, None)
+
+        return unsubscribe
+
+    def publish(self, plugin_id: str, what: str) -> None:
+        """A child said its `what` changed ("tools", "prompts", "resources", "resource:<uri>")."""
+        event = _event(what)
+        for listeners in list(self._by_session.values()):
+            if listeners.session.credential_revoked or not self._sees(listeners.session, plugin_id):
+                continue
+            for deliver in list(listeners.streams):
+                deliver(event)  # the SDK's listen handler keeps only what the stream asked for
+            if isinstance(event, ResourceUpdated) and event.uri not in listeners.subscribed:
+                continue
+            for connection_id, server_session in list(listeners.connections.items()):
+                self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
+
+    async def _notify(
+        self, listeners: _Listeners, connection_id: str, server_session: ServerSession, event: ServerEvent
+    ) -> None:
+        try:
+            with anyio.fail_after(5):
+                await server_session.send_notification(_notification(event))
+        except Exception:  # the connection is gone: forget it
+            logger.debug("session %s: a change notice could not be sent", listeners.session.id, exc_info=True)
+            if listeners.connections.get(connection_id) is server_session:
+                del listeners.connections[connection_id]
+            if listeners.empty():
+                self._by_session.pop(listeners.session.id, None)
+
+    def forget(self, session_id: str) -> None:
+        self._by_session.pop(session_id, None)
+
+    def listening_count(self) -> int:
+        return sum(len(x.connections) + len(x.streams) for x in self._by_session.values())
+
+
+class SessionBus:
+    """A `SubscriptionBus` whose listeners hear only what their session may see."""
+
+    def __init__(self, feed: ChangeFeed, session: Session) -> None:
+        self._feed = feed
+        self._session = session
+
+    async def publish(self, event: ServerEvent) -> None:
+        """Tell this session's listen streams (the host's events come through `ChangeFeed.publish`)."""
+        listeners = self._feed._by_session.get(self._session.id)
+        for deliver in list(listeners.streams) if listeners is not None else []:
+            deliver(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], Any]:
+        return self._feed._subscribe(self._session, listener)

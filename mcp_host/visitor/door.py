@@ -1,0 +1,311 @@
+"""The visitor door: what a visitor session may list and call, and the forwarding of calls.
+
+Above: `visitor_http` (the MCP server on each session's endpoint). Below: `bindings` (the
+assembled tool list), `children` (the forwarded call), `meta` (what `_meta` travels), `grants`
+(the token a child's host ops present while the call runs), `quota` and `holds` (a call to a
+destructive tool waits for the owner's approval).
+
+This is the one boundary of the visitor face that turns exceptions into wire errors: a
+`HostError` becomes a tool result with `isError: true` and `{code, message}`; anything else
+is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
+"Not allowed" looks like "not there": a tool the session may not see gets the same
+`unknown` answer as a tool that does not exist; the log says which.
+
+Quota: a capability whose subject has nothing left leaves the session's list and its calls
+get `quota_exhausted` (only the tools its `quota.tools` names, when it names some); a quota
+that cannot be read hides the capability (fail closed). The remaining figures ride the
+`tools/list` result's `_meta["mcp-host/quota"]`. A call whose `store.insert` was refused by
+the quota while it ran is answered `quota_exhausted`, whatever the child made of the refusal.
+
+Holds: a call to a tool whose live definition is annotated destructive (`holds.needs_hold`)
+is checked last, after the binding, requirement and quota checks: it goes on only by using up
+the owner's approval of this very call, else it is answered `held` (or `denied`) and the
+child is not called.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.shared.dispatcher import ProgressFnT
+
+from mcp_host.access import Session
+from mcp_host.backchannel import CallScope, GrantBook, named_ops
+from mcp_host.children import Child
+from mcp_host.connectors import RequirementGate
+from mcp_host.errors import DatabaseUnavailable, HostError, QuotaExhausted, Unavailable, UnknownTool
+from mcp_host.plugins import ClaimGate, Plugin
+from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
+from mcp_host.store import as_unavailable
+from mcp_host.wire import MetaCaps, VisitorClient, error_result, forwarded_meta, visitor_meta
+
+from .bindings import Bindings
+from .listings import Listings, Surface
+
+__all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList", "error_result"]
+
+QUOTA_META_KEY = "mcp-host/quota"
+# A quota that could not be read: the capability is treated as having nothing left (fail closed).
+_UNREADABLE = QuotaState(limit=0, used=0)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VisitorList:
+    """A session's tools, and its quota figures by capability id."""
+
+    tools: list[types.Tool]
+    quota: dict[str, QuotaState] = field(default_factory=dict)
+
+    def meta(self) -> dict[str, Any] | None:
+        if not self.quota:
+            return None
+        return {
+            QUOTA_META_KEY: {
+                pid: {"limit": q.limit, "used": q.used, "remaining": q.remaining} for pid, q in self.quota.items()
+            }
+        }
+
+
+class VisitorDoor:
+    def __init__(
+        self,
+        plugins: Sequence[Plugin],
+        bindings: Bindings,
+        child_of: Callable[[Plugin], Child],
+        *,
+        grants: GrantBook,
+        quota: QuotaGate,
+        requirements: RequirementGate,
+        meta_caps: MetaCaps,
+        call_timeout_s: float,
+        holds: HoldBook | None = None,
+        turns: TurnStore | None = None,
+        listings: Listings | None = None,
+    ) -> None:
+        """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
+        `turns`: where receipts of completed calls go; None records none."""
+        self._capabilities = [p for p in plugins if p.manifest.kind == "capability"]
+        self._by_id = {p.manifest.id: p for p in self._capabilities}
+        self._bindings = bindings
+        self._child_of = child_of
+        self._grants = grants
+        self._quota = quota
+        self._requirements = requirements
+        self._meta_caps = meta_caps
+        self._call_timeout_s = call_timeout_s
+        self._holds = holds
+        self._turns = turns
+        self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
+
+    def visible(self, session: Session) -> list[Plugin]:
+        """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
+        none once the code or key it was opened with has been revoked."""
+        if session.credential_revoked:
+            return []
+        granted = set(session.role.capabilities)
+        return [p for p in self._capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
+
+    def claim_gates(self, session: Session) -> list[tuple[str, ClaimGate]]:
+        """The claim gates of the capabilities this session may see, by capability id."""
+        return [(p.manifest.id, p.manifest.claim_gate) for p in self.visible(session) if p.manifest.claim_gate]
+
+    async def reachable(self, session: Session) -> list[Plugin]:
+        """The visible capabilities whose required connector categories the owner has connected."""
+        return await self._requirements.connected(session.owner_id, self.visible(session))
+
+    def sees(self, session: Session, plugin_id: str) -> bool:
+        """Whether `session` can see capability `plugin_id` (its connectors aside)."""
+        return any(p.manifest.id == plugin_id for p in self.visible(session))
+
+    async def surface(self, session: Session, *, fresh: bool = True) -> Surface:
+        """The prompts and resources of the capabilities this session can reach: listed now
+        (`fresh`), or from the children's last lists (to route a get or read)."""
+        return await self._listings.surface(await self.reachable(session), fresh=fresh)
+
+    def child_for(self, plugin_id: str) -> Child:
+        return self._child_of(self._by_id[plugin_id])
+
+    @property
+    def listings(self) -> Listings:
+        return self._listings
+
+    @property
+    def call_timeout_s(self) -> float:
+        return self._call_timeout_s
+
+    async def list_tools(self, session: Session) -> VisitorList:
+        reachable = await self.reachable(session)
+        states = await self._quota_states(session, reachable)
+        used_up = {pid for pid, state in states.items() if state.remaining <= 0}
+        listed = [p for p in reachable if p.manifest.id not in used_up or self._quota_tools(p)]
+        toolset = await self._bindings.assemble(listed, fresh=True)
+        hidden = set(await self._requirements.hidden_tools(session.owner_id, listed))
+        for plugin in listed:
+            if plugin.manifest.id in used_up:  # only the tools that use the quota up leave
+                hidden |= set(self._quota_tools(plugin))
+        tools = [tool for tool in toolset.listed() if tool.name not in hidden]
+        return VisitorList(tools, {pid: s for pid, s in states.items() if s is not _UNREADABLE})
+
+    async def _quota_states(self, session: Session, visible: list[Plugin]) -> dict[str, QuotaState]:
+        """The quota of each gated capability; one that cannot be read counts as exhausted."""
+        gated = [p for p in visible if p.manifest.quota_gate() is not None]
+        if session.subject is None or not gated:
+            return {}
+        states: dict[str, QuotaState] = {}
+
+        async def read(plugin: Plugin) -> None:
+            state = await self._read_quota(plugin, session, "its tools are hidden")
+            if state is not None:
+                states[plugin.manifest.id] = state
+
+        async with anyio.create_task_group() as tg:
+            for plugin in gated:
+                tg.start_soon(read, plugin)
+        return states
+
+    async def call_tool(
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        progress: ProgressFnT | None,
+        client: VisitorClient | None = None,
+    ) -> types.CallToolResult:
+        """`client`: the visitor's client, which the child's elicitation and sampling requests
+        (and `inference.generate`) reach while the call runs; None refuses them."""
+        try:
+            return await self._call(session, name, arguments, meta, progress, client)
+        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
+            return error_result(exc.code, exc.message)
+        except HostError as exc:
+            logger.info("session %s: %s -> %s: %s", session.id, name[:80], exc.code, exc.message)
+            return error_result(exc.code, exc.message)
+        except Exception as exc:
+            if (outage := as_unavailable(exc)) is not None:
+                return error_result(outage.code, outage.message)
+            logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
+            return error_result("unavailable", "the call failed inside the host")
+
+    async def _call(
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        progress: ProgressFnT | None,
+        client: VisitorClient | None,
+    ) -> types.CallToolResult:
+        kept = visitor_meta(meta, self._meta_caps)
+        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
+        binding = toolset.tools.get(name)
+        if binding is not None and name in await self._requirements.hidden_tools(
+            session.owner_id, [self._by_id[binding.capability]]
+        ):
+            binding = None  # the owner's connection cannot do what it needs: as if it were not there
+        if binding is None:
+            logger.info(
+                "session %s: tool %r refused as unknown (%s)",
+                session.id,
+                name[:80],
+                self._why_unknown(session, name),
+            )
+            raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
+        plugin = self._by_id[binding.capability]
+        await self._check_quota(plugin, session, binding.tool.name)
+        if self._holds is not None and needs_hold(binding.tool):
+            used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
+            logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
+        child = self._child_of(plugin)
+        scope = CallScope(session.owner_id, session)
+        with child.router.serving(client) as call:
+            if not named_ops(plugin):
+                meta_out = forwarded_meta(kept, scope.wire())
+                result = await child.call_tool(
+                    name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
+                )
+            else:
+                with self._grants.issue(plugin.manifest.id, scope, name, call) as (token, grant):
+                    meta_out = forwarded_meta(kept, scope.wire(), token)
+                    result = await child.call_tool(
+                        name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
+                    )
+                if QuotaExhausted.code in grant.refusals:
+                    raise exhausted(plugin.manifest.id, session.subject)
+        await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
+        if result.meta:
+            # The host answers as itself: the child's serverInfo stamp does not travel.
+            result.meta.pop("io.modelcontextprotocol/serverInfo", None)
+        return result
+
+    async def _receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
+        """Record that the call completed; a failure to record changes nothing for the visitor."""
+        if self._turns is None:
+            return
+        try:
+            await self._turns.record(session.id, capability, tool, receipt_ok(result))
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
+                "session %s: the receipt of %s/%s was not recorded",
+                session.id,
+                capability,
+                tool[:80],
+                exc_info=not outage,
+            )
+
+    @staticmethod
+    def _quota_tools(plugin: Plugin) -> tuple[str, ...]:
+        gate = plugin.manifest.quota_gate()
+        return gate.tools if gate is not None else ()
+
+    async def _check_quota(self, plugin: Plugin, session: Session, tool: str) -> None:
+        gate = plugin.manifest.quota_gate()
+        if session.subject is None or gate is None or not gate.gates(tool):
+            return
+        state = await self._read_quota(plugin, session, "the call is refused")
+        if state is _UNREADABLE:
+            raise Unavailable("the capability is unavailable right now")
+        if state is not None and state.remaining <= 0:
+            raise exhausted(plugin.manifest.id, session.subject, state)
+
+    async def _read_quota(self, plugin: Plugin, session: Session, consequence: str) -> QuotaState | None:
+        """The session's quota of `plugin`; `_UNREADABLE` (nothing left) when it cannot be read."""
+        try:
+            return await self._quota.state(plugin, session.owner_id, session.subject)
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
+                "%s: quota of subject %s could not be read; %s",
+                plugin.manifest.id,
+                session.subject,
+                consequence,
+                exc_info=not outage,
+            )
+            return _UNREADABLE
+
+    def _why_unknown(self, session: Session, name: str) -> str:
+        """Why `name` is refused, for the log only: the visitor gets `unknown` either way."""
+        if session.credential_revoked:
+            return "the session's access code or API key was revoked"
+        visible = {p.manifest.id for p in self.visible(session)}
+        for pid in self._bindings.last_seen_in(name):
+            if pid not in visible:
+                return f"exists in {pid}, which this session may not see"
+            manifest = self._by_id[pid].manifest if pid in self._by_id else None
+            if manifest is not None and (manifest.requires or name in manifest.visitor_tool_requires):
+                return f"{pid} needs a connector the owner has not connected, or one that cannot do what it needs"
+            return f"exposed by {pid} but withheld: {self._bindings.causes.get(pid)}"
+        for plugin in self._capabilities:
+            if plugin.manifest.id not in visible and name in (plugin.manifest.visitor_tools or ()):
+                return f"declared by {plugin.manifest.id}, which this session may not see"
+        return "no capability has it"

@@ -1,0 +1,284 @@
+"""The visitor face over HTTP: `POST /v1/sessions` and each session's MCP endpoint.
+
+Above: `app` (the composition root mounts these routes). Below: `visitor_door` (what a
+session may list and call), `sessions` (who a bearer token is), `access` (which credential
+opens which session) and `throttle` (slowing down wrong credentials).
+
+`POST /v1/sessions` takes `{code?, visitor?}` and an optional `Authorization: Bearer <API
+key>`: a code opens a code session, a key an API-key session, neither a public session while
+the owner allows them. A wrong, expired, used-up or revoked code or key gets one fixed 401
+that does not say which; a client that keeps failing waits longer and longer for it.
+
+One low-level MCP `Server` serves every session; the session is known per request from the
+bearer token, checked before the SDK sees the request (a session URL is a name, never proof:
+SECURITY.md §0.1). Both protocol eras are served by one `StreamableHTTPSessionManager`:
+2025-11-25 clients get an `Mcp-Session-Id` bound to the visitor session that opened it (the
+SDK answers 404 to any other credential); 2026-07-28 requests are each authenticated on their
+own. Tool lists are per session, so they are marked `cacheScope: private` with no TTL.
+
+Turns (`TurnsEndpoint`, same bearer token as the session's MCP endpoint):
+`POST /v1/sessions/{id}/turns {message}` opens the session's next turn (201 `{turn}`);
+`POST /v1/sessions/{id}/turns/{n}/answer {text}` stores the agent's answer and judges it
+against the claim gates of the capabilities the session can see: `{ok: true}`, or
+`{ok: false, violations: [{capability, tool, phrase}]}` (SECURITY.md E12).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_host.access import Access, Session, SessionStore, Visitor
+from mcp_host.edge import FailureThrottle, drain_limit, read_body
+from mcp_host.policy import TurnStore, UnknownTurn, judge
+
+from .door import VisitorDoor
+from .server import SCOPE_KEY
+
+__all__ = [
+    "bearer_token",
+    "NO_CREDENTIAL",
+    "REFUSED",
+    "SessionsEndpoint",
+    "TurnsEndpoint",
+    "VisitorMCPEndpoint",
+    "security_settings",
+]
+
+logger = logging.getLogger(__name__)
+
+# The one answer to a code or key that was not accepted, whatever was wrong with it.
+REFUSED = {"error": "unauthorized", "message": "the access code or API key was not accepted"}
+NO_CREDENTIAL = {"error": "unauthorized", "message": "this host opens sessions only with an access code or an API key"}
+
+
+def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:
+    """DNS-rebinding protection: only our own Host values, no foreign browser Origins."""
+    names = {host, "127.0.0.1", "localhost", "[::1]", *extra_hosts}
+    hosts = sorted({f"{n}:{port}" for n in names} | set(extra_hosts))
+    origins = sorted({f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")})
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def bearer_token(scope: Scope) -> str | None:
+    """The bearer token of an ASGI request's `Authorization` header, or None."""
+    for key, value in scope.get("headers", ()):
+        if key == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if hmac.compare_digest(scheme.lower(), "bearer") and token.strip():
+                return str(token.strip())
+    return None
+
+
+def _unauthorized(body: Mapping[str, str] | None = None) -> Response:
+    return JSONResponse(
+        body or {"error": "unauthorized", "message": "unknown session or wrong bearer token"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer realm="mcp-host"'},
+    )
+
+
+class VisitorMCPEndpoint:
+    """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
+
+    def __init__(self, sessions: SessionStore, mcp_app: ASGIApp) -> None:
+        self._sessions = sessions
+        self._mcp_app = mcp_app
+        """The SDK's session manager behind the JSON-RPC edge (`app.py` composes them)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = str(scope.get("path_params", {}).get("session_id", ""))
+        token = bearer_token(scope)
+        session = await self._sessions.authenticate(session_id, token) if token else None
+        if session is None:
+            await _unauthorized()(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = session
+        # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
+        # session presenting it gets 404. The token itself never goes into the scope.
+        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
+        await self._mcp_app(scope, receive, send)
+
+
+class _NewSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str | None = Field(default=None, min_length=1, max_length=256)
+    visitor: Visitor | None = None
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+class SessionsEndpoint:
+    """`POST /v1/sessions`: open a code, API-key or public visitor session."""
+
+    def __init__(
+        self, access: Access, throttle: FailureThrottle, owner_id: str, base_url: str, max_body_bytes: int
+    ) -> None:
+        self._access = access
+        self._throttle = throttle
+        self._owner_id = owner_id
+        self._base_url = base_url
+        self._max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await self._handle(request)
+        await response(scope, receive, send)
+
+    async def _handle(self, request: Request) -> Response:
+        if request.method != "POST":
+            return JSONResponse({"error": "method_not_allowed"}, status_code=405, headers={"Allow": "POST"})
+        body = await _read_capped(request, self._max_body_bytes)
+        if body is None:
+            return JSONResponse(
+                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
+            )
+        try:
+            payload = _NewSession.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+            return _invalid("; ".join(problems))
+        has_key = "authorization" in request.headers
+        if has_key and payload.code is not None:
+            return _invalid("give an access code or an API key, not both")
+        if payload.code is not None:
+            opened = await self._access.open_with_code(self._owner_id, payload.code, payload.visitor)
+        elif has_key:
+            key = bearer_token(request.scope)
+            opened = None if key is None else await self._access.open_with_key(self._owner_id, key, payload.visitor)
+        else:
+            opened = await self._access.open_public(self._owner_id, payload.visitor)
+            if opened is None:
+                return _unauthorized(NO_CREDENTIAL)
+        if opened is None:
+            return await self._refused(request)
+        session, token = opened
+        logger.info("session %s opened (%s)", session.id, session.mode)
+        return JSONResponse(
+            {
+                "session_id": session.id,
+                "mcp_url": f"{self._base_url}/v1/sessions/{session.id}/mcp",
+                "token": token,
+            },
+            status_code=201,
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def _refused(self, request: Request) -> Response:
+        client = _client(request.scope)
+        delay = self._throttle.failed(client)
+        logger.info("session refused: a code or key from %s was not accepted (answered after %.2f s)", client, delay)
+        if delay > 0:
+            await anyio.sleep(delay)
+        return _unauthorized(REFUSED)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("contains NUL")
+    return value
+
+
+class _NewTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    message: Annotated[str, AfterValidator(_no_nul)]
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: Annotated[str, AfterValidator(_no_nul)]
+
+
+_MAX_TURN = 2**31 - 1
+M = TypeVar("M", bound=BaseModel)
+
+
+class TurnsEndpoint:
+    """`POST /v1/sessions/{id}/turns` and `POST /v1/sessions/{id}/turns/{n}/answer`."""
+
+    def __init__(self, sessions: SessionStore, turns: TurnStore, door: VisitorDoor, max_body_bytes: int) -> None:
+        self._sessions = sessions
+        self._turns = turns
+        self._door = door
+        self._max_body_bytes = max_body_bytes
+
+    async def open_turn(self, request: Request) -> Response:
+        session = await self._authenticate(request)
+        if session is None:
+            return _unauthorized()
+        payload = await self._body(request, _NewTurn)
+        if isinstance(payload, Response):
+            return payload
+        n = await self._turns.open_turn(session.id, payload.message)
+        return JSONResponse({"turn": n}, status_code=201, headers={"Cache-Control": "no-store"})
+
+    async def answer(self, request: Request) -> Response:
+        session = await self._authenticate(request)
+        if session is None:
+            return _unauthorized()
+        payload = await self._body(request, _Answer)
+        if isinstance(payload, Response):
+            return payload
+        raw = str(request.path_params.get("n", ""))
+        n = int(raw) if raw.isdigit() and len(raw) <= 10 else 0
+        try:
+            if not 1 <= n <= _MAX_TURN:
+                raise UnknownTurn(raw)
+            receipts = await self._turns.receipts(session.id, n)
+            violations = judge(payload.text, self._door.claim_gates(session), receipts)
+            await self._turns.answer(session.id, n, payload.text)
+        except UnknownTurn:
+            return JSONResponse({"error": "not_found", "message": "this session has no such turn"}, status_code=404)
+        if violations:
+            logger.info("session %s: turn %d answer claims work without a receipt: %s", session.id, n, violations)
+            body: dict[str, Any] = {
+                "ok": False,
+                "violations": [{"capability": v.capability, "tool": v.tool, "phrase": v.phrase} for v in violations],
+            }
+        else:
+            body = {"ok": True}
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    async def _authenticate(self, request: Request) -> Session | None:
+        session_id = str(request.path_params.get("session_id", ""))
+        token = bearer_token(request.scope)
+        return await self._sessions.authenticate(session_id, token) if token else None
+
+    async def _body(self, request: Request, model: type[M]) -> M | Response:
+        body = await _read_capped(request, self._max_body_bytes)
+        if body is None:
+            return JSONResponse(
+                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
+            )
+        try:
+            return model.model_validate_json(body or b"{}")
+        except ValidationError as exc:
+            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+            return _invalid("; ".join(problems))
+
+
+def _invalid(message: str) -> Response:
+    return JSONResponse({"error": "invalid_request", "message": message}, status_code=400)
+
+
+async def _read_capped(request: Request, cap: int) -> bytes | None:
+    """The body, or None when it is over `cap` bytes (drained a little first: `rpc_edge.read_body`)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > drain_limit(cap):
+        return None
+    body, _ = await read_body(request.receive, cap)
+    return body

@@ -1,0 +1,43 @@
+"""What travels: the `_meta` of a forwarded call, the results the host writes itself, checks on JSON a
+plugin sends, newline-delimited JSON-RPC framing, the visitor's client as a call sees it, and
+rate-limited logging of what arrives. Below: `errors`, `settings`. Above: everything else.
+"""
+
+from .framing import framed_transport
+from .json_guard import check_json_object, json_contains
+from .log_limit import LimitedLog, TokenBucket
+from .meta import GRANT_KEY, MetaCaps, forwarded_meta, visitor_meta, without_host_keys
+from .tool_results import error_result, structured_result
+from .visitor_client import (
+    ClientLacks,
+    InputRequest,
+    InputResponse,
+    LogSink,
+    PushClient,
+    VisitorClient,
+    lacking,
+    log_sink,
+)
+
+__all__ = [
+    "ClientLacks",
+    "GRANT_KEY",
+    "InputRequest",
+    "InputResponse",
+    "LimitedLog",
+    "LogSink",
+    "MetaCaps",
+    "PushClient",
+    "TokenBucket",
+    "VisitorClient",
+    "check_json_object",
+    "error_result",
+    "forwarded_meta",
+    "framed_transport",
+    "json_contains",
+    "lacking",
+    "log_sink",
+    "structured_result",
+    "visitor_meta",
+    "without_host_keys",
+]
