@@ -23,10 +23,10 @@ import anyio
 import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from fuzzing import ENDPOINTS, Fuzzer, Target, serves_a_normal_session  # noqa: E402
-from hosting import wait_serving  # noqa: E402
+from tests.fuzzing import ENDPOINTS, Fuzzer, Target, serves_a_normal_session  # noqa: E402
+from tests.hosting import wait_serving  # noqa: E402
 
 PLUGINS = ROOT / "tests" / "plugins"
 

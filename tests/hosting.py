@@ -23,8 +23,10 @@ from mcp_host.app.wiring import Host, create_app
 from mcp_host.edge.http_server import server_config
 from mcp_host.settings import Settings
 
-PLUGINS = Path(__file__).parent / "plugins"
-BUILTINS = Path(__file__).resolve().parent.parent / "capabilities"
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+PLUGINS = TESTS / "fixtures" / "plugins"  # the test plugins, each a manifest.yaml and a server
+BUILTINS = REPO / "capabilities"
 
 
 def free_port() -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 import caldav
 
-from hosting import free_port
+from tests.hosting import free_port
 
 PASSWORDS = {"owner": "owner-Pa55-8e1f", "reader": "reader-Pa55-03ab"}
 WRONG_PASSWORD = "wrong-Pa55-c4d2e9"

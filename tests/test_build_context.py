@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from mcp_host.plugins.loading import load_plugins
+from tests.hosting import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 IGNORE_FILES = (".containerignore", ".dockerignore")
 
 

@@ -21,11 +21,11 @@ import pytest
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from conformance.runner import ScenarioResult, list_server_scenarios, run_scenarios
-from conformance.score import regressions, score_table
-from conformance.shim import header_shim
-from conformance.suite import Suite, find_suite
-from conformance.targets import direct_plugin, through_host
+from tests.conformance.runner import ScenarioResult, list_server_scenarios, run_scenarios
+from tests.conformance.score import regressions, score_table
+from tests.conformance.shim import header_shim
+from tests.conformance.suite import Suite, find_suite
+from tests.conformance.targets import direct_plugin, through_host
 
 pytestmark = pytest.mark.anyio
 

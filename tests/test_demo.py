@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hosting import BUILTINS, host_settings, running_host
-from processes import needs_bwrap
+from tests.hosting import BUILTINS, REPO, host_settings, running_host
+from tests.processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
 
-DEMO = Path(__file__).resolve().parent.parent / "scripts" / "visitor_demo.py"
+DEMO = REPO / "scripts" / "visitor_demo.py"
 
 
 async def test_the_demo_books_once_is_refused_once_and_the_gate_flags_the_false_claim(

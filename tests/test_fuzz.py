@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzing import Fuzzer, Target, serves_a_normal_session
-from hosting import host_settings, running_host
+from tests.fuzzing import Fuzzer, Target, serves_a_normal_session
+from tests.hosting import host_settings, running_host
 
 pytestmark = pytest.mark.anyio
 

@@ -19,10 +19,9 @@ import anyio
 import pytest
 from packaging.requirements import Requirement
 
-from hosting import PLUGINS, free_port, wait_serving
 from mcp_host.app import cli
+from tests.hosting import PLUGINS, REPO, free_port, wait_serving
 
-REPO = Path(__file__).resolve().parent.parent
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
 
 

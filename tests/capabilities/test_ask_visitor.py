@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 
-from hosting import BUILTINS, host_settings, running_host
+from tests.hosting import BUILTINS, host_settings, running_host
 
 pytestmark = pytest.mark.anyio
 

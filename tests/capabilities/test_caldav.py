@@ -17,17 +17,17 @@ from typing import Any
 
 import caldav
 import pytest
-from connector_child import Connector, connector_child, refusal
 from inline_snapshot import snapshot
 
-from hosting import BUILTINS, free_port
 from mcp_host.children.lifecycle import ChildPool
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
-from processes import CHILD_LIMITS, needs_bwrap
+from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.hosting import BUILTINS, free_port
+from tests.peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
+from tests.processes import CHILD_LIMITS, needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

@@ -20,12 +20,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
-from hosting import BUILTINS, RunningHost, host_settings, running_host
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.policy.turns import judge
-from peers import PASSWORDS, Radicale, new_calendar, running_radicale
-from processes import needs_bwrap
-from test_owner_door import call, owner_client
+from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.owner_facade.test_door import call, owner_client
+from tests.peers import PASSWORDS, Radicale, new_calendar, running_radicale
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

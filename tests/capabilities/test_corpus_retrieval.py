@@ -16,10 +16,10 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from hosting import BUILTINS, RunningHost, host_settings, running_host
 from mcp_host_kit import SESSION_KEY
 from owner_facade import OWNER_PATH
-from processes import needs_bwrap
+from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

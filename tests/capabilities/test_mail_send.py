@@ -26,9 +26,9 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from inline_snapshot import snapshot
 from mcp import Client
 
-from hosting import BUILTINS, RunningHost, free_port, host_settings, running_host
-from processes import needs_bwrap
-from test_owner_door import owner_client
+from tests.hosting import BUILTINS, RunningHost, free_port, host_settings, running_host
+from tests.owner_facade.test_door import owner_client
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
-from connector_child import Connector, connector_child, refusal
 from inline_snapshot import snapshot
 
-from hosting import BUILTINS, free_port
 from mcp_host.children.lifecycle import ChildPool
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from processes import CHILD_LIMITS, needs_bwrap
+from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.hosting import BUILTINS, free_port
+from tests.processes import CHILD_LIMITS, needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

@@ -22,10 +22,10 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.session import SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 
-from hosting import BUILTINS, RunningHost, host_settings, running_host
 from mcp_host_kit import SESSION_KEY
-from processes import needs_bwrap
-from test_owner_door import call, owner_client
+from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.owner_facade.test_door import call, owner_client
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from conformance.suite import Suite
+from tests.conformance.suite import Suite
 
 __all__ = ["Check", "ScenarioResult", "list_server_scenarios", "run_scenario", "run_scenarios"]
 

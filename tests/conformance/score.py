@@ -24,10 +24,10 @@ from pathlib import Path
 
 import anyio
 
-from conformance.runner import ScenarioResult, list_server_scenarios, run_scenarios
-from conformance.suite import Suite, find_suite
-from conformance.targets import direct_plugin, through_host
 from mcp_host.store.embedded_postgres import embedded_postgres
+from tests.conformance.runner import ScenarioResult, list_server_scenarios, run_scenarios
+from tests.conformance.suite import Suite, find_suite
+from tests.conformance.targets import direct_plugin, through_host
 
 __all__ = ["regressions", "score_table"]
 

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from conformance.shim import header_shim
-from hosting import PLUGINS, free_port, host_settings, running_host
+from tests.conformance.shim import header_shim
+from tests.hosting import PLUGINS, free_port, host_settings, running_host
 
 __all__ = ["PLUGIN", "direct_plugin", "through_host"]
 

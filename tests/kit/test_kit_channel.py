@@ -40,10 +40,11 @@ from mcp_host_kit import (
 )
 from mcp_host_kit.channel import SocketChannel
 from mcp_host_kit.host import Host
+from tests.hosting import PLUGINS
 
 pytestmark = pytest.mark.anyio
 
-NOTES = Path(__file__).resolve().parent.parent / "plugins" / "notes"
+NOTES = PLUGINS / "notes"
 GRANT = "grant-of-this-call"
 SESSION = {
     "owner_id": "owner-1",

@@ -23,10 +23,11 @@ from mcp_host_kit import (
 )
 from mcp_host_kit.local import LocalHost, contains
 from mcp_host_kit.manifest import ManifestProblem, read_plugin_manifest
+from tests.hosting import PLUGINS
 
 pytestmark = pytest.mark.anyio
 
-NOTES = Path(__file__).resolve().parent.parent / "plugins" / "notes"
+NOTES = PLUGINS / "notes"
 ALL_OPS = "[store.insert, store.query, store.count, store.update, store.delete, store.claim, store.release, config.get]"
 
 

@@ -14,10 +14,11 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import mcp_host_kit
+from tests.hosting import PLUGINS
 
 pytestmark = pytest.mark.anyio
 
-NOTES = Path(__file__).resolve().parent.parent / "plugins" / "notes"
+NOTES = PLUGINS / "notes"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00")
 

@@ -1,0 +1,328 @@
+"""`mcp-host` on the command line: check, caps list, owner token and session new, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from inline_snapshot import snapshot
+from pydantic import SecretStr
+
+from mcp_host.access.owners import OwnerStore, write_owner_token_file
+from mcp_host.app.cli import main
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.plugins.manifest import MANIFEST_NAME
+from mcp_host.settings import Settings
+from mcp_host.store.config import ConfigStore
+from mcp_host.store.database import open_database
+from mcp_host.store.plugin_store import PluginStores, store_schema
+from tests.hosting import PLUGINS, free_port, host_settings, running_host
+
+ECHO = PLUGINS / "echo"
+MCP_HOST = Path(sys.executable).parent / "mcp-host"
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No MCP_HOST_* setting from the caller's shell, and no builtin plugins.
+
+    The builtins are left out so the tables below hold only the plugins a test names; the
+    test fixtures' own variables (MCP_HOST_TEST_*) stay, as no setting reads them.
+    """
+    for name in list(os.environ):
+        if name.startswith("MCP_HOST_") and not name.startswith("MCP_HOST_TEST_"):
+            monkeypatch.delenv(name)
+    no_builtins = tmp_path / "no-builtins"
+    no_builtins.mkdir()
+    monkeypatch.setenv("MCP_HOST_BUILTIN_DIR", str(no_builtins))
+
+
+def write_plugin(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / MANIFEST_NAME).write_text(text, encoding="utf-8")
+    return folder
+
+
+def rows(table: str, tmp_path: Path) -> list[list[str]]:
+    """A printed table as its cells (columns are two or more spaces apart), tmp_path as <tmp>."""
+    text = table.replace(str(tmp_path.resolve()), "<tmp>")
+    return [re.split(r" {2,}", line) for line in text.splitlines()]
+
+
+def test_check_of_a_good_plugin_folder_prints_ok_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(ECHO)]) == 0
+
+    out, err = capsys.readouterr()
+    assert out == f"ok: {ECHO}\n"
+    assert err == ""
+
+
+def test_check_of_a_broken_manifest_names_the_file_and_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = write_plugin(tmp_path / "broken", "id: demo\ncolour: red\n")
+
+    assert main(["check", str(broken)]) == 1
+
+    out, err = capsys.readouterr()
+    assert out == f"error: {broken.resolve() / MANIFEST_NAME}: colour: unknown key 'colour'\n"
+    assert err == ""
+
+
+def test_check_of_several_folders_reports_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_plugin(tmp_path / "many" / "a", "id: twice\n")
+    write_plugin(tmp_path / "many" / "b", "id: twice\n")
+    write_plugin(tmp_path / "many" / "c", "id: c\ncolour: red\nsize: 3\n")
+    hostile = write_plugin(tmp_path / "hostile", 'id: hostile\ntitle: "Invoice \\u202Efdp.exe"\n')
+    paths = [tmp_path / "many", hostile, ECHO, tmp_path / "missing"]
+
+    assert main(["check", *map(str, paths)]) == 1
+
+    out, _ = capsys.readouterr()
+    assert out.replace(str(tmp_path.resolve()), "<tmp>").splitlines() == snapshot(
+        [
+            "error: <tmp>/many/c/manifest.yaml: colour: unknown key 'colour'",
+            "error: <tmp>/many/c/manifest.yaml: size: unknown key 'size'",
+            "error: <tmp>/hostile/manifest.yaml: title: title contains a bidi control (U+202E) at index 8",
+            "error: <tmp>/missing: no such folder",
+            "error: <tmp>/many/a/manifest.yaml: id: 'twice' is also the id of <tmp>/many/b",
+            "error: <tmp>/many/b/manifest.yaml: id: 'twice' is also the id of <tmp>/many/a",
+        ]
+    )
+
+
+def test_caps_list_without_a_host_prints_the_catalogue_from_the_manifests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["caps", "list", "--plugins", str(ECHO), "--data-dir", str(tmp_path / "data")]) == 0
+
+    out, err = capsys.readouterr()
+    assert out == snapshot("""\
+ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
+test.echo  capability  always  -         echo,whoami,sleep,die  not_started
+""")
+    data = tmp_path / "data"
+    assert err == (
+        f"(manifests only: no host is running with data directory {data};"
+        f" start one: mcp-host serve --data-dir {data})\n"
+    )
+
+
+def test_caps_list_shows_a_plugin_that_does_not_load_as_invalid_with_its_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = write_plugin(tmp_path / "broken", "id: demo\ncolour: red\n")
+    args = ["caps", "list", "--plugins", str(ECHO), str(broken), "--data-dir", str(tmp_path / "data")]
+
+    assert main(args) == 0
+
+    out, _ = capsys.readouterr()
+    assert rows(out, tmp_path) == snapshot(
+        [
+            ["ID", "KIND", "ACL", "REQUIRES", "VISITOR TOOLS", "STATUS"],
+            ["test.echo", "capability", "always", "-", "echo,whoami,sleep,die", "not_started"],
+            [
+                "<tmp>/broken/manifest.yaml",
+                "?",
+                "?",
+                "-",
+                "-",
+                "invalid: <tmp>/broken/manifest.yaml: colour: unknown key 'colour'",
+            ],
+        ]
+    )
+
+
+def test_owner_token_without_a_token_file_exits_1_saying_where_it_looked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["owner", "token", "--data-dir", str(tmp_path / "data")]) == 1
+
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.replace(str(tmp_path), "<tmp>") == snapshot(
+        "mcp-host: no owner token yet at <tmp>/data/owner-token; start the host once with this data directory:"
+        " mcp-host serve --data-dir <tmp>/data\n"
+    )
+
+
+def test_owner_token_prints_the_token_the_host_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = "owner-token-for-the-test-0123456789abcdef"
+    write_owner_token_file(tmp_path / "data", token)
+
+    assert main(["owner", "token", "--data-dir", str(tmp_path / "data")]) == 0
+
+    assert capsys.readouterr() == (f"{token}\n", "")
+
+
+def test_session_new_without_a_host_exits_1_saying_no_host_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    data = tmp_path / "data"
+
+    assert main(["session", "new", "--url", url, "--data-dir", str(data)]) == 1
+
+    assert capsys.readouterr() == (
+        "",
+        f"mcp-host: no host answers at {url} (Connection refused); no host is running with data directory {data};"
+        f" start one: mcp-host serve --data-dir {data}\n",
+    )
+
+
+def test_console_script_prints_usage_and_passes_the_exit_status_on(tmp_path: Path) -> None:
+    broken = write_plugin(tmp_path / "broken", "id: demo\ncolour: red\n")
+
+    usage = subprocess.run([MCP_HOST, "--help"], capture_output=True, text=True, timeout=60, check=False)
+    refused = subprocess.run([MCP_HOST, "check", broken], capture_output=True, text=True, timeout=60, check=False)
+
+    assert (usage.returncode, usage.stdout.splitlines()[0]) == (
+        0,
+        "usage: mcp-host [-h] {serve,check,caps,session,owner,uninstall} ...",
+    )
+    assert (refused.returncode, refused.stdout) == (
+        1,
+        f"error: {broken.resolve() / MANIFEST_NAME}: colour: unknown key 'colour'\n",
+    )
+
+
+async def test_session_new_and_caps_list_against_a_running_host(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo"])
+    caps_list = ["caps", "list", "--url", settings.base_url, "--data-dir", str(settings.data_dir)]
+    async with running_host(settings) as host:
+        capsys.readouterr()  # what the host logged while starting
+        with anyio.fail_after(30):
+            # The CLI blocks on urllib while the host answers from this test's event loop.
+            assert await anyio.to_thread.run_sync(main, ["session", "new", "--url", host.url]) == 0
+            session = json.loads(capsys.readouterr().out)
+            assert await anyio.to_thread.run_sync(main, caps_list) == 0
+            before = capsys.readouterr().out
+            async with host.client(session) as client:
+                listed = await client.list_tools()
+            assert await anyio.to_thread.run_sync(main, caps_list) == 0
+            after = capsys.readouterr().out
+
+    assert sorted(session) == ["mcp_url", "session_id", "token"]
+    assert session["mcp_url"] == f"{host.url}/v1/sessions/{session['session_id']}/mcp"
+    assert len(session["token"]) >= 32
+    assert [tool.name for tool in listed.tools] == ["echo", "whoami", "sleep", "die"]
+    assert before == snapshot("""\
+ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
+test.echo  capability  always  -         echo,whoami,sleep,die  not_started
+""")
+    assert after == snapshot("""\
+ID         KIND        ACL     REQUIRES  VISITOR TOOLS          STATUS
+test.echo  capability  always  -         echo,whoami,sleep,die  healthy
+""")
+
+
+async def test_owner_profile_sets_and_shows_the_profile_of_the_running_host(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = host_settings(tmp_path, database_url, [])
+    async with running_host(settings) as host:
+        capsys.readouterr()  # what the host logged while starting
+        target = ["--url", host.url, "--data-dir", str(settings.data_dir)]
+
+        async def profile(*flags: str) -> tuple[int, str, str]:
+            with anyio.fail_after(30):  # the CLI runs its own event loop in a worker thread
+                code = await anyio.to_thread.run_sync(main, ["owner", "profile", *flags, *target])
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        fresh = await profile()
+        changed = await profile("--name", "Ada Lovelace", "--email", "ada@example.org", "--timezone", "Europe/Berlin")
+        refused = await profile("--timezone", "Berlin")
+        unset = await profile("--email", "")
+        shown = await profile()
+        stored = await host.host.owners.get(host.host.owner_id)
+        other = tmp_path / "another-data-dir"
+        write_owner_token_file(other, "not-this-hosts-owner-token-0123456789abcdef")
+        target = ["--url", host.url, "--data-dir", str(other)]
+        wrong_token = await profile()
+
+    assert fresh == (0, "name:     (not set)\nemail:    (not set)\ntimezone: (not set)\n", "")
+    assert changed == (0, "name:     Ada Lovelace\nemail:    ada@example.org\ntimezone: Europe/Berlin\n", "")
+    assert refused == (
+        1,
+        "",
+        "mcp-host: invalid_arguments: timezone: 'Berlin' is not an IANA zone name such as Europe/Berlin,"
+        " America/New_York or UTC\n",
+    )
+    assert unset == shown == (0, "name:     Ada Lovelace\nemail:    (not set)\ntimezone: Europe/Berlin\n", "")
+    assert stored is not None
+    assert stored.profile() == {"name": "Ada Lovelace", "email": None, "timezone": "Europe/Berlin"}
+    assert wrong_token == (
+        1,
+        "",
+        f"mcp-host: the host at {host.url} refused the owner token in {other / 'owner-token'}; is it another host's"
+        " data directory? (`mcp-host owner token --rotate` issues a new one)\n",
+    )
+
+
+def test_owner_profile_without_a_host_or_a_token_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    url = f"http://127.0.0.1:{free_port()}"
+
+    no_token = main(["owner", "profile", "--url", url, "--data-dir", str(data)])
+    no_token_err = capsys.readouterr().err
+    write_owner_token_file(data, "owner-token-for-the-test-0123456789abcdef")
+    no_host = main(["owner", "profile", "--email", "ada@example.org", "--url", url, "--data-dir", str(data)])
+    no_host_err = capsys.readouterr().err
+
+    assert (no_token, no_token_err) == (1, f"mcp-host: no owner token at {data / 'owner-token'}; start the host once\n")
+    assert (no_host, no_host_err) == (
+        1,
+        f"mcp-host: no host answered at {url}; start it with `mcp-host serve` (or pass --url)\n",
+    )
+
+
+def test_uninstall_asks_for_yes_before_deleting_anything(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["uninstall", "notes"]) == 1
+    assert "run again with --yes" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_uninstall_drops_the_plugins_store_and_config_and_nothing_else(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_HOST_DATABASE_URL", database_url)
+    settings = Settings(database_url=SecretStr(database_url), data_dir=tmp_path)
+    notes = load_plugins(None, [PLUGINS / "notes"]).plugins[0]
+    async with open_database(settings) as database:
+        owner = await OwnerStore(database.pool).ensure_single_owner()
+        stores = PluginStores(database.pool)
+        for plugin_id in ("notes", "forger"):
+            await (await stores.ensure("capability", plugin_id)).insert(owner.id, "things", {"n": 1})
+        await (
+            ConfigStore(database.pool)
+            .for_plugin("notes", notes.manifest)
+            .set(owner.id, "owner", "", {"greeting": "hi"})
+        )
+
+        code = await anyio.to_thread.run_sync(
+            main, ["uninstall", "notes", "--yes", "--data-dir", str(tmp_path)], abandon_on_cancel=False
+        )
+
+        assert code == 0
+        assert capsys.readouterr().out == "uninstalled notes: dropped its store; deleted 1 config row(s)\n"
+        schemas = {r["nspname"] for r in await database.pool.fetch("SELECT nspname FROM pg_namespace")}
+        assert store_schema("capability", "notes") not in schemas
+        assert await stores.bound("capability", "forger").count(owner.id, "things") == 1
+        assert await ConfigStore(database.pool).for_plugin("notes", notes.manifest).get(owner.id, "owner") == {
+            "greeting": "hello",
+            "page_size": 10,
+        }

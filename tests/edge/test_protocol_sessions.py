@@ -1,0 +1,204 @@
+"""2025-11-25 protocol sessions are capped per principal and per address, and expire when idle
+(issue 11, defect 2): one caller's `initialize` flood never locks another client out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from inline_snapshot import snapshot
+from pydantic import ValidationError
+
+from mcp_host.edge.protocol_sessions import ProtocolSessionLimits
+from mcp_host.settings import Settings
+from owner_facade import OWNER_PATH
+from tests.hosting import RunningHost, host_settings, running_host, wait_until
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = "2025-11-25"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+}
+PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+
+def test_defaults_are_pinned(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert {
+        "per_principal": settings.protocol_sessions_per_principal,
+        "per_client": settings.protocol_sessions_per_client,
+        "max": settings.protocol_sessions_max,
+        "idle_s": settings.protocol_session_idle_s,
+    } == snapshot({"per_principal": 16, "per_client": 256, "max": 10000, "idle_s": 300.0})
+    assert ProtocolSessionLimits() == ProtocolSessionLimits(
+        per_principal=settings.protocol_sessions_per_principal,
+        per_client=settings.protocol_sessions_per_client,
+        idle_s=settings.protocol_session_idle_s,
+    )
+
+
+@pytest.mark.parametrize(("per_principal", "per_client", "host_wide"), [(8, 100, 100), (8, 200, 100), (20, 10, 100)])
+def test_one_address_may_never_be_able_to_fill_the_host_wide_cap(
+    tmp_path: Path, per_principal: int, per_client: int, host_wide: int
+) -> None:
+    with pytest.raises(ValidationError, match="protocol_sessions_per_client < protocol_sessions_max"):
+        Settings(
+            data_dir=tmp_path,
+            protocol_sessions_per_principal=per_principal,
+            protocol_sessions_per_client=per_client,
+            protocol_sessions_max=host_wide,
+        )
+
+
+class Door:
+    """One credential on one MCP endpoint, spoken to with raw HTTP."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, token: str) -> None:
+        self.http = http
+        self.url = url
+        self.headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+
+    async def initialize(self) -> httpx2.Response:
+        return await self.http.post(self.url, json=INITIALIZE, headers=self.headers)
+
+    async def open(self) -> str:
+        response = await self.initialize()
+        assert response.status_code == 200, response.text
+        return response.headers["mcp-session-id"]
+
+    async def alive(self, protocol_session: str) -> bool:
+        response = await self.http.post(
+            self.url, json=PING, headers={**self.headers, "Mcp-Session-Id": protocol_session}
+        )
+        assert response.status_code in (200, 404), response.text
+        return response.status_code == 200
+
+    async def delete(self, protocol_session: str) -> int:
+        response = await self.http.delete(self.url, headers={**self.headers, "Mcp-Session-Id": protocol_session})
+        return response.status_code
+
+    @asynccontextmanager
+    async def busy(self, protocol_session: str) -> AsyncIterator[None]:
+        """Hold the session's GET stream open (a request in flight: never idle)."""
+        headers = {**self.headers, "Accept": "text/event-stream", "Mcp-Session-Id": protocol_session}
+        async with self.http.stream("GET", self.url, headers=headers) as response:
+            assert response.status_code == 200
+            yield
+
+
+async def visitor(host: RunningHost) -> Door:
+    session = await host.new_session()
+    return Door(host.http, session["mcp_url"], session["token"])
+
+
+def owner(host: RunningHost) -> Door:
+    assert host.host.owner_token_file is not None
+    return Door(host.http, f"{host.url}{OWNER_PATH}", host.host.owner_token_file.read_text().strip())
+
+
+def _settings(tmp_path: Path, database_url: str, **caps: Any) -> Settings:
+    return host_settings(tmp_path, database_url, ["echo"], **caps)
+
+
+async def test_one_principal_flooding_initialize_cannot_lock_another_out(tmp_path: Path, database_url: str) -> None:
+    caps = {"protocol_sessions_per_principal": 4, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        flooder = await visitor(host)
+        opened = [await flooder.open() for _ in range(30)]  # 2.5 x the host-wide cap
+        # Each new one closed the flooder's least recently used one: only its last 4 live.
+        assert [await flooder.alive(s) for s in opened] == [False] * 26 + [True] * 4
+        other = await visitor(host)
+        response = await other.initialize()
+        assert response.status_code == 200, response.text
+        assert await other.alive(response.headers["mcp-session-id"])
+
+
+async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still_get_in(
+    tmp_path: Path, database_url: str
+) -> None:
+    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        busy = await visitor(host)
+        first, second = await busy.open(), await busy.open()
+        async with busy.busy(first), busy.busy(second):
+            refused = await busy.initialize()
+            assert refused.status_code == 429
+            assert refused.json() == snapshot(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {
+                        "code": -32600,
+                        "message": "too many protocol sessions open and in use for this credential or address; end one (DELETE) or retry later",  # noqa: E501
+                    },
+                }
+            )
+            other = await visitor(host)
+            assert (await other.initialize()).status_code == 200
+            assert await busy.alive(first) and await busy.alive(second)
+        # Once the host has seen its streams end they are idle, and the next one closes the one
+        # that ended first.
+        with anyio.fail_after(5):
+            while (response := await busy.initialize()).status_code == 429:  # noqa: ASYNC110 - no event for it
+                await anyio.sleep(0.02)
+        assert response.status_code == 200
+        third = response.headers["mcp-session-id"]
+        assert sorted([await busy.alive(first), await busy.alive(second)]) == [False, True]
+        assert await busy.alive(third)
+
+
+async def test_one_address_holds_at_most_its_cap_across_principals(tmp_path: Path, database_url: str) -> None:
+    caps = {"protocol_sessions_per_principal": 3, "protocol_sessions_per_client": 4, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        a, b = await visitor(host), await visitor(host)
+        a_sessions = [await a.open() for _ in range(3)]
+        b_sessions = [await b.open() for _ in range(3)]
+        # 127.0.0.1 may hold 4: b's opening closed a's two least recently used.
+        assert [await a.alive(s) for s in a_sessions] == [False, False, True]
+        assert [await b.alive(s) for s in b_sessions] == [True, True, True]
+
+
+async def test_a_deleted_session_frees_its_place(tmp_path: Path, database_url: str) -> None:
+    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        door = await visitor(host)
+        first, second = await door.open(), await door.open()
+        assert await door.delete(second) == 200
+        third = await door.open()
+        assert [await door.alive(s) for s in (first, second, third)] == [True, False, True]
+
+
+async def test_the_owner_endpoint_is_capped_too(tmp_path: Path, database_url: str) -> None:
+    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        door = owner(host)
+        opened = [await door.open() for _ in range(5)]
+        assert [await door.alive(s) for s in opened] == [False, False, False, True, True]
+
+
+async def test_idle_protocol_sessions_expire(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    idle_s = 0.5
+    caplog.set_level(logging.INFO, logger="mcp.server.streamable_http_manager")
+    async with running_host(_settings(tmp_path, database_url, protocol_session_idle_s=idle_s)) as host:
+        door = await visitor(host)
+        kept, left = await door.open(), await door.open()
+        started = anyio.current_time()
+        async with door.busy(kept):  # in use: never idle
+            # The SDK says when it ends one (a ping would count as use and restart the clock).
+            await wait_until(lambda: any(f"{left} idle timeout" in r.getMessage() for r in caplog.records))
+            assert anyio.current_time() - started >= idle_s
+            assert not await door.alive(left)
+            assert await door.alive(kept)

@@ -1,0 +1,271 @@
+"""Turns, receipts and the claim gate (SECURITY.md E12): `judge` alone, the stores, and a real
+host with the `booker` test plugin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+
+from mcp_host.access.owners import OwnerStore
+from mcp_host.access.sessions import PostgresSessionStore, RoleSnapshot
+from mcp_host.plugins.manifest import ClaimGate
+from mcp_host.policy.turns import (
+    MemoryTurns,
+    PostgresTurns,
+    Receipt,
+    TurnStore,
+    UnknownTurn,
+    Violation,
+    judge,
+    receipt_ok,
+)
+from mcp_host.store.database import PgPool
+from tests.hosting import RunningHost, host_settings, running_host
+from tests.processes import needs_bwrap
+
+pytestmark = pytest.mark.anyio
+
+BOOK = ClaimGate(tool="book_it", phrases=("i've booked", "invite went to"))
+GATES = [("booker", BOOK)]
+
+
+# -- judge ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I've booked it for you.",
+        "I'VE   BOOKED\nit",
+        "Done — I’ve booked it",  # typographic apostrophe
+        "ｉ've booked",  # fullwidth letter, NFKC
+        "the invite went to Ana",
+    ],
+)
+def test_a_gated_phrase_without_a_receipt_is_a_violation(text: str) -> None:
+    violations = judge(text, GATES, [])
+    assert len(violations) == 1
+    assert violations[0].capability == "booker"
+    assert violations[0].tool == "book_it"
+
+
+def test_a_successful_receipt_of_the_gates_tool_clears_it() -> None:
+    assert judge("I've booked it", GATES, [Receipt("booker", "book_it", True)]) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "claims"),
+    [
+        ("I could not book it; that slot is already taken.", False),
+        ("I haven't booked it yet.", False),
+        ("Nothing is booked: the slot was taken.", False),
+        ("I was unable to get it booked.", False),
+        ("I've booked it, no problem.", True),  # a negation after the claim does not excuse it
+        ("No worries. I've booked it.", True),  # nor one in another sentence
+        ("It is not free, so I've booked the next one.", True),  # nor one in another clause
+    ],
+)
+def test_a_phrase_after_a_negation_in_its_clause_is_not_a_claim(text: str, claims: bool) -> None:
+    gate = ClaimGate(tool="book_it", phrases=("booked",))
+    assert bool(judge(text, [("booker", gate)], [])) is claims
+
+
+def test_an_answer_without_a_gated_phrase_needs_no_receipt() -> None:
+    assert judge("Shall I book it?", GATES, []) == []
+    assert judge("I've bookedit", GATES, []) == []  # whole words only
+
+
+@pytest.mark.parametrize(
+    "receipts",
+    [
+        pytest.param([Receipt("booker", "book_it", False)], id="failed-call"),
+        pytest.param([Receipt("booker", "whatever", True)], id="another-tool"),
+        pytest.param([Receipt("other", "book_it", True)], id="another-capability"),
+        pytest.param([], id="receipt-only-in-an-earlier-turn"),
+    ],
+)
+def test_receipts_that_do_not_count(receipts: list[Receipt]) -> None:
+    assert judge("I've booked it", GATES, receipts) == [Violation("booker", "book_it", "i've booked")]
+
+
+def test_one_violation_per_gate() -> None:
+    other = ClaimGate(tool="send", phrases=("sent it",))
+    violations = judge("I've booked it and sent it", [*GATES, ("mailer", other)], [])
+    assert violations == [Violation("booker", "book_it", "i've booked"), Violation("mailer", "send", "sent it")]
+
+
+def _result(*, is_error: bool = False, structured: dict[str, Any] | None = None) -> types.CallToolResult:
+    return types.CallToolResult(content=[], structured_content=structured, is_error=is_error)
+
+
+def test_receipt_ok_reads_is_error_and_structured_ok() -> None:
+    assert receipt_ok(_result(structured={"ok": True}))
+    assert receipt_ok(_result())
+    assert receipt_ok(_result(structured={"done": 1}))
+    assert not receipt_ok(_result(is_error=True))
+    assert not receipt_ok(_result(structured={"ok": False}))
+
+
+# -- the stores ----------------------------------------------------------------------------
+
+
+async def _session_id(pool: PgPool) -> str:
+    owner = await OwnerStore(pool).ensure_single_owner()
+    role = RoleSnapshot(id="public", capabilities=(), config={})
+    session, _ = await PostgresSessionStore(pool).open(owner_id=owner.id, mode="public", visitor=None, role=role)
+    return session.id
+
+
+async def _exercise(store: TurnStore, session_id: str) -> None:
+    await store.record(session_id, "booker", "book_it", True)  # no turn yet: nothing
+    assert await store.open_turn(session_id, "book it") == 1
+    await store.record(session_id, "booker", "book_it", True)
+    assert await store.open_turn(session_id, "again") == 2
+    await store.record(session_id, "booker", "book_it", False)
+    await store.answer(session_id, 1, "I've booked it")
+    assert await store.receipts(session_id, 1) == [Receipt("booker", "book_it", True)]
+    assert await store.receipts(session_id, 2) == [Receipt("booker", "book_it", False)]
+    with pytest.raises(UnknownTurn):
+        await store.receipts(session_id, 3)
+    with pytest.raises(UnknownTurn):
+        await store.answer(session_id, 3, "x")
+    turns = [t.wire() for t in await store.transcript(session_id)]
+    assert turns == [
+        {
+            "n": 1,
+            "message": "book it",
+            "answer": "I've booked it",
+            "receipts": [{"capability": "booker", "tool": "book_it", "ok": True}],
+        },
+        {
+            "n": 2,
+            "message": "again",
+            "answer": None,
+            "receipts": [{"capability": "booker", "tool": "book_it", "ok": False}],
+        },
+    ]
+
+
+async def test_memory_turns() -> None:
+    await _exercise(MemoryTurns(), "a" * 32)
+
+
+async def test_postgres_turns(pool: PgPool) -> None:
+    await _exercise(PostgresTurns(pool), await _session_id(pool))
+
+
+async def test_concurrent_opens_get_consecutive_numbers(pool: PgPool) -> None:
+    store = PostgresTurns(pool)
+    session_id = await _session_id(pool)
+    numbers: list[int] = []
+
+    async def open_one(i: int) -> None:
+        numbers.append(await store.open_turn(session_id, f"m{i}"))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(8):
+            tg.start_soon(open_one, i)
+    assert sorted(numbers) == list(range(1, 9))
+
+
+# -- through a real host -------------------------------------------------------------------
+
+
+async def _post(running: RunningHost, session: dict[str, Any], path: str, body: Any, token: str | None = None) -> Any:
+    url = f"{running.url}/v1/sessions/{session['session_id']}{path}"
+    return await running.http.post(url, json=body, headers={"Authorization": f"Bearer {token or session['token']}"})
+
+
+@needs_bwrap
+async def test_claim_gate_through_the_host(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["booker"])) as running:
+        session = await running.new_session()
+        other = await running.new_session()
+        async with running.client(session) as client:
+            opened = await _post(running, session, "/turns", {"message": "book it please"})
+            assert (opened.status_code, opened.json()) == (201, {"turn": 1})
+            booked = await client.call_tool("book_it", {})
+            assert booked.structured_content == {"ok": True}
+            answered = await _post(running, session, "/turns/1/answer", {"text": "I've booked it"})
+            assert (answered.status_code, answered.json()) == (200, {"ok": True})
+
+            # A new turn: the earlier turn's receipt does not count.
+            assert (await _post(running, session, "/turns", {"message": "and again"})).json() == {"turn": 2}
+            await client.call_tool("whatever", {})
+            answered = await _post(running, session, "/turns/2/answer", {"text": "I’ve  BOOKED it again"})
+            assert answered.json() == {
+                "ok": False,
+                "violations": [{"capability": "booker", "tool": "book_it", "phrase": "i've booked"}],
+            }
+
+            # A booking that did not go through does not count either.
+            assert (await _post(running, session, "/turns", {"message": "third"})).json() == {"turn": 3}
+            failed = await client.call_tool("book_it", {"fail": True})
+            assert failed.structured_content == {"ok": False}
+            refused = await client.call_tool("no_such_tool", {})  # refused: no receipt
+            assert refused.is_error
+            answered = await _post(running, session, "/turns/3/answer", {"text": "I've booked it"})
+            assert answered.json()["ok"] is False
+
+            # The plugin reads the conversation of its own session through `conversation.read`.
+            read = await client.call_tool("transcript", {})
+            assert not read.is_error, read
+            assert read.structured_content == {
+                "turns": [
+                    {
+                        "n": 1,
+                        "message": "book it please",
+                        "answer": "I've booked it",
+                        "receipts": [{"capability": "booker", "tool": "book_it", "ok": True}],
+                    },
+                    {
+                        "n": 2,
+                        "message": "and again",
+                        "answer": "I’ve  BOOKED it again",
+                        "receipts": [{"capability": "booker", "tool": "whatever", "ok": True}],
+                    },
+                    {
+                        "n": 3,
+                        "message": "third",
+                        "answer": "I've booked it",
+                        "receipts": [{"capability": "booker", "tool": "book_it", "ok": False}],
+                    },
+                ]
+            }
+
+        # Another session sees none of it; its turns are its own.
+        async with running.client(other) as client:
+            assert (await client.call_tool("transcript", {})).structured_content == {"turns": []}
+        assert (await _post(running, other, "/turns/1/answer", {"text": "hi"})).status_code == 404
+
+        # Wrong or missing token: 401; unknown turn: 404; bodies are checked.
+        assert (await _post(running, session, "/turns", {"message": "x"}, token=other["token"])).status_code == 401
+        no_token = await running.http.post(f"{running.url}/v1/sessions/{session['session_id']}/turns", json={})
+        assert no_token.status_code == 401
+        assert (await _post(running, session, "/turns/9/answer", {"text": "x"})).status_code == 404
+        assert (await _post(running, session, "/turns/x/answer", {"text": "x"})).status_code == 404
+        assert (await _post(running, session, "/turns", {"message": "x", "extra": 1})).status_code == 400
+        assert (await _post(running, session, "/turns", {"message": "x" * 2_000_000})).status_code == 413
+
+
+@needs_bwrap
+async def test_a_receipt_that_cannot_be_recorded_changes_nothing_for_the_visitor(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(self: PostgresTurns, session_id: str, capability: str, tool: str, ok: bool) -> None:
+        raise RuntimeError("database away")
+
+    monkeypatch.setattr(PostgresTurns, "record", broken)
+    async with running_host(host_settings(tmp_path, database_url, ["booker"])) as running:
+        session = await running.new_session()
+        assert (await _post(running, session, "/turns", {"message": "book"})).status_code == 201
+        async with running.client(session) as client:
+            booked = await client.call_tool("book_it", {})
+        assert not booked.is_error and booked.structured_content == {"ok": True}
+        answered = await _post(running, session, "/turns/1/answer", {"text": "I've booked it"})
+        assert answered.json()["ok"] is False  # no receipt was kept, so the claim is flagged
+    assert any("receipt of booker/book_it was not recorded" in m for m in caplog.messages)

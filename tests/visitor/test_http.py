@@ -1,0 +1,204 @@
+"""The visitor face over real HTTP: sessions, bearer auth, both protocol eras, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import MCPError
+
+from tests.hosting import RunningHost, host_settings, running_host
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+def _init_body(request_id: int = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def _raw_post(host: RunningHost, session: dict[str, Any], body: Any, **headers: str) -> httpx2.Response:
+    all_headers = {**MCP_HEADERS, "Authorization": f"Bearer {session['token']}", **headers}
+    content = body if isinstance(body, bytes) else None
+    return await host.http.post(
+        session["mcp_url"], headers=all_headers, content=content, json=None if content else body
+    )
+
+
+async def test_open_session_answers_201_with_endpoint_and_token(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        response = await host.http.post(
+            f"{host.url}/v1/sessions", json={"visitor": {"name": "Ada", "email": "ada@example.org"}}
+        )
+        assert response.status_code == 201
+        body = response.json()
+        assert sorted(body) == ["mcp_url", "session_id", "token"]
+        assert body["mcp_url"] == f"{host.url}/v1/sessions/{body['session_id']}/mcp"
+        assert len(body["token"]) >= 32
+        assert response.headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b'{"visitor": {"name": "x", "phone": "1"}}', b'{"admin": true}', b"[]"],
+)
+async def test_open_session_with_bad_body_is_400(tmp_path: Path, database_url: str, body: bytes) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        response = await host.http.post(
+            f"{host.url}/v1/sessions", content=body, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 400
+        assert response.json()["error"] == "invalid_request"
+
+
+async def test_open_session_with_oversized_body_is_413(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        response = await host.http.post(f"{host.url}/v1/sessions", content=b"{" + b" " * 200_000 + b"}")
+        assert response.status_code == 413
+
+
+async def test_wrong_missing_and_foreign_tokens_get_401(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        mine = await host.new_session()
+        theirs = await host.new_session()
+        cases = {
+            "missing": {},
+            "wrong": {"Authorization": "Bearer not-the-token"},
+            "other session's": {"Authorization": f"Bearer {theirs['token']}"},
+            "not bearer": {"Authorization": f"Basic {mine['token']}"},
+        }
+        for label, auth in cases.items():
+            response = await host.http.post(mine["mcp_url"], json=_init_body(), headers={**MCP_HEADERS, **auth})
+            assert response.status_code == 401, label
+            assert response.headers["www-authenticate"].startswith("Bearer")
+        unknown = mine["mcp_url"].replace(mine["session_id"], "0" * 32)
+        response = await host.http.post(
+            unknown, json=_init_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {mine['token']}"}
+        )
+        assert response.status_code == 401
+        junk = f"{host.url}/v1/sessions/..%2F..%2Fetc/mcp"
+        response = await host.http.post(
+            junk, json=_init_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {mine['token']}"}
+        )
+        assert response.status_code in (401, 404)
+        # and the right token still works after all that
+        async with host.client(mine) as client:
+            assert [t.name for t in (await client.list_tools()).tools]
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_both_protocol_eras_list_and_call(tmp_path: Path, database_url: str, mode: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        async with host.client(session, mode) as client:
+            assert client.protocol_version == (LEGACY if mode == "legacy" else MODERN)
+            tools = await client.list_tools()
+            assert [t.name for t in tools.tools] == ["echo", "whoami", "sleep", "die"]
+            if mode == MODERN:
+                assert tools.cache_scope == "private"
+                assert tools.ttl_ms == 0
+            result = await client.call_tool("echo", {"text": "hello"})
+            assert result.is_error is False
+            assert result.structured_content == {"text": "hello"}
+
+
+async def test_legacy_mcp_session_of_one_visitor_is_refused_to_another(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        alice = await host.new_session()
+        bob = await host.new_session()
+        opened = await _raw_post(host, alice, _init_body())
+        assert opened.status_code == 200
+        mcp_session_id = opened.headers["mcp-session-id"]
+        # Bob presents Alice's Mcp-Session-Id on his own (authenticated) endpoint.
+        hijack = await _raw_post(
+            host,
+            bob,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            **{"Mcp-Session-Id": mcp_session_id, "Mcp-Protocol-Version": LEGACY},
+        )
+        assert hijack.status_code == 404
+
+
+async def test_sessions_survive_a_host_restart(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, ["echo"])
+    async with running_host(settings) as host:
+        session = await host.new_session()
+    async with running_host(settings) as host:
+        async with host.client(session) as client:
+            result = await client.call_tool("echo", {"text": "still here"})
+            assert result.structured_content == {"text": "still here"}
+
+
+async def test_malformed_and_oversized_bodies_get_clear_errors_and_host_keeps_serving(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        bystander = await host.new_session()
+        attacker = await host.new_session()
+        async with host.client(bystander) as client:
+            malformed = await _raw_post(host, attacker, b'{"jsonrpc": "2.0", "id": 1, "method": ')
+            assert malformed.status_code == 400
+            assert malformed.json()["error"]["code"] == -32700  # parse error
+            not_rpc = await _raw_post(host, attacker, {"hello": "world"})
+            assert not_rpc.status_code == 400
+            big = await _raw_post(
+                host,
+                attacker,
+                b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"' + b"x" * (10 << 20) + b'"}}',
+            )
+            assert big.status_code == 413
+            result = await client.call_tool("echo", {"text": "unbothered"})
+            assert result.structured_content == {"text": "unbothered"}
+
+
+async def test_foreign_host_header_is_refused(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        response = await _raw_post(host, session, _init_body(), Host="evil.example:8765")
+        assert response.status_code == 421
+        response = await _raw_post(host, session, _init_body(), Origin="http://evil.example")
+        assert response.status_code == 403
+
+
+async def test_healthz_answers_200_when_ready(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        response = await host.http.get(f"{host.url}/healthz")
+        assert (response.status_code, response.json()) == (200, {"ok": True})
+
+
+async def test_unknown_tool_is_a_tool_error_and_session_stays_usable(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        async with host.client(session, "legacy") as client:
+            result = await client.call_tool("no_such_tool", {})
+            assert result.is_error is True
+            assert result.structured_content == {
+                "code": "unknown",
+                "message": "no tool named 'no_such_tool' is available in this session",
+            }
+            assert (await client.call_tool("echo", {"text": "ok"})).structured_content == {"text": "ok"}
+
+
+async def test_protocol_error_for_unknown_method_does_not_break_session(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        async with host.client(session, "legacy") as client:
+            with pytest.raises(MCPError):
+                await client.get_prompt("no_such_prompt")
+            assert (await client.call_tool("echo", {"text": "ok"})).structured_content == {"text": "ok"}
