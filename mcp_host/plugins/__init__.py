@@ -5,6 +5,7 @@ children.
 
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
+from .registry import PluginKind, Registry
 from .text_safety import check_text, check_tool_schema, printable, shown
 
 __all__ = [
@@ -14,7 +15,9 @@ __all__ = [
     "Manifest",
     "OwnerTool",
     "Plugin",
+    "PluginKind",
     "Quota",
+    "Registry",
     "TOOL_NAME_RE",
     "check_paths",
     "check_text",
