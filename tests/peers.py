@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import caldav
+from caldav.davclient import DAVClient
 
 from tests.hosting import free_port
 
@@ -100,6 +100,6 @@ def _wait_for_listener(process: subprocess.Popen[bytes], port: int, log: Path, t
 def new_calendar(radicale: Radicale) -> str:
     """A new, empty calendar collection of `owner`, made with MKCALENDAR."""
     cal_id = uuid.uuid4().hex
-    with caldav.DAVClient(url=f"{radicale.base}/", username="owner", password=PASSWORDS["owner"]) as client:
+    with DAVClient(url=f"{radicale.base}/", username="owner", password=PASSWORDS["owner"]) as client:
         calendar = client.principal().make_calendar(name="Team", cal_id=cal_id)
     return str(calendar.url)

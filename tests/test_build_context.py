@@ -129,7 +129,7 @@ def excluded(path: str, patterns: list[Pattern]) -> bool:
 def build_context(root: Path, patterns: list[Pattern]) -> list[str]:
     """Every file the engine sends as the context of `root`, sorted. An excluded directory is
     not entered unless an exception pattern names something inside it (Docker's walk)."""
-    files = []
+    files: list[str] = []
     for directory, dirnames, filenames in os.walk(root):
         rel = Path(directory).relative_to(root).as_posix()
         rel = "" if rel == "." else rel + "/"

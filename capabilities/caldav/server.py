@@ -207,7 +207,9 @@ async def _calendar(settings: Settings, action: str) -> AsyncIterator[Any]:
                 enable_rfc6764=False,
             ) as client:
                 try:
-                    yield aio.Calendar(client=client, url=settings.url)
+                    # caldav 3.6 annotates `client` as the sync DAVClient, yet its objects are dual-mode
+                    # and take the async client too (caldav.aio re-exports this very class for it).
+                    yield aio.Calendar(client=client, url=settings.url)  # type: ignore[arg-type]
                 except dav_error.AuthorizationError as exc:
                     if exc.status == 401:
                         _AUTH_SCHEMES.pop(settings.server, None)
@@ -357,7 +359,8 @@ def _new_event(
         parameters = {"ROLE": "REQ-PARTICIPANT", "PARTSTAT": "NEEDS-ACTION", "RSVP": "TRUE"}
         event.add("attendee", icalendar.vCalAddress(f"mailto:{address}"), parameters=parameters)
     calendar.add_component(event)
-    return calendar.to_ical().decode()
+    ical: bytes = calendar.to_ical()  # icalendar leaves to_ical unannotated
+    return ical.decode()
 
 
 async def _privileges(calendar: Any) -> tuple[list[str], set[str] | None, str]:

@@ -45,7 +45,7 @@ def _plugin(manifest: dict[str, Any] | str) -> Plugin:
     return Plugin(Manifest.model_validate(manifest), TESTS, builtin=False)
 
 
-PLUGINS = (
+LOADED = (
     _plugin("guarded"),  # role_granted, with role/code/key config
     _plugin("echo"),  # acl: always, no role_config
     _plugin("notes"),  # acl: always, code_config and key_config only
@@ -75,7 +75,7 @@ def revoked() -> Revocations:
 
 @pytest.fixture
 async def access(pool: PgPool, owner_id: str, revoked: Revocations) -> Access:
-    access = Access(pool, ConfigStore(pool), PLUGINS, PostgresSessionStore(pool), on_revoked=revoked)
+    access = Access(pool, ConfigStore(pool), LOADED, PostgresSessionStore(pool), on_revoked=revoked)
     await access.ensure_defaults(owner_id)
     return access
 
@@ -97,7 +97,7 @@ def _role_view(role: Any) -> dict[str, Any]:
 async def test_a_fresh_install_has_a_public_role_granting_nothing_and_public_sessions_on(
     pool: PgPool, owner_id: str
 ) -> None:
-    replicas = [Access(pool, ConfigStore(pool), PLUGINS, PostgresSessionStore(pool)) for _ in range(4)]
+    replicas = [Access(pool, ConfigStore(pool), LOADED, PostgresSessionStore(pool)) for _ in range(4)]
     async with anyio.create_task_group() as tg:  # replicas starting at once
         for replica in replicas:
             tg.start_soon(replica.ensure_defaults, owner_id)
@@ -110,8 +110,8 @@ async def test_a_fresh_install_has_a_public_role_granting_nothing_and_public_ses
 
 
 def test_grantable_offers_what_a_role_can_change_and_says_why_not_for_the_rest() -> None:
-    assert grantable(PLUGINS) == snapshot(("test.guarded", "test.styled"))
-    assert {p.manifest.id: not_grantable_because(p) for p in PLUGINS} == snapshot(
+    assert grantable(LOADED) == snapshot(("test.guarded", "test.styled"))
+    assert {p.manifest.id: not_grantable_because(p) for p in LOADED} == snapshot(
         {
             "test.guarded": None,
             "test.echo": "is visible to every session (acl: always) and declares no role_config",
@@ -261,7 +261,7 @@ async def test_a_code_is_shown_once_and_only_its_hash_is_stored(access: Access, 
     assert row["code_hash"] == hashlib.sha256(text.encode()).digest()
     assert text not in row["whole"]
     assert await access.list_codes(owner_id) == [code]
-    stored = ConfigStore(pool).for_plugin("test.guarded", PLUGINS[0].manifest)
+    stored = ConfigStore(pool).for_plugin("test.guarded", LOADED[0].manifest)
     assert await stored.get(owner_id, "code", code.id) == {"label": "spring"}
     assert await access.credentials.code_id(owner_id, text) == code.id
     assert await access.credentials.code_id(owner_id, code.id) == code.id
@@ -364,7 +364,7 @@ class FailingSessions(InMemorySessionStore):
 
 
 async def test_a_use_is_given_back_when_its_session_cannot_be_opened(pool: PgPool, owner_id: str) -> None:
-    access = Access(pool, ConfigStore(pool), PLUGINS, FailingSessions())
+    access = Access(pool, ConfigStore(pool), LOADED, FailingSessions())
     await access.ensure_defaults(owner_id)
     text, _ = await access.create_code(owner_id, "public", max_uses=1)
     with pytest.raises(RuntimeError):
@@ -388,7 +388,7 @@ async def test_an_api_key_is_shown_once_stored_hashed_and_revoked_by_its_id(
     assert row is not None
     assert row["key_hash"] == hashlib.sha256(text.encode()).digest()
     assert text not in row["whole"]
-    stored = ConfigStore(pool).for_plugin("test.guarded", PLUGINS[0].manifest)
+    stored = ConfigStore(pool).for_plugin("test.guarded", LOADED[0].manifest)
     assert await stored.get(owner_id, "key", key.id) == {"label": None, "priority": True}
     assert await access.credentials.verify_api_key(owner_id, text) == Redeemed(id=key.id, role="public")
 

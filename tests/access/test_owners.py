@@ -21,12 +21,12 @@ from mcp_host.access.owners import (
     write_owner_token_file,
 )
 from mcp_host.errors import InvalidArguments
-from mcp_host.store.database import PgPool
+from mcp_host.store.database import PgConnection, PgPool
 
 pytestmark = pytest.mark.anyio
 
 
-async def _wait_for_relation_waiters(conn: asyncpg.Connection, relation: str, count: int) -> None:
+async def _wait_for_relation_waiters(conn: PgConnection, relation: str, count: int) -> None:
     """Poll until `count` backends wait for a lock on `relation`."""
     with anyio.fail_after(10):
         while True:
@@ -222,7 +222,7 @@ async def test_concurrent_starts_leave_one_live_token_and_it_is_in_the_file(pool
     assert await store.verify_token(path.read_text().strip()) == owner
 
 
-async def _wait_for_tuple_waiters(conn: asyncpg.Connection, count: int) -> None:
+async def _wait_for_tuple_waiters(conn: PgConnection, count: int) -> None:
     """Poll until `count` backends wait for a row lock (a transactionid or tuple lock)."""
     with anyio.fail_after(10):
         while True:

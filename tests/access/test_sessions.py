@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import asyncpg
 import pytest
@@ -255,7 +256,9 @@ async def test_the_token_is_not_stored_in_clear(pool: PgPool) -> None:
 
 
 @pytest.mark.parametrize("kind", ["code", "api_key"])
-async def test_a_session_whose_credential_cannot_be_found_counts_as_revoked(pool: PgPool, kind: str) -> None:
+async def test_a_session_whose_credential_cannot_be_found_counts_as_revoked(
+    pool: PgPool, kind: Literal["code", "api_key"]
+) -> None:
     owner = await OwnerStore(pool).ensure_single_owner()
     store = PostgresSessionStore(pool)
     session, token = await store.open(

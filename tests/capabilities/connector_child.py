@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, RequestParamsMeta
 
 from mcp_host_kit import CONNECTION_KEY
 
@@ -24,14 +24,16 @@ class Connector:
     category: str
 
     async def call(self, verb: str, args: dict[str, Any], settings: dict[str, Any] | None) -> CallToolResult:
-        meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": self.category, "settings": settings}}
+        connection = {"owner_id": "owner-1", "category": self.category, "settings": settings}
+        meta = cast(RequestParamsMeta, {CONNECTION_KEY: connection})  # the key is a variable, not a literal
         return await self.client.call_tool(verb, args, meta=meta if settings is not None else None)
 
     async def ok(self, verb: str, args: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
         result = await self.call(verb, args, settings)
         assert result.is_error is False, result.structured_content
         assert result.structured_content is not None
-        return result.structured_content
+        structured: dict[str, Any] = result.structured_content
+        return structured
 
 
 @asynccontextmanager
@@ -41,11 +43,12 @@ async def connector_child(server: Path, category: str, folder: Path) -> AsyncIte
     stderr = folder / "stderr.log"
     params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent))
     with stderr.open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog)) as client:  # type: ignore[arg-type]
+        async with Client(stdio_client(params, errlog=errlog)) as client:
             yield Connector(client, stderr, category)
 
 
 def refusal(result: CallToolResult) -> dict[str, Any] | None:
     """The `{code, message}` of a refused call (asserting it was refused)."""
     assert result.is_error is True
-    return result.structured_content
+    structured: dict[str, Any] | None = result.structured_content
+    return structured

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import caldav
 import pytest
+from caldav.davclient import DAVClient
 from inline_snapshot import snapshot
 
 from mcp_host.children.lifecycle import ChildPool
@@ -137,7 +137,7 @@ async def test_insert_list_freebusy_delete_round_trip(
 
 def _stored_event(calendar_url: str, uid: str) -> dict[str, Any]:
     """What the server keeps of the event `uid`, read with the caldav library."""
-    with caldav.DAVClient(url=calendar_url, username="owner", password=PASSWORDS["owner"]) as client:
+    with DAVClient(url=calendar_url, username="owner", password=PASSWORDS["owner"]) as client:
         component = client.calendar(url=calendar_url).get_event_by_uid(uid).icalendar_component
     attendees = component.get("attendee", [])
     return {

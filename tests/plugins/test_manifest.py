@@ -306,7 +306,7 @@ def test_manifest_is_frozen(tmp_path: Path) -> None:
     manifest = load_manifest(write_manifest(tmp_path / "bare", "id: bare\n"))
 
     with pytest.raises(ValueError, match="frozen"):
-        manifest.acl = "always"  # type: ignore[misc]
+        manifest.acl = "always"
 
 
 def findings(result: ManifestResult) -> list[tuple[str, str]]:

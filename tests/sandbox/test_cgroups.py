@@ -109,7 +109,11 @@ def test_sandbox_cgroups_get_their_limits_and_release_kills_what_runs_in_them(cg
         assert (group.pids / "pids.max").read_text() == "24\n"
         assert _memory_limits(group.memory) == {"memory": 96 * MiB, "memory+swap": 96 * MiB}
         for path in group.paths:  # sh joined each, then exec'd
-            assert wait_until(lambda path=path: _members(path) == {sleeper.pid}, timeout=5)
+
+            def joined(path: Path = path) -> bool:
+                return _members(path) == {sleeper.pid}
+
+            assert wait_until(joined, timeout=5)
         assert group.release()
         assert sleeper.wait(timeout=5) == -signal.SIGKILL
         assert not any(path.exists() for path in group.paths)

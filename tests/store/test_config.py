@@ -26,7 +26,7 @@ from mcp_host.store.config import (
     read_values,
     role_values,
 )
-from mcp_host.store.database import PgPool
+from mcp_host.store.database import PgConnection, PgPool
 
 MANIFEST = Manifest.model_validate(
     {
@@ -240,7 +240,10 @@ def test_a_stored_value_that_no_longer_fits_reads_as_the_default_with_a_warning(
 
 
 def test_role_values_read_the_snapshot_of_this_plugin_only() -> None:
-    frozen = {"demo.plugin": {"can_cancel": False, "gone": 1}, "other.plugin": {"can_cancel": False}}
+    frozen: dict[str, dict[str, object]] = {
+        "demo.plugin": {"can_cancel": False, "gone": 1},
+        "other.plugin": {"can_cancel": False},
+    }
     assert role_values(MANIFEST, frozen, "demo.plugin") == {"can_cancel": False}
     assert role_values(MANIFEST.role_config, {}, "demo.plugin") == {"can_cancel": True}
     assert role_values(MANIFEST, {"other.plugin": {"can_cancel": False}}, "demo.plugin") == {"can_cancel": True}
@@ -532,7 +535,7 @@ async def test_removing_an_owner_removes_its_config(pool: PgPool, owners_in_db: 
     assert await pool.fetchval("SELECT array_agg(owner_id) FROM mcp_host.config_values") == [owner]
 
 
-async def _wait_for_backends_blocked_by(holder: asyncpg.Connection, count: int) -> None:
+async def _wait_for_backends_blocked_by(holder: PgConnection, count: int) -> None:
     """Poll until `count` backends wait for a lock that `holder` holds."""
     # pg_locks, not pg_stat_activity: inside a transaction the latter is a frozen snapshot.
     with anyio.fail_after(10):

@@ -388,7 +388,7 @@ async def test_a_server_left_running_by_a_killed_host_is_adopted_then_stopped(po
 
 def _running(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)  # psutil is untyped: Any otherwise
     except psutil.NoSuchProcess:
         return False
 

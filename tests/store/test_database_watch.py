@@ -138,7 +138,11 @@ async def test_the_watch_restarts_a_dead_server_and_says_so_once(caplog: pytest.
             tg.start_soon(watch.run)
             for outages in (1, 2):
                 server.die()
-                await wait_until(lambda n=outages: watch.outages == n and watch.down_since is None)
+
+                def back_up(n: int = outages) -> bool:
+                    return watch.outages == n and watch.down_since is None
+
+                await wait_until(back_up)
             tg.cancel_scope.cancel()
     assert (watch.outages, watch.restarts, server.restart_calls) == (2, 2, 3)
     assert _said(caplog) == snapshot(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import unicodedata
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 import pytest
@@ -114,7 +114,9 @@ def test_a_clean_message_is_passed_on_as_it_is() -> None:
 def test_requests_nested_in_a_result_are_cleaned_too() -> None:
     ask = types.ElicitRequest(
         params=types.ElicitRequestFormParams(
-            message="?", requested_schema={"type": "object", "properties": {}}, _meta={"mcp-host/call": "c1"}
+            message="?",
+            requested_schema={"type": "object", "properties": {}},
+            _meta=cast(types.RequestParamsMeta, {"mcp-host/call": "c1"}),
         )
     )
     clean = without_host_keys({"a": ask})

@@ -9,7 +9,7 @@ import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp.types as types
@@ -104,14 +104,14 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
     tmp_path: Path, database_url: str, mode: str
 ) -> None:
     heard: list[Any] = []
-    progress: list[float] = []
+    reported: list[float] = []
     wire = _Recording()
 
     async def on_message(message: Any) -> None:
         heard.append(message)
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     async with running_host(host_settings(tmp_path, database_url, ["liar"])) as host:
         code, _ = await host.host.access.create_code(host.host.owner_id, "public", {"test.liar": {"max_lies": 5}})
@@ -126,7 +126,9 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
                 log_opt_in = {"io.modelcontextprotocol/logLevel": "debug"}
             listed = await client.session.list_tools()
             answers: list[Any] = [
-                await client.call_tool("lie", {}, progress_callback=on_progress, meta=log_opt_in),
+                await client.call_tool(
+                    "lie", {}, progress_callback=on_progress, meta=cast(types.RequestParamsMeta, log_opt_in)
+                ),
                 await client.list_prompts(),
                 await client.get_prompt("liar_prompt", {}),
                 await client.list_resources(),
@@ -136,7 +138,7 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
 
     logs = [m for m in heard if isinstance(m, types.LoggingMessageNotification)]
     assert [m.params.data for m in logs] == ["a lie"]
-    assert progress == [1]
+    assert reported == [1]
     # The host's own figures, not the child's 999 (nor its U+2010 variant's 998).
     assert (listed.meta or {})["mcp-host/quota"] == {"test.liar": {"limit": 5, "used": 0, "remaining": 5}}
     assert _host_speaking({k: v for k, v in (listed.meta or {}).items() if k != "mcp-host/quota"}) == {}
@@ -159,7 +161,7 @@ async def test_the_owner_door_does_not_pass_on_a_childs_claims_either(tmp_path: 
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             transport = streamable_http_client(f"{running.url}/v1/owner/mcp", http_client=http)
-            async with Client(transport, cache=None) as owner:  # type: ignore[arg-type]
+            async with Client(transport, cache=None) as owner:
                 result = await owner.call_tool(
                     "capability_invoke", {"capability": "test.liar", "tool": "liar.lie", "arguments": {}}
                 )
