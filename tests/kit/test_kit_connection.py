@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 import pytest
@@ -35,6 +35,11 @@ CONNECTION = {
 }
 
 
+def _meta() -> types.RequestParamsMeta:
+    """A call's _meta as the host sends it (cast: a TypedDict literal would need a literal key)."""
+    return cast(types.RequestParamsMeta, {CONNECTION_KEY: CONNECTION})
+
+
 def _connector(kit: Kit) -> MCPServer:
     server = MCPServer("connector")
 
@@ -50,7 +55,7 @@ def _connector(kit: Kit) -> MCPServer:
 @pytest.mark.parametrize("environ", [{}, {SOCKET_ENV: "/unused.sock"}], ids=["standalone", "hosted"])
 async def test_a_tool_reads_its_connection_from_the_call(environ: dict[str, str]) -> None:
     async with Client(_connector(Kit(CONNECTOR, environ=environ))) as client:
-        result = await client.call_tool("whoami", {}, meta={CONNECTION_KEY: CONNECTION})
+        result = await client.call_tool("whoami", {}, meta=_meta())
     assert (result.is_error, result.structured_content) == snapshot(
         (False, {"owner_id": "owner-1", "category": "calendar", "keys": ["password", "url", "username"]})
     )
@@ -116,7 +121,7 @@ async def test_a_lowlevel_server_handler_reads_the_connection_from_its_context()
         return types.ListToolsResult(tools=[types.Tool(name="whoami", input_schema={"type": "object"})])
 
     async with Client(Server("connector", on_call_tool=call_tool, on_list_tools=list_tools)) as client:
-        result = await client.call_tool("whoami", {}, meta={CONNECTION_KEY: CONNECTION})
+        result = await client.call_tool("whoami", {}, meta=_meta())
     assert result.structured_content == {"owner_id": "owner-1"}
 
 

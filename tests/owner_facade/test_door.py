@@ -72,7 +72,7 @@ async def owner_client(running: RunningHost, mode: str = "auto") -> AsyncIterato
     headers = {"Authorization": f"Bearer {owner_token(running)}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
         transport = streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http)
-        async with Client(transport, mode=mode, cache=None) as client:  # type: ignore[arg-type]
+        async with Client(transport, mode=mode, cache=None) as client:
             yield client
 
 
