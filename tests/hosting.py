@@ -52,11 +52,11 @@ class RunningHost:
         headers = {"Authorization": f"Bearer {session['token']}"}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
             transport = streamable_http_client(session["mcp_url"], http_client=http)
-            async with Client(transport, mode=mode, cache=None, **callbacks) as client:  # type: ignore[arg-type]
+            async with Client(transport, mode=mode, cache=None, **callbacks) as client:
                 yield client
 
 
-def host_settings(tmp_path: Path, database_url: str, plugins: list[str], **overrides: Any) -> Settings:
+def host_settings(tmp_path: Path, database_url: str | None, plugins: list[str], **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "host": "127.0.0.1",
         "port": free_port(),
