@@ -113,6 +113,7 @@ async def test_secrets_reach_neither_listings_nor_the_capability(host: RunningHo
     meta = (seen.structured_content or {})["meta"]
     assert "mcp-host/grant" in meta and "mcp-host/session" in meta
     assert PASSWORDS["owner"] not in meta and "mcp-host/connection" not in meta
+    assert host.host.owner_token_file is not None
     catalogue = await host.http.get(
         f"{host.url}/v1/catalogue",
         headers={"Authorization": f"Bearer {host.host.owner_token_file.read_text().strip()}"},
