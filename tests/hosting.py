@@ -7,21 +7,24 @@ loop, so children are spawned from the loop thread exactly as in production.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
+import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.app.wiring import Host, create_app
+from mcp_host.app.asgi import create_app
+from mcp_host.app.wiring import Host
 from mcp_host.edge.http_server import server_config
 from mcp_host.settings import Settings
+from tests.conftest import fresh_database
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -87,6 +90,45 @@ async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
         async with httpx2.AsyncClient(timeout=30) as http:
             yield RunningHost(settings.base_url, app.state.host, http)
         server.should_exit = True
+
+
+def host_fixture(
+    plugins: list[str],
+    *,
+    name: str = "host",
+    scope: Literal["function", "module"] = "function",
+    ready: Callable[[RunningHost], Awaitable[None]] | None = None,
+    **overrides: Any,
+) -> Any:
+    """A pytest fixture `name` running a host with the test plugins `plugins` and settings
+    `overrides` (`builtin_dir=BUILTINS` for the builtins); `ready(running)` runs once it serves.
+
+    Per test on its `database_url`, or per module (`scope="module"`) on a database of its own.
+    Assign it at module level: `host = host_fixture(["echo"])`.
+    """
+
+    @asynccontextmanager
+    async def serving(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
+        async with running_host(host_settings(tmp_path, database_url, plugins, **overrides)) as running:
+            if ready is not None:
+                await ready(running)
+            yield running
+
+    if scope == "module":
+
+        async def per_module(
+            postgres_server: str, tmp_path_factory: pytest.TempPathFactory
+        ) -> AsyncIterator[RunningHost]:
+            async with fresh_database(postgres_server) as url, serving(tmp_path_factory.mktemp(name), url) as running:
+                yield running
+
+        return pytest.fixture(per_module, scope="module", name=name)
+
+    async def per_test(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
+        async with serving(tmp_path, database_url) as running:
+            yield running
+
+    return pytest.fixture(per_test, name=name)
 
 
 async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) -> None:

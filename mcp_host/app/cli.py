@@ -57,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from mcp_host.edge import server_config
 
-    from .wiring import create_app
+    from .asgi import create_app
 
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,7 +1,7 @@
 """Liveness (`GET /healthz`), readiness (`GET /readyz`), and HTTP's answer to a database outage.
 
-Above: `app` (the composition root mounts the two routes, puts `OutageGuard` in front of
-Starlette's routes and uses `answer_outages` on the visitor MCP fast path). Below: the
+Above: `asgi` (which mounts the two routes, puts `OutageGuard` in front of Starlette's
+routes and uses `answer_outages` on the visitor MCP fast path). Below: the
 running host's `Database` (`answers`: a bounded `SELECT 1`), `sandbox.require_bwrap`, and
 `database.as_unavailable`, which says what counts as the database being away.
 
@@ -62,10 +62,7 @@ async def readyz(request: Request) -> Response:
 
 
 async def _database_check(host: Host) -> str:
-    database = host.database
-    if database is None:
-        return "not open"
-    if await database.answers(host.settings.readiness_timeout_s):
+    if await host.database.answers(host.settings.readiness_timeout_s):
         return "ok"
     return "unavailable"
 

@@ -610,7 +610,7 @@ class ChildPool:
         on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
     ) -> None:
         self._limits = limits
-        self.on_list_changed = on_list_changed
+        self._on_list_changed = on_list_changed
         """(plugin id, "tools" | "prompts" | "resources" | "resource:<uri>"): a child said so."""
         self._max = max_children
         self._on_spawn = on_spawn
@@ -647,7 +647,7 @@ class ChildPool:
                 on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
                 on_exit=self._on_exit,
                 on_tools_changed=self._on_tools_changed,
-                on_list_changed=lambda pid, what: self.on_list_changed(pid, what),
+                on_list_changed=self._on_list_changed,
             )
             self._children[plugin_id] = child
         return child

@@ -47,6 +47,7 @@ class ConnectorGateway:
         self._call_timeout_s = call_timeout_s
         self._ttl_s = can_perform_ttl_s
         self._answers: dict[tuple[str, str, str], tuple[float, bool]] = {}
+        connections.on_change.append(self.forget)  # an owner's change drops their cached answers
 
     async def invoke(
         self, owner_id: str, category: str, verb: str, args: Mapping[str, Any] | None

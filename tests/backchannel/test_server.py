@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,7 @@ from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.procs import proc_stat
 from mcp_host.settings import Settings
 from mcp_host.wire.tool_results import error_result
-from tests.conftest import fresh_database
-from tests.hosting import PLUGINS, RunningHost, host_settings, running_host
+from tests.hosting import PLUGINS, RunningHost, host_fixture
 from tests.processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
@@ -39,22 +38,19 @@ MAX_CONNECTIONS = 4
 DENIED = {"is_error": True, "structured": {"code": "denied", "message": "denied"}}
 
 
+served = host_fixture(
+    ["forger", "notes"],
+    name="served",
+    scope="module",
+    grant_op_budget=BUDGET,
+    host_op_max_message_bytes=MAX_MESSAGE,
+    host_op_max_connections=MAX_CONNECTIONS,
+)
+
+
 @pytest.fixture(scope="module")
-async def host(
-    postgres_server: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[tuple[RunningHost, dict[str, Any]]]:
-    async with fresh_database(postgres_server) as url:
-        settings = host_settings(
-            tmp_path_factory.mktemp("backchannel"),
-            url,
-            ["forger", "notes"],
-            grant_op_budget=BUDGET,
-            host_op_max_message_bytes=MAX_MESSAGE,
-            host_op_max_connections=MAX_CONNECTIONS,
-        )
-        async with running_host(settings) as running:
-            session = await running.new_session()
-            yield running, session
+async def host(served: RunningHost) -> tuple[RunningHost, dict[str, Any]]:
+    return served, await served.new_session()
 
 
 async def forge(host: tuple[RunningHost, dict[str, Any]], tool: str, **arguments: Any) -> Any:

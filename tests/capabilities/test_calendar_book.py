@@ -15,14 +15,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import anyio
-import caldav
 import pytest
+from caldav.davclient import DAVClient
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.policy.turns import judge
-from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, host_fixture, host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
@@ -157,7 +157,7 @@ def test_claims_of_a_booking_are_gated_and_refusals_that_say_booked_are_not() ->
 @pytest.fixture
 async def standalone() -> AsyncIterator[Client]:
     params = StdioServerParameters(command=sys.executable, args=[str(FOLDER / "server.py")], cwd=str(FOLDER))
-    async with Client(params, read_timeout_seconds=30) as client:  # type: ignore[arg-type]
+    async with Client(params, read_timeout_seconds=30) as client:
         yield client
 
 
@@ -195,10 +195,7 @@ def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Radicale]:
         yield server
 
 
-@pytest.fixture
-async def host(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
-    async with running_host(host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)) as running:
-        yield running
+host = host_fixture([], builtin_dir=BUILTINS)
 
 
 async def _connect(running: RunningHost, radicale: Radicale, user: str = "owner") -> str:
@@ -220,7 +217,7 @@ async def _visitor(
 
 def _events(radicale: Radicale, url: str) -> list[tuple[str, str]]:
     """(summary, start in UTC) of every event in the calendar at `url`, sorted."""
-    with caldav.DAVClient(url=url, username="owner", password=PASSWORDS["owner"]) as client:
+    with DAVClient(url=url, username="owner", password=PASSWORDS["owner"]) as client:
         events = client.calendar(url=url).events()
         rows = []
         for event in events:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -18,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host_kit import SESSION_KEY
 from owner_facade import OWNER_PATH
-from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
@@ -237,11 +236,7 @@ async def session_of_role(running: RunningHost, owner: Client, role: str, corpor
     return await running.new_session({"code": created["code"]})
 
 
-@pytest.fixture
-async def running(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
-    settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)
-    async with running_host(settings) as host:
-        yield host
+running = host_fixture([], name="running", builtin_dir=BUILTINS)
 
 
 @needs_bwrap

@@ -10,11 +10,10 @@ from __future__ import annotations
 import email
 import email.policy
 import importlib.util
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from email.headerregistry import HeaderRegistry
+from email.headerregistry import AddressHeader, HeaderRegistry
 from email.message import EmailMessage
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,7 +25,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from inline_snapshot import snapshot
 from mcp import Client
 
-from tests.hosting import BUILTINS, RunningHost, free_port, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, free_port, host_fixture
 from tests.owner_facade.test_door import owner_client
 from tests.processes import needs_bwrap
 
@@ -92,7 +91,8 @@ def _load_server() -> ModuleType:
 
 def refusal(result: types.CallToolResult) -> dict[str, Any] | None:
     assert result.is_error is True
-    return result.structured_content
+    structured: dict[str, Any] | None = result.structured_content
+    return structured
 
 
 async def test_standalone_checks_the_arguments_and_reaches_no_connector() -> None:
@@ -119,12 +119,11 @@ async def test_standalone_checks_the_arguments_and_reaches_no_connector() -> Non
 # -- through the host ----------------------------------------------------------------------
 
 
-@pytest.fixture
-async def host(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
-    settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)
-    async with running_host(settings) as running:
-        await running.host.access.put_role(running.host.owner_id, "mailers", [CAPABILITY])
-        yield running
+async def _mailers(running: RunningHost) -> None:
+    await running.host.access.put_role(running.host.owner_id, "mailers", [CAPABILITY])
+
+
+host = host_fixture([], builtin_dir=BUILTINS, ready=_mailers)
 
 
 async def set_owner_email(database_url: str, value: str | None) -> None:
@@ -218,6 +217,7 @@ async def test_the_footer_quotes_the_visitors_name_as_a_mail_client_would_and_it
     # The mailbox is one RFC 5322 address: pasted into a To: field, it is this visitor again.
     mailbox_text = footers[0].removeprefix("The visitor gave the name and address ").split(" (the Reply-To)")[0]
     parsed = HeaderRegistry()("To", mailbox_text)
+    assert isinstance(parsed, AddressHeader)
     assert [(a.display_name, a.addr_spec) for a in parsed.addresses] == [(name, "ada@example.test")]
     assert parsed.defects == ()
 

@@ -9,9 +9,8 @@ import importlib.util
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp.types as types
@@ -23,7 +22,7 @@ from mcp.client.session import SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host_kit import SESSION_KEY
-from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
 
@@ -47,7 +46,8 @@ SERVER = _load_server()
 
 def refusal(result: types.CallToolResult) -> dict[str, Any] | None:
     assert result.is_error is True
-    return result.structured_content
+    structured: dict[str, Any] | None = result.structured_content
+    return structured
 
 
 # -- the transcript and the prompt ---------------------------------------------------------
@@ -105,7 +105,8 @@ async def test_standalone_lists_the_visitor_tool_only_and_has_nothing_to_summari
         empty = await client.call_tool(CAPABILITY, {})
         bad_focus = await client.call_tool(CAPABILITY, {"focus": "one\ntwo"})
         visitor_reads = await client.call_tool("summaries_list", {})
-        owner_reads = await client.call_tool("summaries_list", {}, meta={SESSION_KEY: OWNER_SCOPE})
+        owner_meta = cast(types.RequestParamsMeta, {SESSION_KEY: OWNER_SCOPE})
+        owner_reads = await client.call_tool("summaries_list", {}, meta=owner_meta)
 
     assert names == [CAPABILITY]
     assert refusal(empty) == snapshot({"code": "nothing_to_summarize", "message": "this conversation has no turns yet"})
@@ -119,10 +120,7 @@ async def test_standalone_lists_the_visitor_tool_only_and_has_nothing_to_summari
 # -- through the host ----------------------------------------------------------------------
 
 
-@pytest.fixture
-async def host(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
-    async with running_host(host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)) as running:
-        yield running
+host = host_fixture([], builtin_dir=BUILTINS)
 
 
 @asynccontextmanager
@@ -134,7 +132,7 @@ async def visitor(
     headers = {"Authorization": f"Bearer {session['token']}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
         transport = streamable_http_client(session["mcp_url"], http_client=http)
-        async with Client(transport, mode=mode, cache=None, sampling_callback=sampling) as client:  # type: ignore[arg-type]
+        async with Client(transport, mode=mode, cache=None, sampling_callback=sampling) as client:
             yield client
 
 

@@ -5,13 +5,12 @@ and reaches it only through the `connector.invoke` host op.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.hosting import BUILTINS, RunningHost, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import DAY, PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
@@ -27,11 +26,7 @@ def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Radicale]:
         yield server
 
 
-@pytest.fixture
-async def host(tmp_path: Path, database_url: str) -> AsyncIterator[RunningHost]:
-    settings = host_settings(tmp_path, database_url, ["scheduler"], builtin_dir=BUILTINS)
-    async with running_host(settings) as running:
-        yield running
+host = host_fixture(["scheduler"], builtin_dir=BUILTINS)
 
 
 async def connect(host: RunningHost, radicale: Radicale, user: str = "owner") -> str:

@@ -1,0 +1,143 @@
+"""The host's ASGI app: the routes, and the visitor MCP fast path that skips Starlette's router.
+
+Above: uvicorn (`mcp-host serve`, `tests/hosting.py`). Below: `lifespan` (which puts the
+running host in `app.state.host`; None while it starts or stops, answered 503 here), the
+doors `wiring` built, `health` (the health routes and the answer to a database outage) and
+`edge.HostOriginGuard` (the MCP endpoints' Host and Origin rules on the plain routes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_host.edge import HostOriginGuard
+from mcp_host.settings import Settings
+
+from .health import OutageGuard, answer_outages, healthz, readyz
+from .lifespan import host_lifespan
+from .wiring import OWNER_PATH, Doors, Host, security
+
+__all__ = ["HostApp", "create_app"]
+
+_STARTING = {"error": "starting"}
+
+
+def _running(app: Starlette) -> Host | None:
+    host: Host | None = app.state.host
+    return host
+
+
+class _ToDoor:
+    """An ASGI endpoint that forwards to one of the running host's doors."""
+
+    def __init__(self, app: Starlette, door: Callable[[Doors], ASGIApp]) -> None:
+        self._app = app
+        self._door = door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        host = _running(self._app)
+        if host is None:
+            await JSONResponse(_STARTING, status_code=503)(scope, receive, send)
+            return
+        await self._door(host.doors)(scope, receive, send)
+
+
+def _with_host(handler: Callable[[Host, Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """A route handler given the running host; 503 while it starts or stops."""
+
+    async def route(request: Request) -> Response:
+        host = _running(request.app)
+        if host is None:
+            return JSONResponse(_STARTING, status_code=503)
+        return await handler(host, request)
+
+    return route
+
+
+async def _catalogue(host: Host, request: Request) -> Response:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token or await host.owners.verify_token(token.strip()) is None:
+        return JSONResponse({"error": "unauthorized"}, status_code=401)
+    entries = [e.model_dump() for e in host.catalogue.entries()]
+    return JSONResponse({"capabilities": entries}, headers={"Cache-Control": "no-store"})
+
+
+async def _open_turn(host: Host, request: Request) -> Response:
+    return await host.doors.turns.open_turn(request)
+
+
+async def _answer_turn(host: Host, request: Request) -> Response:
+    return await host.doors.turns.answer(request)
+
+
+class HostApp:
+    """The outermost ASGI app.
+
+    Visitor MCP requests — the hot path, one per MCP message — go straight to their
+    endpoint; everything else goes through Starlette's router and middleware.
+    """
+
+    _PREFIX = "/v1/sessions/"
+    _SUFFIX = "/mcp"
+
+    def __init__(self, inner: Starlette, *, retry_after_s: int = 2) -> None:
+        self.inner = inner
+        self.state = inner.state
+        self._retry_after_s = retry_after_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            host: Host | None = self.state.host
+            if host is not None and path.startswith(self._PREFIX) and path.endswith(self._SUFFIX):
+                session_id = path[len(self._PREFIX) : -len(self._SUFFIX)]
+                if session_id and "/" not in session_id:
+                    scope["path_params"] = {"session_id": session_id}
+                    # Outside Starlette's middleware: a database outage is answered 503 here.
+                    await answer_outages(host.doors.visitor, scope, receive, send, self._retry_after_s)
+                    return
+        await self.inner(scope, receive, send)
+
+
+def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None) -> HostApp:
+    """The host's ASGI app; its lifespan runs `lifespan.running_host`.
+
+    `on_fatal` is called when the running host ends by itself (a part of it failed): the
+    server should then exit, non-zero, so that a supervisor restarts it, rather than keep a
+    listening process that answers 503 to everything.
+    """
+    rules = security(settings)
+    # A database outage met by any route is answered 503 with Retry-After (health.py).
+    outages = Middleware(OutageGuard, retry_after_s=settings.database_retry_after_s)
+    app = Starlette(lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages])
+    # (The REST endpoints' exception handler is registered here: app.add_exception_handler(...).)
+    app.state.host = None
+    # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
+    same_site = [Middleware(HostOriginGuard, security=rules)]
+    app.router.routes.extend(
+        [
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/v1/catalogue", _with_host(_catalogue), methods=["GET"], middleware=same_site),
+            Route("/v1/sessions", _ToDoor(app, lambda d: d.sessions), methods=["POST"], middleware=same_site),
+            Route("/v1/sessions/{session_id}/turns", _with_host(_open_turn), methods=["POST"], middleware=same_site),
+            Route(
+                "/v1/sessions/{session_id}/turns/{n}/answer",
+                _with_host(_answer_turn),
+                methods=["POST"],
+                middleware=same_site,
+            ),
+            Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
+            Route(
+                "/v1/sessions/{session_id}/mcp", _ToDoor(app, lambda d: d.visitor), methods=["GET", "POST", "DELETE"]
+            ),
+        ]
+    )
+    return HostApp(app, retry_after_s=settings.database_retry_after_s)
