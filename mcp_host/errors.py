@@ -13,21 +13,35 @@
     ├── TransportFailure            transport
     └── ManifestError               (load time only; never reaches a caller)
 
-Doors (the visitor endpoint, later the owner endpoint and the back-channel) turn a
-`HostError` into a wire error with `code` and `message`. The message of a `HostError` is
-written for the caller; anything else is logged and answered with an opaque message.
+Each door (the visitor endpoint, the owner endpoint, the back-channel) has one boundary that
+turns an exception into a wire error with the two functions below, which are the only places
+that map: `tool_error` (a tool result `{code, message}` with `isError`) and `rpc_error` (a
+JSON-RPC error, for the MCP methods that are not tool calls). The message of a `HostError` is
+written for the caller; anything else is answered with the boundary's opaque message, and the
+boundary logs it with its traceback: `str(exc)` never reaches a caller. The JSON-RPC codes
+the host answers with are named here, and nowhere else.
+
+Below: the MCP SDK's types only (this is the lowest layer of `mcp_host`).
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+import mcp.types as types
+from mcp import MCPError
+
 __all__ = [
     "CallTimeout",
     "DatabaseUnavailable",
     "Denied",
     "Held",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "OPAQUE",
     "QuotaExhausted",
+    "RESOURCE_NOT_FOUND",
     "HostError",
     "InvalidArguments",
     "ManifestError",
@@ -35,7 +49,19 @@ __all__ = [
     "Unavailable",
     "Unconfigured",
     "UnknownTool",
+    "error_result",
+    "rpc_error",
+    "tool_error",
 ]
+
+# JSON-RPC error codes: the SDK's, and MCP's own for a resource that is not there.
+INVALID_REQUEST = types.INVALID_REQUEST
+INVALID_PARAMS = types.INVALID_PARAMS
+INTERNAL_ERROR = types.INTERNAL_ERROR
+RESOURCE_NOT_FOUND = -32002
+
+OPAQUE = "the call failed inside the host"
+"""What a caller is told of an exception that is not a `HostError` (the boundary logs it)."""
 
 
 class HostError(Exception):
@@ -112,3 +138,34 @@ class ManifestError(HostError):
         self.path = path
         self.field = field
         self.problem = problem
+
+
+def error_result(code: str, message: str) -> types.CallToolResult:
+    """A refused or failed call: `isError` with structured `{code, message}`."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"code": code, "message": message},
+        is_error=True,
+    )
+
+
+def tool_error(exc: BaseException, opaque: str = OPAQUE) -> types.CallToolResult:
+    """`exc` as a tool result: a `HostError` with its own code and message, anything else
+    `unavailable` with `opaque` (the caller's boundary logs it with its traceback)."""
+    if isinstance(exc, HostError):
+        return error_result(exc.code, exc.message)
+    return error_result(Unavailable.code, opaque)
+
+
+def rpc_error(exc: BaseException, opaque: str, *, not_found: int = INVALID_PARAMS) -> MCPError:
+    """`exc` as a JSON-RPC error to raise from an MCP handler: `UnknownTool` (a prompt,
+    resource or template that is not there) is `not_found`, `InvalidArguments` is
+    `INVALID_PARAMS`, another `HostError` is `INTERNAL_ERROR` with its message, anything else
+    `INTERNAL_ERROR` with `opaque` (the caller's boundary logs it with its traceback)."""
+    if isinstance(exc, UnknownTool):
+        return MCPError(code=not_found, message=exc.message)
+    if isinstance(exc, InvalidArguments):
+        return MCPError(code=INVALID_PARAMS, message=exc.message)
+    if isinstance(exc, HostError):
+        return MCPError(code=INTERNAL_ERROR, message=exc.message)
+    return MCPError(code=INTERNAL_ERROR, message=opaque)

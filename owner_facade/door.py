@@ -2,8 +2,9 @@
 
 Above: `http` (the owner's MCP endpoint). Below: `tools` (the table) and `services`.
 
-This is the one boundary of the owner face that turns exceptions into wire errors: a
-`HostError` becomes a tool result with `isError: true` and `{code, message}`; arguments that
+This is the one boundary of the owner face that turns exceptions into wire errors: through
+`errors.tool_error`, a `HostError` becomes a tool result with `isError: true` and `{code,
+message}`; arguments that
 do not fit a tool's model are `invalid_arguments` naming the field; anything else is logged
 with its traceback and answered opaquely — `str(exc)` never reaches a caller. Every call,
 whatever its outcome, writes one audit row (`mcp_host.policy.audit`), with secret values left out.
@@ -17,9 +18,9 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from mcp_host.errors import DatabaseUnavailable, HostError, InvalidArguments, UnknownTool
+from mcp_host.errors import DatabaseUnavailable, HostError, InvalidArguments, UnknownTool, tool_error
 from mcp_host.store import as_unavailable
-from mcp_host.wire import error_result, structured_result
+from mcp_host.wire import structured_result
 
 from .services import OwnerServices
 from .tools import TOOLS, OwnerTool
@@ -55,17 +56,13 @@ class OwnerDoor:
             if tool is None:
                 raise UnknownTool(f"no owner tool named {name[:64]!r}")
             result = await self._run(tool, owner_id, arguments)
-        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
-            result = error_result(exc.code, exc.message)
-        except HostError as exc:
-            logger.info("owner %s: %s -> %s: %s", owner_id, name[:64], exc.code, exc.message)
-            result = error_result(exc.code, exc.message)
         except Exception as exc:
-            if (outage := as_unavailable(exc)) is not None:
-                result = error_result(outage.code, outage.message)
-            else:
+            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            if known is None:
                 logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
-                result = error_result("unavailable", "the call failed inside the host")
+            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
+                logger.info("owner %s: %s -> %s: %s", owner_id, name[:64], known.code, known.message)
+            result = tool_error(known or exc)
         await self._audit(owner_id, name, tool, arguments, result)
         return result
 

@@ -16,14 +16,12 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from opentelemetry import trace
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Owner, OwnerStore
+from mcp_host.edge import Unauthorized, rest_response, untraced
 from mcp_host.visitor import bearer_token
 
 from .door import OwnerDoor
@@ -65,10 +63,7 @@ def build_owner_server(door: OwnerDoor) -> Server[Any]:
         on_call_tool=call_tool,
         get_tool_input_schema=door.input_schema,
     )
-    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-        # As on the visitor endpoint: no span per message when nothing records them.
-        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    return server
+    return untraced(server)  # as on the visitor endpoint: no span per message when nothing records them
 
 
 class OwnerMCPEndpoint:
@@ -82,13 +77,9 @@ class OwnerMCPEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)
         owner = await self._owners.verify_token(token) if token else None
-        if owner is None:
-            response = JSONResponse(
-                {"error": "unauthorized", "message": "the owner endpoint needs the owner token"},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="mcp-host-owner"'},
-            )
-            await response(scope, receive, send)
+        if owner is None:  # in the REST endpoints' words (401 `denied`, with the bearer challenge)
+            refusal = Unauthorized("the owner endpoint needs the owner token", realm="mcp-host-owner")
+            await rest_response(refusal)(scope, receive, send)
             return
         scope[SCOPE_KEY] = owner
         # The token itself never goes into the scope.

@@ -14,7 +14,8 @@ each socket belongs to exactly one plugin — never by anything it says (SECURIT
 
 The MCP server on a plugin's socket lists exactly the ops that plugin named. Every call must
 carry a live grant minted for this plugin in `_meta["mcp-host/grant"]`; the op then runs for
-the grant's owner and scope. This module is the door's error boundary: a refusal is answered
+the grant's owner and scope. `BackChannel.call` is the door's error boundary (answering
+through `errors.tool_error`): a refusal is answered
 `{code: denied, message: "denied"}` and the reason is logged — except an op the plugin's
 manifest does not name, whose message names the op and the manifest key that must name it
 (the plugin knows its own manifest; a grant's fate is never told); other host errors keep their
@@ -49,13 +50,13 @@ import anyio
 import mcp.types as types
 from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
 
-from mcp_host.errors import DatabaseUnavailable, Denied, HostError, Unavailable
+from mcp_host.edge import untraced
+from mcp_host.errors import DatabaseUnavailable, Denied, HostError, Unavailable, tool_error
 from mcp_host.plugins import Plugin
 from mcp_host.sandbox import proc_stat, started_at
 from mcp_host.store import as_unavailable
-from mcp_host.wire import GRANT_KEY, LimitedLog, error_result, framed_transport, structured_result
+from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, structured_result
 
 from .grants import GrantBook
 from .ops import OPS, OpServices, run_op
@@ -216,25 +217,22 @@ class BackChannel:
                 self._denials.log(
                     pid, logging.WARNING, "%s: host op %r denied: not named in its manifest", pid, name[:64]
                 )
-                return error_result(Denied.code, _unnamed(name))
+                return tool_error(Denied(_unnamed(name)))
             grant = self._grants.redeem((meta or {}).get(GRANT_KEY), pid)
             if self.services is None:
                 raise Unavailable("the host is starting")
             answer = await run_op(name, arguments, plugin, grant, self.services)
             return answer if isinstance(answer, types.CallToolResult) else structured_result(answer)
-        except Denied as exc:
+        except Denied as exc:  # the reason is logged, never told (a grant's fate stays the host's)
             self._denials.log(pid, logging.WARNING, "%s: host op %r denied: %s", pid, name[:64], exc.message)
-            return error_result(Denied.code, "denied")
-        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
-            return error_result(exc.code, exc.message)
-        except HostError as exc:
-            logger.info("%s: host op %r refused: %s: %s", pid, name[:64], exc.code, exc.message)
-            return error_result(exc.code, exc.message)
+            return tool_error(Denied("denied"))
         except Exception as exc:
-            if (outage := as_unavailable(exc)) is not None:
-                return error_result(outage.code, outage.message)
-            logger.exception("%s: host op %r failed", pid, name[:64])
-            return error_result("unavailable", "the host op failed inside the host")
+            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            if known is None:
+                logger.exception("%s: host op %r failed", pid, name[:64])
+            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
+                logger.info("%s: host op %r refused: %s: %s", pid, name[:64], known.code, known.message)
+            return tool_error(known or exc, "the host op failed inside the host")
 
 
 def sweep_ops_folders(temp_dir: Path) -> list[Path]:
@@ -290,5 +288,4 @@ def _server_for(plugin: Plugin, channel: BackChannel) -> Server[Any]:
         return await channel.call(plugin, params.name, params.arguments, ctx.meta)
 
     server: Server[Any] = Server("mcp-host", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
-    server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    return server
+    return untraced(server, always=True)

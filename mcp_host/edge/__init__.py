@@ -1,21 +1,31 @@
 """The HTTP edge, in front of the MCP SDK: the JSON-RPC edge, caps on protocol sessions, Host and
-Origin rules, throttling wrong credentials, and the uvicorn config. Below: `wire`. Above: the doors.
+Origin rules, throttling wrong credentials, the uvicorn config, the MCP servers'
+tracing, and the REST endpoints' error answers.
+Below: `wire`. Above: the doors.
 """
 
 from .host_origin import HostOriginGuard
 from .http_server import server_config
 from .jsonrpc import RpcEdge, drain_limit, read_body
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions
+from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
+from .tracing import untraced
 
 __all__ = [
+    "REST_ERRORS",
     "FailureThrottle",
     "HostOriginGuard",
+    "MethodNotAllowed",
     "ProtocolSessionLimits",
     "ProtocolSessions",
     "RpcEdge",
     "ThrottleLimits",
+    "TooLarge",
+    "Unauthorized",
     "drain_limit",
     "read_body",
+    "rest_response",
     "server_config",
+    "untraced",
 ]

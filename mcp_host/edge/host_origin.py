@@ -7,7 +7,8 @@ The MCP endpoints get DNS-rebinding protection from the SDK (`TransportSecurityS
 by `visitor_http.security_settings`). The routes beside them had none, so a page on any site
 could make a visitor's browser post a form that opens a public session (SECURITY.md E6). The
 same settings and the SDK's own check decide here: a Host that is not one of the host's names
-is answered 421, a browser Origin that is not the host's own 403. `GET /healthz` stays open:
+is answered 421, a browser Origin that is not the host's own 403, both `denied` in the REST
+endpoints' words (`rest_errors`). `GET /healthz` stays open:
 probes call it by whatever address reaches the host.
 """
 
@@ -15,14 +16,17 @@ from __future__ import annotations
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_host.errors import Denied
+
+from .rest_errors import Misdirected, rest_response
 
 __all__ = ["HostOriginGuard"]
 
 _REFUSALS = {
-    421: {"error": "misdirected_request", "message": "this Host is not one of this host's names"},
-    403: {"error": "forbidden_origin", "message": "requests from this Origin are not accepted"},
+    421: Misdirected("this Host is not one of this host's names"),
+    403: Denied("requests from this Origin are not accepted"),
 }
 
 
@@ -37,7 +41,7 @@ class HostOriginGuard:
         if scope["type"] == "http":
             refusal = await self._check.validate_request(Request(scope), is_post=False)
             if refusal is not None:
-                body = _REFUSALS.get(refusal.status_code, {"error": "forbidden", "message": "request refused"})
-                await JSONResponse(body, status_code=refusal.status_code)(scope, receive, send)
+                refused = _REFUSALS.get(refusal.status_code, Denied("request refused"))
+                await rest_response(refused)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

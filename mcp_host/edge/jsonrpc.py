@@ -9,13 +9,13 @@ Two things are decided here, once, for every message of either era:
 - **Strings must be Unicode.** JSON may spell a lone UTF-16 surrogate (`"\\ud800"`); the
   2026-07-28 transport parses bodies with `json.loads`, which accepts it, and the string then
   cannot be encoded again — not to a child's stdin, not into PostgreSQL, not into a log
-  line's JSON. Such a message is refused with a JSON-RPC error (-32602, `data.code`
+  line's JSON. Such a message is refused with a JSON-RPC error (`INVALID_PARAMS`, `data.code`
   `invalid_arguments`), whatever field holds the string; nothing after the edge has to care.
   (Invalid UTF-8 bytes are refused by both eras' parsers already.)
 - **A request id is in flight once per protocol session** (2025-11-25 `Mcp-Session-Id`). The
   SDK keys each POST's response stream by request id: a second request with the id of one
   still running takes the first one's stream and leaves its POST open forever. The duplicate
-  is refused (-32600, HTTP 409) and the first goes on.
+  is refused (`INVALID_REQUEST`, HTTP 409) and the first goes on.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_host.errors import INVALID_PARAMS, INVALID_REQUEST, InvalidArguments
+
 __all__ = ["RpcEdge", "drain_limit", "has_lone_surrogate", "read_body"]
 
 logger = logging.getLogger(__name__)
 
-INVALID_REQUEST = -32600
-INVALID_PARAMS = -32602
 DRAIN_FACTOR = 4
 DRAIN_MIN_BYTES = 1024 * 1024
 
@@ -87,7 +87,7 @@ class RpcEdge:
                 request_id,
                 INVALID_PARAMS,
                 "a string in this message is not valid Unicode (a lone UTF-16 surrogate)",
-                data={"code": "invalid_arguments"},
+                data={"code": InvalidArguments.code},
             )
             return
         key = _in_flight_key(scope, protocol_session, message, request_id)

@@ -37,11 +37,12 @@ import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_host.errors import INVALID_REQUEST
+
 __all__ = ["ProtocolSessionLimits", "ProtocolSessions"]
 
 logger = logging.getLogger(__name__)
 
-INVALID_REQUEST = -32600
 _SESSION_HEADER = b"mcp-session-id"
 _VERSION_HEADER = b"mcp-protocol-version"
 _HANDSHAKE_VERSIONS = frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)

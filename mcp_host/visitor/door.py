@@ -5,9 +5,10 @@ assembled tool list), `children` (the forwarded call), `meta` (what `_meta` trav
 (the token a child's host ops present while the call runs), `quota` and `holds` (a call to a
 destructive tool waits for the owner's approval).
 
-This is the one boundary of the visitor face that turns exceptions into wire errors: a
-`HostError` becomes a tool result with `isError: true` and `{code, message}`; anything else
-is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
+`call_tool` is the visitor face's boundary for tool calls (`visitor_server` is the one for the
+other MCP methods): an exception becomes a tool result with `isError: true` and `{code,
+message}` through `errors.tool_error`; what is not a `HostError` (nor a database outage) is
+logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
 "Not allowed" looks like "not there": a tool the session may not see gets the same
 `unknown` answer as a tool that does not exist; the log says which.
 
@@ -38,16 +39,16 @@ from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.connectors import RequirementGate
-from mcp_host.errors import DatabaseUnavailable, HostError, QuotaExhausted, Unavailable, UnknownTool
+from mcp_host.errors import DatabaseUnavailable, HostError, QuotaExhausted, Unavailable, UnknownTool, tool_error
 from mcp_host.plugins import ClaimGate, Plugin
 from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
 from mcp_host.store import as_unavailable
-from mcp_host.wire import MetaCaps, VisitorClient, error_result, forwarded_meta, visitor_meta
+from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta
 
 from .bindings import Bindings
 from .listings import Listings, Surface
 
-__all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList", "error_result"]
+__all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList"]
 
 QUOTA_META_KEY = "mcp-host/quota"
 # A quota that could not be read: the capability is treated as having nothing left (fail closed).
@@ -183,16 +184,13 @@ class VisitorDoor:
         (and `inference.generate`) reach while the call runs; None refuses them."""
         try:
             return await self._call(session, name, arguments, meta, progress, client)
-        except DatabaseUnavailable as exc:  # an outage: the database watch logs it, once
-            return error_result(exc.code, exc.message)
-        except HostError as exc:
-            logger.info("session %s: %s -> %s: %s", session.id, name[:80], exc.code, exc.message)
-            return error_result(exc.code, exc.message)
         except Exception as exc:
-            if (outage := as_unavailable(exc)) is not None:
-                return error_result(outage.code, outage.message)
-            logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
-            return error_result("unavailable", "the call failed inside the host")
+            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            if known is None:
+                logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
+            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
+                logger.info("session %s: %s -> %s: %s", session.id, name[:80], known.code, known.message)
+            return tool_error(known or exc)
 
     async def _call(
         self,

@@ -21,14 +21,18 @@ Turns (`TurnsEndpoint`, same bearer token as the session's MCP endpoint):
 `POST /v1/sessions/{id}/turns/{n}/answer {text}` stores the agent's answer and judges it
 against the claim gates of the capabilities the session can see: `{ok: true}`, or
 `{ok: false, violations: [{capability, tool, phrase}]}` (SECURITY.md E12).
+
+Refusals are raised as `HostError`s and answered by the app's one REST error handler
+(`edge.REST_ERRORS`): `{error, message}` in DESIGN.md's codes — 401 `denied` (with the bearer
+challenge), 400 or 413 `invalid_arguments`, 404 `unknown`, 405 `unknown`. The MCP endpoint,
+served outside Starlette, answers its 401 with the same `edge.rest_response`.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -40,7 +44,16 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Access, Session, SessionStore, Visitor
-from mcp_host.edge import FailureThrottle, drain_limit, read_body
+from mcp_host.edge import (
+    FailureThrottle,
+    MethodNotAllowed,
+    TooLarge,
+    Unauthorized,
+    drain_limit,
+    read_body,
+    rest_response,
+)
+from mcp_host.errors import InvalidArguments, UnknownTool
 from mcp_host.policy import TurnStore, UnknownTurn, judge
 
 from .door import VisitorDoor
@@ -58,9 +71,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The one answer to a code or key that was not accepted, whatever was wrong with it.
-REFUSED = {"error": "unauthorized", "message": "the access code or API key was not accepted"}
-NO_CREDENTIAL = {"error": "unauthorized", "message": "this host opens sessions only with an access code or an API key"}
+# The one answer to a code or key that was not accepted, whatever was wrong with it (its 401 body).
+REFUSED = {"error": Unauthorized.code, "message": "the access code or API key was not accepted"}
+NO_CREDENTIAL = {
+    "error": Unauthorized.code,
+    "message": "this host opens sessions only with an access code or an API key",
+}
+_WRONG_TOKEN = "unknown session or wrong bearer token"
 
 
 def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:
@@ -81,14 +98,6 @@ def bearer_token(scope: Scope) -> str | None:
     return None
 
 
-def _unauthorized(body: Mapping[str, str] | None = None) -> Response:
-    return JSONResponse(
-        body or {"error": "unauthorized", "message": "unknown session or wrong bearer token"},
-        status_code=401,
-        headers={"WWW-Authenticate": 'Bearer realm="mcp-host"'},
-    )
-
-
 class VisitorMCPEndpoint:
     """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
 
@@ -101,8 +110,8 @@ class VisitorMCPEndpoint:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))
         token = bearer_token(scope)
         session = await self._sessions.authenticate(session_id, token) if token else None
-        if session is None:
-            await _unauthorized()(scope, receive, send)
+        if session is None:  # outside Starlette (the app's fast path): answered here, in the same words
+            await rest_response(Unauthorized(_WRONG_TOKEN))(scope, receive, send)
             return
         scope[SCOPE_KEY] = session
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
@@ -135,26 +144,18 @@ class SessionsEndpoint:
         self._max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
         request = Request(scope, receive)
         response = await self._handle(request)
         await response(scope, receive, send)
 
     async def _handle(self, request: Request) -> Response:
         if request.method != "POST":
-            return JSONResponse({"error": "method_not_allowed"}, status_code=405, headers={"Allow": "POST"})
-        body = await _read_capped(request, self._max_body_bytes)
-        if body is None:
-            return JSONResponse(
-                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
-            )
-        try:
-            payload = _NewSession.model_validate_json(body or b"{}")
-        except ValidationError as exc:
-            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
-            return _invalid("; ".join(problems))
+            raise MethodNotAllowed("POST")
+        payload = _parse(await _read_capped(request, self._max_body_bytes), _NewSession)
         has_key = "authorization" in request.headers
         if has_key and payload.code is not None:
-            return _invalid("give an access code or an API key, not both")
+            raise InvalidArguments("give an access code or an API key, not both")
         if payload.code is not None:
             opened = await self._access.open_with_code(self._owner_id, payload.code, payload.visitor)
         elif has_key:
@@ -163,9 +164,9 @@ class SessionsEndpoint:
         else:
             opened = await self._access.open_public(self._owner_id, payload.visitor)
             if opened is None:
-                return _unauthorized(NO_CREDENTIAL)
+                raise Unauthorized(NO_CREDENTIAL["message"])
         if opened is None:
-            return await self._refused(request)
+            await self._refused(request)
         session, token = opened
         logger.info("session %s opened (%s)", session.id, session.mode)
         return JSONResponse(
@@ -178,13 +179,13 @@ class SessionsEndpoint:
             headers={"Cache-Control": "no-store"},
         )
 
-    async def _refused(self, request: Request) -> Response:
+    async def _refused(self, request: Request) -> NoReturn:
         client = _client(request.scope)
         delay = self._throttle.failed(client)
         logger.info("session refused: a code or key from %s was not accepted (answered after %.2f s)", client, delay)
         if delay > 0:
             await anyio.sleep(delay)
-        return _unauthorized(REFUSED)
+        raise Unauthorized(REFUSED["message"])
 
 
 def _no_nul(value: str) -> str:
@@ -217,22 +218,16 @@ class TurnsEndpoint:
         self._max_body_bytes = max_body_bytes
 
     async def open_turn(self, request: Request) -> Response:
+        """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
         session = await self._authenticate(request)
-        if session is None:
-            return _unauthorized()
-        payload = await self._body(request, _NewTurn)
-        if isinstance(payload, Response):
-            return payload
+        payload = _parse(await _read_capped(request, self._max_body_bytes), _NewTurn)
         n = await self._turns.open_turn(session.id, payload.message)
         return JSONResponse({"turn": n}, status_code=201, headers={"Cache-Control": "no-store"})
 
     async def answer(self, request: Request) -> Response:
+        """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
         session = await self._authenticate(request)
-        if session is None:
-            return _unauthorized()
-        payload = await self._body(request, _Answer)
-        if isinstance(payload, Response):
-            return payload
+        payload = _parse(await _read_capped(request, self._max_body_bytes), _Answer)
         raw = str(request.path_params.get("n", ""))
         n = int(raw) if raw.isdigit() and len(raw) <= 10 else 0
         try:
@@ -242,7 +237,7 @@ class TurnsEndpoint:
             violations = judge(payload.text, self._door.claim_gates(session), receipts)
             await self._turns.answer(session.id, n, payload.text)
         except UnknownTurn:
-            return JSONResponse({"error": "not_found", "message": "this session has no such turn"}, status_code=404)
+            raise UnknownTool("this session has no such turn") from None
         if violations:
             logger.info("session %s: turn %d answer claims work without a receipt: %s", session.id, n, violations)
             body: dict[str, Any] = {
@@ -253,32 +248,30 @@ class TurnsEndpoint:
             body = {"ok": True}
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
-    async def _authenticate(self, request: Request) -> Session | None:
+    async def _authenticate(self, request: Request) -> Session:
         session_id = str(request.path_params.get("session_id", ""))
         token = bearer_token(request.scope)
-        return await self._sessions.authenticate(session_id, token) if token else None
-
-    async def _body(self, request: Request, model: type[M]) -> M | Response:
-        body = await _read_capped(request, self._max_body_bytes)
-        if body is None:
-            return JSONResponse(
-                {"error": "too_large", "message": f"body over {self._max_body_bytes} bytes"}, status_code=413
-            )
-        try:
-            return model.model_validate_json(body or b"{}")
-        except ValidationError as exc:
-            problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
-            return _invalid("; ".join(problems))
+        session = await self._sessions.authenticate(session_id, token) if token else None
+        if session is None:
+            raise Unauthorized(_WRONG_TOKEN)
+        return session
 
 
-def _invalid(message: str) -> Response:
-    return JSONResponse({"error": "invalid_request", "message": message}, status_code=400)
+def _parse(body: bytes, model: type[M]) -> M:
+    """`body` (empty: `{}`) as `model`; `InvalidArguments` naming the first problems."""
+    try:
+        return model.model_validate_json(body or b"{}")
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+        raise InvalidArguments("; ".join(problems)) from None
 
 
-async def _read_capped(request: Request, cap: int) -> bytes | None:
-    """The body, or None when it is over `cap` bytes (drained a little first: `rpc_edge.read_body`)."""
+async def _read_capped(request: Request, cap: int) -> bytes:
+    """The body; `TooLarge` when it is over `cap` bytes (drained a little first: `rpc_edge.read_body`)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > drain_limit(cap):
-        return None
-    body, _ = await read_body(request.receive, cap)
+    body = None
+    if declared is None or not declared.isdigit() or int(declared) <= drain_limit(cap):
+        body, _ = await read_body(request.receive, cap)
+    if body is None:
+        raise TooLarge(f"body over {cap} bytes")
     return body

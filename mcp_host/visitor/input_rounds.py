@@ -40,7 +40,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import MCPError
 
-from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.errors import INVALID_REQUEST, InvalidArguments, Unavailable
 from mcp_host.wire import ClientLacks, InputRequest, InputResponse, LogSink, lacking
 
 __all__ = ["InputRounds", "RoundsClient"]
@@ -99,7 +99,7 @@ class RoundsClient:
         with anyio.fail_after(timeout_s):
             await pending.answered.wait()
         if pending.answer is None:
-            raise MCPError(code=types.INVALID_REQUEST, message="the visitor's client gave no answer to this request")
+            raise MCPError(code=INVALID_REQUEST, message="the visitor's client gave no answer to this request")
         return pending.answer
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:

@@ -30,42 +30,43 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import mcp.types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from opentelemetry import trace
 
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope
-from mcp_host.errors import HostError, InvalidArguments
+from mcp_host.edge import untraced
+from mcp_host.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, HostError, Unavailable, rpc_error, tool_error
 from mcp_host.store import as_unavailable
-from mcp_host.wire import MetaCaps, PushClient, error_result, forwarded_meta, log_sink, visitor_meta, without_host_keys
+from mcp_host.wire import MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
 
 from .change_feed import ChangeFeed
 from .door import VisitorDoor
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
 
-__all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "build_visitor_server"]
+__all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
 
 logger = logging.getLogger(__name__)
 
 SCOPE_KEY = "mcp_host.session"
 SERVER_NAME = "mcp-host"
 SERVER_VERSION = "0.1.0"
-RESOURCE_NOT_FOUND = -32002
 _PRIVATE = CacheHint(ttl_ms=0, scope="private")
 # Resource URIs one subscriptions/listen request may ask updates of.
 _MAX_LISTEN_URIS = 32
+# What a listen request is told when no more listen streams can be opened.
+_LISTENERS_FULL = "no more listen streams can be opened now; close one or try again later"
 # Log levels set with logging/setLevel, kept for this many sessions (the oldest are forgotten).
 _MAX_LOG_LEVELS = 10_000
 
@@ -112,59 +113,79 @@ class _LogLevels:
         return self._levels.get(session_id)
 
 
-def _as_mcp_error(exc: Exception, what: str) -> MCPError:
-    if isinstance(exc, UnknownItem):
-        code = RESOURCE_NOT_FOUND if what == "resources/read" else types.INVALID_PARAMS
-        return MCPError(code=code, message=exc.message)
-    if isinstance(exc, InvalidArguments):
-        return MCPError(code=types.INVALID_PARAMS, message=exc.message)
-    if isinstance(exc, HostError):
-        return MCPError(code=types.INTERNAL_ERROR, message=exc.message)
-    if (outage := as_unavailable(exc)) is not None:  # the database watch logs the outage, once
-        return MCPError(code=types.INTERNAL_ERROR, message=outage.message)
-    logger.error("%s failed unexpectedly", what, exc_info=exc)
-    return MCPError(code=types.INTERNAL_ERROR, message=f"{what} failed inside the host")
+P = TypeVar("P", bound=types.RequestParams)
+R = TypeVar("R", bound=types.Result)
 
 
-def build_visitor_server(
-    door: VisitorDoor,
-    input_schema: Callable[[str], Mapping[str, Any] | None],
-    *,
-    rounds: InputRounds,
-    feed: ChangeFeed,
-    meta_caps: MetaCaps,
-) -> Server[Any]:
-    """The MCP server behind every visitor endpoint.
+class VisitorServer:
+    """The MCP server behind every visitor endpoint: one method per MCP method, and `server`,
+    the SDK's low-level `Server` that calls them.
 
-    `input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
-    real lists; without it the SDK would run our whole `tools/list` before every call.
+    This is the visitor face's boundary for the methods other than `tools/call` (whose
+    boundary is `VisitorDoor.call_tool`): `_rpc_error` turns an exception into a JSON-RPC
+    error with `errors.rpc_error`, after logging with its traceback what is neither a
+    `HostError` nor a database outage.
     """
-    log_levels = _LogLevels()
 
-    def remember(ctx: ServerRequestContext[Any, Any], session: Session) -> None:
-        """A 2025-11-25 connection is told of list changes on its standalone stream."""
-        request = ctx.request
-        connection = request.headers.get("mcp-session-id") if request is not None else None
-        if connection and not _modern(ctx):
-            feed.keep_connection(session, connection, ctx.session)
+    def __init__(
+        self,
+        door: VisitorDoor,
+        input_schema: Callable[[str], Mapping[str, Any] | None],
+        *,
+        rounds: InputRounds,
+        feed: ChangeFeed,
+        meta_caps: MetaCaps,
+    ) -> None:
+        """`input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
+        real lists; without it the SDK would run our whole `tools/list` before every call."""
+        self._door = door
+        self._rounds = rounds
+        self._feed = feed
+        self._meta_caps = meta_caps
+        self._log_levels = _LogLevels()
+        with warnings.catch_warnings():
+            # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server: Server[Any] = _VisitorServer(
+                SERVER_NAME,
+                version=SERVER_VERSION,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_list_prompts=self.list_prompts,
+                on_get_prompt=self.get_prompt,
+                on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_templates,
+                on_read_resource=self.read_resource,
+                on_subscribe_resource=self.subscribe,
+                on_unsubscribe_resource=self.unsubscribe,
+                on_completion=self.complete,
+                on_set_logging_level=self.set_level,
+                on_subscriptions_listen=self.listen,
+                get_tool_input_schema=input_schema,
+                cache_hints={
+                    "tools/list": _PRIVATE,
+                    "prompts/list": _PRIVATE,
+                    "resources/list": _PRIVATE,
+                    "resources/templates/list": _PRIVATE,
+                    "resources/read": _PRIVATE,
+                },
+            )
+        self.server = untraced(server)
+        """The SDK's server; its OpenTelemetry middleware is kept only when tracing is set up."""
 
-    def item_meta(ctx: ServerRequestContext[Any, Any], session: Session) -> dict[str, Any]:
-        kept = visitor_meta(dict(ctx.meta or {}), meta_caps)
-        return forwarded_meta(kept, CallScope(session.owner_id, session).wire())
+    # -- tools ---------------------------------------------------------------------------------
 
     async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        session = session_of(ctx)
-        remember(ctx, session)
-        listed = await door.list_tools(session)
+        session = self._session(ctx)
+        listed = await self._door.list_tools(session)
         return types.ListToolsResult(tools=without_host_keys(listed.tools), _meta=listed.meta())
 
     async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        session = session_of(ctx)
-        remember(ctx, session)
+        session = self._session(ctx)
         meta = dict(ctx.meta or {})
 
         async def relay(progress: float, total: float | None, message: str | None) -> None:
@@ -178,89 +199,186 @@ def build_visitor_server(
         if _modern(ctx):
             try:
                 return without_host_keys(
-                    await rounds.call(
+                    await self._rounds.call(
                         session.id,
                         ctx.session.client_capabilities,
                         params,
-                        lambda client: door.call_tool(
+                        lambda client: self._door.call_tool(
                             session, params.name, params.arguments, meta, relay_progress, client
                         ),
                         log_sink(ctx, None),
                     )
                 )
-            except HostError as exc:
-                return error_result(exc.code, exc.message)
-        client = PushClient(ctx, session.id, log_levels.get(session.id))
-        result = await door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+            except HostError as exc:  # a requestState that is not this call's; the call itself never raises
+                return tool_error(exc)
+        client = PushClient(ctx, session.id, self._log_levels.get(session.id))
+        result = await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
         return without_host_keys(result)
 
-    async def set_level(ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
-        log_levels.set(session_of(ctx).id, params.level)
+    async def set_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self._log_levels.set(session_of(ctx).id, params.level)
         return types.EmptyResult()
 
-    async def surface(ctx: ServerRequestContext[Any, Any], *, fresh: bool = True) -> tuple[Session, Surface]:
-        session = session_of(ctx)
-        remember(ctx, session)
-        return session, await door.surface(session, fresh=fresh)
-
-    async def owner_of(ctx: ServerRequestContext[Any, Any], pick: Callable[[Surface], str]) -> tuple[Session, str]:
-        """The session, and the capability `pick` finds in its surface: from the children's last
-        lists, and listed afresh when those do not have it (a prompt or resource added since)."""
-        session, found = await surface(ctx, fresh=False)
-        try:
-            return session, pick(found)
-        except UnknownItem:
-            _, found = await surface(ctx)
-            return session, pick(found)
+    # -- prompts, resources, completion ----------------------------------------------------------
 
     async def list_prompts(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        _, found = await surface(ctx)
+        _, found = await self._surface(ctx)
         return types.ListPromptsResult(prompts=without_host_keys([p for _, p in found.prompts.values()]))
 
     async def get_prompt(
-        ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        try:
-            session, owner = await owner_of(ctx, lambda found: door.listings.prompt_owner(found, params.name))
-            child = door.child_for(owner)
-            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
-            result = await child.forward(
-                types.GetPromptRequest(params=forwarded), types.GetPromptResult, timeout_s=door.call_timeout_s
-            )
-        except Exception as exc:
-            raise _as_mcp_error(exc, "prompts/get") from None
-        return without_host_keys(result)
+        listings = self._door.listings
+        return await self._forward(
+            ctx,
+            "prompts/get",
+            lambda found: listings.prompt_owner(found, params.name),
+            params,
+            lambda forwarded: types.GetPromptRequest(params=forwarded),
+            types.GetPromptResult,
+        )
 
     async def list_resources(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        _, found = await surface(ctx)
+        _, found = await self._surface(ctx)
         return types.ListResourcesResult(resources=without_host_keys([r for _, r in found.resources.values()]))
 
     async def list_templates(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        _, found = await surface(ctx)
+        _, found = await self._surface(ctx)
         return types.ListResourceTemplatesResult(resource_templates=without_host_keys([t for _, t in found.templates]))
 
     async def read_resource(
-        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
+        listings = self._door.listings
+        return await self._forward(
+            ctx,
+            "resources/read",
+            lambda found: listings.resource_owner(found, str(params.uri)),
+            params,
+            lambda forwarded: types.ReadResourceRequest(params=forwarded),
+            types.ReadResourceResult,
+            not_found=RESOURCE_NOT_FOUND,
+        )
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        session = self._session(ctx)
+        uri = str(params.uri)
         try:
-            session, owner = await owner_of(ctx, lambda found: door.listings.resource_owner(found, str(params.uri)))
-            child = door.child_for(owner)
-            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
-            result = await child.forward(
-                types.ReadResourceRequest(params=forwarded), types.ReadResourceResult, timeout_s=door.call_timeout_s
+            await self._subscribe_child(session, uri)
+        except Exception as exc:
+            raise _rpc_error(exc, "resources/subscribe") from None
+        self._feed.subscribe_uri(session, uri)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        # The child keeps its subscription (other sessions may hold one); this session stops hearing.
+        self._feed.unsubscribe_uri(session_of(ctx), str(params.uri))
+        return types.EmptyResult()
+
+    async def complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        listings, ref = self._door.listings, params.ref
+        pick: Callable[[Surface], str] = (
+            partial(listings.prompt_owner, name=ref.name)
+            if isinstance(ref, types.PromptReference)
+            else partial(listings.template_owner, template=ref.uri)
+        )
+        return await self._forward(
+            ctx,
+            "completion/complete",
+            pick,
+            params,
+            lambda forwarded: types.CompleteRequest(params=forwarded),
+            types.CompleteResult,
+        )
+
+    async def listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        session = session_of(ctx)
+        try:
+            for uri in (params.notifications.resource_subscriptions or [])[:_MAX_LISTEN_URIS]:
+                await self._subscribe_child(session, str(uri))
+        except Exception as exc:
+            raise _rpc_error(exc, "subscriptions/listen", not_found=RESOURCE_NOT_FOUND) from None
+        try:
+            return await ListenHandler(self._feed.bus(session))(ctx, params)
+        except OverflowError:  # raised when subscribing, before the stream starts
+            raise rpc_error(Unavailable(_LISTENERS_FULL), _LISTENERS_FULL) from None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _forward(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        what: str,
+        pick: Callable[[Surface], str],
+        params: P,
+        request: Callable[[P], types.ClientRequest],
+        result_type: type[R],
+        *,
+        not_found: int = INVALID_PARAMS,
+    ) -> R:
+        """Forward a prompt, resource or completion request to the child that `pick` finds in the
+        session's surface, with the session's `_meta`; its result without the child's host keys.
+        Any failure is answered as a JSON-RPC error (`_rpc_error`); `not_found`: the code of an
+        item the session cannot reach."""
+        try:
+            session, owner = await self._owner_of(ctx, pick)
+            forwarded = params.model_copy(update={"meta": self._item_meta(ctx, session)})
+            result = await self._door.child_for(owner).forward(
+                request(forwarded), result_type, timeout_s=self._door.call_timeout_s
             )
         except Exception as exc:
-            raise _as_mcp_error(exc, "resources/read") from None
+            raise _rpc_error(exc, what, not_found=not_found) from None
         return without_host_keys(result)
 
-    async def subscribe_child(session: Session, uri: str) -> None:
+    def _session(self, ctx: ServerRequestContext[Any, Any]) -> Session:
+        """The request's session; a 2025-11-25 connection is remembered, to be told of list
+        changes on its standalone stream."""
+        session = session_of(ctx)
+        request = ctx.request
+        connection = request.headers.get("mcp-session-id") if request is not None else None
+        if connection and not _modern(ctx):
+            self._feed.keep_connection(session, connection, ctx.session)
+        return session
+
+    def _item_meta(self, ctx: ServerRequestContext[Any, Any], session: Session) -> dict[str, Any]:
+        kept = visitor_meta(dict(ctx.meta or {}), self._meta_caps)
+        return forwarded_meta(kept, CallScope(session.owner_id, session).wire())
+
+    async def _surface(self, ctx: ServerRequestContext[Any, Any], *, fresh: bool = True) -> tuple[Session, Surface]:
+        session = self._session(ctx)
+        return session, await self._door.surface(session, fresh=fresh)
+
+    async def _owner_of(
+        self, ctx: ServerRequestContext[Any, Any], pick: Callable[[Surface], str]
+    ) -> tuple[Session, str]:
+        """The session, and the capability `pick` finds in its surface: from the children's last
+        lists, and listed afresh when those do not have it (a prompt or resource added since)."""
+        session, found = await self._surface(ctx, fresh=False)
+        try:
+            return session, pick(found)
+        except UnknownItem:
+            _, found = await self._surface(ctx)
+            return session, pick(found)
+
+    async def _subscribe_child(self, session: Session, uri: str) -> None:
         """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
+        door = self._door
         found = await door.surface(session, fresh=False)
         child = door.child_for(door.listings.resource_owner(found, uri))
         served = (await child.capabilities()).resources
@@ -272,88 +390,23 @@ def build_visitor_server(
             timeout_s=door.call_timeout_s,
         )
 
-    async def subscribe(ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
-        session = session_of(ctx)
-        remember(ctx, session)
-        uri = str(params.uri)
-        try:
-            await subscribe_child(session, uri)
-        except Exception as exc:
-            raise _as_mcp_error(exc, "resources/subscribe") from None
-        feed.subscribe_uri(session, uri)
-        return types.EmptyResult()
 
-    async def unsubscribe(
-        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        # The child keeps its subscription (other sessions may hold one); this session stops hearing.
-        feed.unsubscribe_uri(session_of(ctx), str(params.uri))
-        return types.EmptyResult()
-
-    async def complete(
-        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
-    ) -> types.CompleteResult:
-        try:
-            ref = params.ref
-            if isinstance(ref, types.PromptReference):
-                session, owner = await owner_of(ctx, lambda found: door.listings.prompt_owner(found, ref.name))
-            else:
-                session, owner = await owner_of(ctx, lambda found: door.listings.template_owner(found, ref.uri))
-            forwarded = params.model_copy(update={"meta": item_meta(ctx, session)})
-            result = await door.child_for(owner).forward(
-                types.CompleteRequest(params=forwarded), types.CompleteResult, timeout_s=door.call_timeout_s
-            )
-        except Exception as exc:
-            raise _as_mcp_error(exc, "completion/complete") from None
-        return without_host_keys(result)
-
-    async def listen(
-        ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
-    ) -> types.SubscriptionsListenResult:
-        session = session_of(ctx)
-        try:
-            for uri in (params.notifications.resource_subscriptions or [])[:_MAX_LISTEN_URIS]:
-                await subscribe_child(session, str(uri))
-        except Exception as exc:
-            raise _as_mcp_error(exc, "resources/read") from None  # an unknown URI: not found
-        try:
-            return await ListenHandler(feed.bus(session))(ctx, params)
-        except OverflowError as exc:  # raised when subscribing, before the stream starts
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-
-    with warnings.catch_warnings():
-        # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        server: Server[Any] = _VisitorServer(
-            SERVER_NAME,
-            version=SERVER_VERSION,
-            on_list_tools=list_tools,
-            on_call_tool=call_tool,
-            on_list_prompts=list_prompts,
-            on_get_prompt=get_prompt,
-            on_list_resources=list_resources,
-            on_list_resource_templates=list_templates,
-            on_read_resource=read_resource,
-            on_subscribe_resource=subscribe,
-            on_unsubscribe_resource=unsubscribe,
-            on_completion=complete,
-            on_set_logging_level=set_level,
-            on_subscriptions_listen=listen,
-            get_tool_input_schema=input_schema,
-            cache_hints={
-                "tools/list": _PRIVATE,
-                "prompts/list": _PRIVATE,
-                "resources/list": _PRIVATE,
-                "resources/templates/list": _PRIVATE,
-                "resources/read": _PRIVATE,
-            },
-        )
-    if _no_tracing_configured():
-        # The SDK's OpenTelemetry middleware builds a span per message even when nothing
-        # records it: ~5% of the host's CPU per call. Keep it only when tracing is set up.
-        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    return server
+def _rpc_error(exc: Exception, what: str, *, not_found: int = INVALID_PARAMS) -> MCPError:
+    """`exc`, met while answering `what`, as a JSON-RPC error; logged with its traceback when it
+    is neither a `HostError` nor a database outage (the database watch logs those, once)."""
+    known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+    if known is None:
+        logger.error("%s failed unexpectedly", what, exc_info=exc)
+    return rpc_error(known or exc, f"{what} failed inside the host", not_found=not_found)
 
 
-def _no_tracing_configured() -> bool:
-    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+def build_visitor_server(
+    door: VisitorDoor,
+    input_schema: Callable[[str], Mapping[str, Any] | None],
+    *,
+    rounds: InputRounds,
+    feed: ChangeFeed,
+    meta_caps: MetaCaps,
+) -> Server[Any]:
+    """The SDK server of a `VisitorServer` (see there)."""
+    return VisitorServer(door, input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps).server

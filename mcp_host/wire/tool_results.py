@@ -1,7 +1,8 @@
-"""Tool results the host writes itself: a refusal in DESIGN.md's error vocabulary, and an op's
-structured answer.
+"""Tool results the host writes itself: an op's structured answer, and a refusal in DESIGN.md's
+error vocabulary (`error_result`, built beside the exception tree in `mcp_host.errors` and
+named here too, with the other results).
 
-Above: the doors (visitor door, back-channel; later the owner door). Below: the SDK's types.
+Above: the doors (visitor door, owner door, back-channel). Below: `errors`, the SDK's types.
 """
 
 from __future__ import annotations
@@ -11,16 +12,9 @@ from typing import Any
 
 import mcp.types as types
 
+from mcp_host.errors import error_result
+
 __all__ = ["error_result", "structured_result"]
-
-
-def error_result(code: str, message: str) -> types.CallToolResult:
-    """A refused or failed call: `isError` with structured `{code, message}`."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"code": code, "message": message},
-        is_error=True,
-    )
 
 
 def structured_result(value: dict[str, Any]) -> types.CallToolResult:

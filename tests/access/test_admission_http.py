@@ -191,7 +191,7 @@ async def test_wrong_expired_used_up_and_revoked_credentials_all_get_the_same_40
         assert {label: _refused(r) for label, r in answers.items()} == dict.fromkeys(
             answers, (401, REFUSED, 'Bearer realm="mcp-host"')
         )
-        assert REFUSED == snapshot({"error": "unauthorized", "message": "the access code or API key was not accepted"})
+        assert REFUSED == snapshot({"error": "denied", "message": "the access code or API key was not accepted"})
 
 
 async def test_with_public_sessions_off_a_request_without_credentials_gets_401(
@@ -209,7 +209,7 @@ async def test_with_public_sessions_off_a_request_without_credentials_gets_401(
 
         assert _refused(refused) == (401, NO_CREDENTIAL, 'Bearer realm="mcp-host"')
         assert NO_CREDENTIAL == snapshot(
-            {"error": "unauthorized", "message": "this host opens sessions only with an access code or an API key"}
+            {"error": "denied", "message": "this host opens sessions only with an access code or an API key"}
         )
         assert (with_code.status_code, public_again.status_code) == (201, 201)
 
@@ -249,7 +249,7 @@ async def test_a_code_and_a_key_together_or_a_code_out_of_bounds_is_an_invalid_r
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
         response = await _post(running, body, key)
-        assert (response.status_code, response.json()["error"]) == (400, "invalid_request")
+        assert (response.status_code, response.json()["error"]) == (400, "invalid_arguments")
 
 
 async def _timed_failure(http: httpx2.AsyncClient, url: str) -> float:

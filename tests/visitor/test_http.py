@@ -64,7 +64,7 @@ async def test_open_session_with_bad_body_is_400(tmp_path: Path, database_url: s
             f"{host.url}/v1/sessions", content=body, headers={"content-type": "application/json"}
         )
         assert response.status_code == 400
-        assert response.json()["error"] == "invalid_request"
+        assert response.json()["error"] == "invalid_arguments"
 
 
 async def test_open_session_with_oversized_body_is_413(tmp_path: Path, database_url: str) -> None:

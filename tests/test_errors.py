@@ -1,0 +1,125 @@
+"""The exception tree's two mappings (a tool result, a JSON-RPC error) and the rules that keep
+every door on them: no JSON-RPC code written outside `mcp_host.errors`, no private SDK import."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mcp.types as types
+import pytest
+from inline_snapshot import snapshot
+
+import mcp_host
+import owner_facade
+from mcp_host.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    OPAQUE,
+    RESOURCE_NOT_FOUND,
+    CallTimeout,
+    DatabaseUnavailable,
+    Denied,
+    Held,
+    HostError,
+    InvalidArguments,
+    QuotaExhausted,
+    TransportFailure,
+    Unavailable,
+    Unconfigured,
+    UnknownTool,
+    error_result,
+    rpc_error,
+    tool_error,
+)
+
+HOST_ERRORS = [
+    Denied("d"),
+    Held("h"),
+    QuotaExhausted("q"),
+    Unconfigured("c"),
+    UnknownTool("u"),
+    InvalidArguments("i"),
+    CallTimeout("t"),
+    Unavailable("a"),
+    DatabaseUnavailable(),
+    TransportFailure("x"),
+]
+
+
+def test_a_refusal_is_an_error_result_with_code_and_message_as_text_and_structure() -> None:
+    assert error_result("denied", "no").model_dump(by_alias=True, exclude_none=True) == snapshot(
+        {
+            "content": [{"type": "text", "text": "denied: no"}],
+            "structuredContent": {"code": "denied", "message": "no"},
+            "isError": True,
+            "resultType": "complete",
+        }
+    )
+
+
+@pytest.mark.parametrize("exc", HOST_ERRORS, ids=lambda e: type(e).__name__)
+def test_a_host_error_becomes_a_tool_result_with_its_own_code_and_message(exc: HostError) -> None:
+    assert tool_error(exc) == error_result(exc.code, exc.message)
+
+
+def test_the_codes_are_designs_vocabulary() -> None:
+    assert [e.code for e in HOST_ERRORS] == snapshot(
+        [
+            "denied",
+            "held",
+            "quota_exhausted",
+            "unconfigured",
+            "unknown",
+            "invalid_arguments",
+            "timeout",
+            "unavailable",
+            "unavailable",
+            "transport",
+        ]
+    )
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("secret /etc/path"), KeyError("secret"), ValueError("secret")])
+def test_anything_else_is_unavailable_with_an_opaque_message_never_its_text(exc: Exception) -> None:
+    assert tool_error(exc) == error_result("unavailable", OPAQUE)
+    assert tool_error(exc, "the op failed") == error_result("unavailable", "the op failed")
+    assert rpc_error(exc, "prompts/get failed").error == types.ErrorData(
+        code=INTERNAL_ERROR, message="prompts/get failed"
+    )
+
+
+def test_a_json_rpc_error_says_not_found_invalid_params_or_internal() -> None:
+    def pair(exc: Exception, **kw: int) -> tuple[int, str]:
+        error = rpc_error(exc, "opaque", **kw)
+        return error.code, error.message
+
+    assert pair(UnknownTool("no such prompt")) == (INVALID_PARAMS, "no such prompt")
+    assert pair(UnknownTool("no such resource"), not_found=RESOURCE_NOT_FOUND) == (-32002, "no such resource")
+    assert pair(InvalidArguments("bad"), not_found=RESOURCE_NOT_FOUND) == (INVALID_PARAMS, "bad")
+    assert pair(CallTimeout("slow")) == (INTERNAL_ERROR, "slow")
+    assert pair(DatabaseUnavailable()) == (INTERNAL_ERROR, DatabaseUnavailable().message)
+
+
+# -- rules over the source -------------------------------------------------------------------------
+
+SOURCES = sorted([*Path(mcp_host.__file__).parent.rglob("*.py"), *Path(owner_facade.__file__).parent.rglob("*.py")])
+_JSONRPC_CODE = re.compile(r"-32[0-9]{3}\b")
+_PRIVATE_SDK = re.compile(r"^\s*(from|import)\s+mcp(_types)?(\.\w+)*\._\w+", re.MULTILINE)
+
+
+def test_no_json_rpc_code_is_written_outside_the_error_module() -> None:
+    errors = Path(mcp_host.__file__).parent / "errors.py"
+    found = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in SOURCES
+        if path != errors
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _JSONRPC_CODE.search(line)
+    ]
+    assert found == []
+
+
+def test_nothing_imports_a_private_module_of_the_sdk() -> None:
+    found = [f"{path.name}: {m.group(0).strip()}" for path in SOURCES for m in _PRIVATE_SDK.finditer(path.read_text())]
+    assert found == []
