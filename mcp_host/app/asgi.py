@@ -17,7 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.edge import HostOriginGuard
+from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_response
+from mcp_host.errors import Unavailable
 from mcp_host.settings import Settings
 
 from .health import OutageGuard, answer_outages, healthz, readyz
@@ -26,7 +27,9 @@ from .wiring import OWNER_PATH, Doors, Host, security
 
 __all__ = ["HostApp", "create_app"]
 
-_STARTING = {"error": "starting"}
+
+def _starting() -> Response:
+    return rest_response(Unavailable("the host is starting or stopping; retry shortly"))
 
 
 def _running(app: Starlette) -> Host | None:
@@ -44,7 +47,7 @@ class _ToDoor:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         host = _running(self._app)
         if host is None:
-            await JSONResponse(_STARTING, status_code=503)(scope, receive, send)
+            await _starting()(scope, receive, send)
             return
         await self._door(host.doors)(scope, receive, send)
 
@@ -55,7 +58,7 @@ def _with_host(handler: Callable[[Host, Request], Awaitable[Response]]) -> Calla
     async def route(request: Request) -> Response:
         host = _running(request.app)
         if host is None:
-            return JSONResponse(_STARTING, status_code=503)
+            return _starting()
         return await handler(host, request)
 
     return route
@@ -64,7 +67,7 @@ def _with_host(handler: Callable[[Host, Request], Awaitable[Response]]) -> Calla
 async def _catalogue(host: Host, request: Request) -> Response:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token or await host.owners.verify_token(token.strip()) is None:
-        return JSONResponse({"error": "unauthorized"}, status_code=401)
+        raise Unauthorized("the catalogue needs the owner token")
     entries = [e.model_dump() for e in host.catalogue.entries()]
     return JSONResponse({"capabilities": entries}, headers={"Cache-Control": "no-store"})
 
@@ -116,8 +119,10 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
     rules = security(settings)
     # A database outage met by any route is answered 503 with Retry-After (health.py).
     outages = Middleware(OutageGuard, retry_after_s=settings.database_retry_after_s)
-    app = Starlette(lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages])
-    # (The REST endpoints' exception handler is registered here: app.add_exception_handler(...).)
+    # Every REST refusal is a `HostError`, answered by the one handler (edge.rest_errors).
+    app = Starlette(
+        lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages], exception_handlers=REST_ERRORS
+    )
     app.state.host = None
     # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
     same_site = [Middleware(HostOriginGuard, security=rules)]
