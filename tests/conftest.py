@@ -109,3 +109,37 @@ def _dsn_with_database(dsn: str, database: str) -> str:
     parts = urlsplit(dsn)
     query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("dbname", "database")]
     return urlunsplit(parts._replace(path=f"/{database}", query=urlencode(query, safe="/")))
+
+
+# -- tiers ------------------------------------------------------------------------------------
+
+# What makes a test end to end: it runs a real PostgreSQL, real bubblewrap or the external MCP
+# conformance suite. PostgreSQL: its fixture closure reaches `postgres_server` (as
+# `database_url`, `database`, `pool` and so every `running_host` test do) or `postgres_dir` (a
+# server of its own), or it is the "postgres" case of a contract test whose fixture looks the
+# pool up at run time (`params=["postgres", "memory"]` with `request.getfixturevalue`, which no
+# closure shows). Bubblewrap: it carries `needs_bwrap`. The suite: its closure reaches `suite`
+# (tests/test_conformance.py, a node process against a live server). A real host, uvicorn or
+# `mcp-host serve` run always has a database, so it falls under the first. A test none of these
+# catch may carry `@pytest.mark.e2e` itself. Read from fixtures, parameters and marks, not file
+# names: a test moved keeps its tier.
+_END_TO_END_FIXTURES = frozenset({"postgres_server", "postgres_dir", "suite"})
+
+
+def _end_to_end(item: pytest.Item) -> bool:
+    from tests.processes import needs_bwrap
+
+    if _END_TO_END_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "postgres" in callspec.params.values():
+        return True
+    return needs_bwrap.mark in item.iter_markers()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects on the mark
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark end-to-end tests `e2e`: `pytest -m "not e2e"` runs the in-process logic tier."""
+    for item in items:
+        if _end_to_end(item):
+            item.add_marker(pytest.mark.e2e)

@@ -48,13 +48,18 @@ async def test_child_killed_from_outside_mid_call_is_unavailable(tmp_path: Path,
         async with host.client(session) as client:
             await client.call_tool("echo", {"text": "warm"})
             outcome: dict[str, object] = {}
+            in_the_child = anyio.Event()
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                in_the_child.set()  # the child reports progress once its call has begun
 
             async def slow_call() -> None:
-                outcome["result"] = await client.call_tool("sleep", {"seconds": 30})
+                outcome["result"] = await client.call_tool("sleep", {"seconds": 30}, progress_callback=on_progress)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow_call)
-                await anyio.sleep(0.3)  # let the call reach the child
+                with anyio.fail_after(10):
+                    await in_the_child.wait()
                 started = time.monotonic()
                 os.kill(host.host.spawned[0], 9)
             assert time.monotonic() - started < 2.0  # the caller hears within the B2 bound

@@ -101,7 +101,7 @@ async def test_a_connection_dribbling_its_headers_is_closed_after_the_header_tim
             try:
                 while True:  # one byte every 50 ms, never the end of the head
                     await stream.send(b"a")
-                    await anyio.sleep(0.05)
+                    await anyio.sleep(0.05)  # the slow client is the subject: this pace is the test
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionResetError, OSError):
                 return
 

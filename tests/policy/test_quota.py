@@ -166,10 +166,14 @@ async def test_quota_race_across_two_host_processes_has_exactly_n_winners(tmp_pa
             async with running.client(session) as client:
                 await client.session.list_tools()
         outcomes: list[tuple[bool, Any]] = []
-        ready = anyio.Event()
+        connected: list[int] = []
+        all_connected, ready = anyio.Event(), anyio.Event()
 
         async def add(session: dict[str, Any], n: int) -> None:
             async with running.client(session) as client:
+                connected.append(n)
+                if len(connected) == callers:
+                    all_connected.set()
                 await ready.wait()
                 result = await client.call_tool("note_add", {"text": f"note {n}"})
             outcomes.append((bool(result.is_error), (result.structured_content or {}).get("code")))
@@ -177,7 +181,8 @@ async def test_quota_race_across_two_host_processes_has_exactly_n_winners(tmp_pa
         async with anyio.create_task_group() as tg:
             for n, session in enumerate(sessions):
                 tg.start_soon(add, session, n)
-            await anyio.sleep(0.5)  # let every client connect; the calls then start together
+            with anyio.fail_after(30):
+                await all_connected.wait()  # every client connected: the calls then start together
             ready.set()
 
         assert sorted(outcomes, key=str) == sorted(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
@@ -19,8 +19,9 @@ import pytest
 from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import FileUrl
 
-from tests.hosting import RunningHost, host_settings, running_host, wait_until
+from tests.hosting import host_settings, running_host
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +66,7 @@ async def test_elicitation_reaches_the_visitor_and_back(tmp_path: Path, database
 @pytest.mark.parametrize("mode", ERAS)
 async def test_sampling_and_roots_reach_the_visitor_and_back(tmp_path: Path, database_url: str, mode: str) -> None:
     async def roots(context: ClientRequestContext) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri="file:///visitor/work", name="work")])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///visitor/work"), name="work")])
 
     async with running_host(_settings(tmp_path, database_url)) as host:
         session = await host.new_session()
@@ -114,11 +115,12 @@ async def test_concurrent_visitors_each_get_their_own_question(tmp_path: Path, d
     asked_a: list[str] = []
     asked_b: list[str] = []
     results: dict[str, Any] = {}
+    all_asked = _Gathering(6)
     async with running_host(_settings(tmp_path, database_url)) as host:
         a, b = await host.new_session(), await host.new_session()
         async with (
-            host.client(a, "legacy", elicitation_callback=_slow(_answering("from A", asked_a))) as client_a,
-            host.client(b, "legacy", elicitation_callback=_slow(_answering("from B", asked_b))) as client_b,
+            host.client(a, "legacy", elicitation_callback=all_asked.hold(_answering("from A", asked_a))) as client_a,
+            host.client(b, "legacy", elicitation_callback=all_asked.hold(_answering("from B", asked_b))) as client_b,
         ):
 
             async def run(key: str, client: Any, tool: str, **more: Any) -> None:
@@ -141,13 +143,26 @@ async def test_concurrent_visitors_each_get_their_own_question(tmp_path: Path, d
     assert results["plain_a"].is_error and results["plain_b"].is_error  # nobody was asked
 
 
-def _slow(callback: Any) -> Any:
-    async def slow(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
-        await anyio.sleep(0.3)  # keeps both sessions' calls in flight together
-        result: types.ElicitResult = await callback(context, params)
-        return result
+class _Gathering:
+    """Holds every question until `count` have been asked: all the calls of both sessions are
+    then in flight together when the first is answered."""
 
-    return slow
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._asked = 0
+        self._all_here = anyio.Event()
+
+    def hold(self, callback: Any) -> Any:
+        async def held(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+            self._asked += 1
+            if self._asked >= self._count:
+                self._all_here.set()
+            with anyio.fail_after(20):
+                await self._all_here.wait()
+            result: types.ElicitResult = await callback(context, params)
+            return result
+
+        return held
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -193,32 +208,35 @@ async def test_log_messages_reach_a_2026_visitor_that_opted_in_on_the_call(tmp_p
         async with host.client(session, "auto", logging_callback=on_log) as client:
             assert client.protocol_version == "2026-07-28"
             await client.call_tool("shout", {"text": "silent"})  # no opt-in: nothing is sent
-            await client.call_tool("shout", {"text": "hello"}, meta={"io.modelcontextprotocol/logLevel": "info"})
+            await client.call_tool(
+                "shout",
+                {"text": "hello"},
+                meta=cast(types.RequestParamsMeta, {"io.modelcontextprotocol/logLevel": "info"}),
+            )
     assert logged == [("warning", "hello")]
-
-
-def _serving(host: RunningHost, plugin_id: str) -> bool:
-    """Whether the plugin's child has started and is serving a call."""
-    child = host.host.pool.get(plugin_id)
-    return child is not None and child.router.in_flight() > 0
 
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_cancelling_a_call_cancels_it_in_the_child(tmp_path: Path, database_url: str, mode: str) -> None:
+    in_the_child = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        in_the_child.set()  # `wait` reports progress once its call has begun
+
     async with running_host(_settings(tmp_path, database_url)) as host:
         session = await host.new_session()
         async with host.client(session, mode) as client:
             async with anyio.create_task_group() as tg:
 
                 async def waiting() -> None:
-                    await client.call_tool("wait", {"tag": "w1"})
+                    await client.call_tool("wait", {"tag": "w1"}, progress_callback=on_progress)
 
                 tg.start_soon(waiting)
-                await wait_until(lambda: _serving(host, "test.relay"), within_s=20)
-                await anyio.sleep(0.3)  # the request is on the child's stdin
+                with anyio.fail_after(20):
+                    await in_the_child.wait()
                 tg.cancel_scope.cancel()
             with anyio.fail_after(10):
-                while True:
+                while True:  # no event tells when the child has run its cancellation: ask it
                     result = await client.call_tool("cancelled", {})
                     if "w1" in str(result.structured_content):
                         break
@@ -375,7 +393,7 @@ async def test_a_visitors_answer_cannot_speak_for_the_host_to_the_child(
     forged = {"mcp-host/session": {"owner_id": "x"}, "mcp\u2010host/grant": "g", "MCP-Host/call": "c", "note": "kept"}
 
     async def roots(context: ClientRequestContext) -> types.ListRootsResult:
-        return types.ListRootsResult(roots=[types.Root(uri="file:///visitor/work")], _meta=forged)
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///visitor/work"))], _meta=forged)
 
     async with running_host(_settings(tmp_path, database_url)) as host:
         session = await host.new_session()
