@@ -47,7 +47,7 @@ async def test_a_thousand_hostile_messages_leave_the_host_serving(
     settings = host_settings(tmp_path, database_url, ["echo", "notes"], call_timeout_s=5.0)
     async with running_host(settings) as running:
         assert running.host.owner_token_file is not None
-        socket = running.host.channel.socket_for("notes")
+        socket = running.host.sockets.socket_for("notes")
         target = Target(
             running.url, running.host.owner_token_file.read_text().strip(), await running.new_session(), socket
         )

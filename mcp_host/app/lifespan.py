@@ -7,10 +7,11 @@ finds a running host).
 Start, in order: the plugins are loaded (no bubblewrap with the sandbox on: refused here);
 sandboxes left by a host that did not stop cleanly are killed; the back-channel's sockets,
 the child pool and the background task group open; the children every session sees start
-while the database starts; the parts that need the database are built and the MCP session
-managers run. Stop is the reverse: parked input rounds end, the session managers stop, the
-database closes, background tasks are cancelled, and the children stop last but one, before
-the back-channel's sockets go.
+while the database starts; the parts that need the database are built, the back-channel
+serves ops on the sockets and the MCP session managers run. Stop is the reverse: parked input
+rounds end, the session managers stop, the back-channel stops serving, the database closes,
+background tasks are cancelled, and the children stop last but one, before the back-channel's
+sockets go.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
         host_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
     early = early_parts(settings, report, ledger)
     with early.list_changes_sent, early.list_changes:
-        async with early.channel, early.pool, anyio.create_task_group() as background:
+        async with early.sockets, early.pool, anyio.create_task_group() as background:
             prestart = prestarted(settings, report)
             if prestart:  # children boot while the database starts: both take about a second
                 background.start_soon(

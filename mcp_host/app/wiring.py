@@ -6,8 +6,9 @@ Nothing here decides policy. Every part gets what it needs through its construct
 value is built once. Two edges run the other way, from a part made early to one made later,
 and neither is an assignment: a child's "list changed" goes through a stream that `wired`
 relays to the visitor door once it exists, and the connector gateway registers itself with the
-connections it reads. The back-channel's op services are the one part still set after
-construction (`BackChannel.services`): its sockets must exist before the database opens.
+connections it reads. The back-channel comes in two parts for the same reason: its sockets
+(`OpSockets`) are made early, as a sandbox binds its plugin's socket when the child starts;
+the part that serves ops (`BackChannel`) is built later with the sockets and the op services.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from mcp_host.access import (
     SessionStore,
     ensure_owner_token,
 )
-from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, named_ops
+from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, OpSockets, named_ops
 from mcp_host.children import ChildFactory, ChildLimits, ChildPool
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import FailureThrottle, ProtocolSessionLimits, ProtocolSessions, RpcEdge, ThrottleLimits
@@ -109,7 +110,7 @@ class Host:
     config: ConfigStore
     stores: PluginStores
     grants: GrantBook
-    channel: BackChannel
+    sockets: OpSockets
     connections: Connections
     audit: AuditLog
     pins: PinBook | None
@@ -120,7 +121,7 @@ class Early:
     """The parts that live before the database opens (so children can boot while it starts)."""
 
     pool: ChildPool
-    channel: BackChannel
+    sockets: OpSockets
     children: ChildFactory
     grants: GrantBook
     spawned: Sequence[int]
@@ -190,7 +191,7 @@ _LIST_CHANGES_BUFFERED = 1024
 
 
 def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -> Early:
-    """The child pool, the back-channel and the child factory (not yet entered)."""
+    """The child pool, the back-channel's sockets and the child factory (not yet entered)."""
     spawned: list[int] = []
 
     def on_spawn(pid: int, plugin_id: str) -> None:
@@ -213,18 +214,8 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         on_list_changed=list_changed,
     )
     grants = GrantBook(budget=settings.grant_op_budget)
-    channel = BackChannel(
-        report.plugins,
-        grants,
-        BackChannelLimits(
-            settings.host_op_max_message_bytes,
-            settings.host_op_max_connections,
-            denials_logged_per_s=settings.host_op_denials_logged_per_s,
-            denials_logged_burst=settings.host_op_denials_logged_burst,
-        ),
-        runtime_dir=settings.runtime_dir,
-    )
-    return Early(pool, channel, ChildFactory(pool, settings, channel), grants, spawned, changes_in, changes_out)
+    sockets = OpSockets(report.plugins, runtime_dir=settings.runtime_dir)
+    return Early(pool, sockets, ChildFactory(pool, settings, sockets), grants, spawned, changes_in, changes_out)
 
 
 def _throttle_limits(s: Settings) -> ThrottleLimits:
@@ -234,6 +225,15 @@ def _throttle_limits(s: Settings) -> ThrottleLimits:
         base_delay_s=s.access_failure_delay_s,
         max_delay_s=s.access_failure_delay_max_s,
         max_clients=s.access_failure_clients_max,
+    )
+
+
+def _channel_limits(s: Settings) -> BackChannelLimits:
+    return BackChannelLimits(
+        s.host_op_max_message_bytes,
+        s.host_op_max_connections,
+        denials_logged_per_s=s.host_op_denials_logged_per_s,
+        denials_logged_burst=s.host_op_denials_logged_burst,
     )
 
 
@@ -288,8 +288,8 @@ async def wired(
     background: TaskGroup,
     rules: TransportSecuritySettings,
 ) -> AsyncIterator[Host]:
-    """Build every part that needs the database, run the two MCP session managers, and yield
-    the host; calls parked between input rounds end when it exits."""
+    """Build every part that needs the database, run the back-channel and the two MCP session
+    managers, and yield the host; calls parked between input rounds end when it exits."""
     plugins = report.plugins
     children = early.children
     owners = OwnerStore(database.pool)
@@ -327,16 +327,21 @@ async def wired(
     )
     turns = PostgresTurns(database.pool)
     # The sockets were made before the database (a sandbox binds its socket when it starts);
-    # until now every op was answered `unavailable`, and no grant could exist yet.
-    early.channel.services = OpServices(
-        stores=stores,
-        config=config,
-        owners=owners,
-        quota=quota,
-        connectors=connectors,
-        turns=turns,
-        input_timeout_s=settings.input_timeout_s,
-        input_budget=settings.input_budget,
+    # a connection made since waits in the backlog until the channel runs, below.
+    channel = BackChannel(
+        early.sockets,
+        early.grants,
+        OpServices(
+            stores=stores,
+            config=config,
+            owners=owners,
+            quota=quota,
+            connectors=connectors,
+            turns=turns,
+            input_timeout_s=settings.input_timeout_s,
+            input_budget=settings.input_budget,
+        ),
+        _channel_limits(settings),
     )
     holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
     meta_caps = MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes)
@@ -402,7 +407,8 @@ async def wired(
         ),
         turns=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
     )
-    async with visitor_manager.run(), owner_manager.run():
+    # The back-channel serves before the doors that mint grants open, and stops after them.
+    async with channel, visitor_manager.run(), owner_manager.run():
         try:
             yield Host(
                 settings=settings,
@@ -421,7 +427,7 @@ async def wired(
                 config=config,
                 stores=stores,
                 grants=early.grants,
-                channel=early.channel,
+                sockets=early.sockets,
                 connections=connections,
                 audit=audit,
                 pins=pins,

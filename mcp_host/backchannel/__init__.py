@@ -4,6 +4,7 @@ host ops reaches the host on, and the op table. Below: policy. Above: the doors.
 
 from .grants import CallScope, GrantBook
 from .ops import OpServices
-from .server import BackChannel, BackChannelLimits, named_ops
+from .server import BackChannel, BackChannelLimits
+from .sockets import OpSockets, named_ops
 
-__all__ = ["BackChannel", "BackChannelLimits", "CallScope", "GrantBook", "OpServices", "named_ops"]
+__all__ = ["BackChannel", "BackChannelLimits", "CallScope", "GrantBook", "OpServices", "OpSockets", "named_ops"]

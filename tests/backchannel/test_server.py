@@ -8,6 +8,7 @@ messages and too many connections. One host serves every test of this module.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -16,13 +17,18 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import anyio
+import mcp.types as types
 import pytest
+from anyio.abc import SocketStream
 from inline_snapshot import snapshot
 
 from mcp_host.backchannel.grants import GrantBook
+from mcp_host.backchannel.ops import OpServices
 from mcp_host.backchannel.server import BackChannel, BackChannelLimits
+from mcp_host.backchannel.sockets import OpSockets
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.procs import proc_stat
 from mcp_host.settings import Settings
@@ -159,7 +165,7 @@ async def test_connections_over_the_cap_are_closed_at_once(host: Any) -> None:
     assert answer["outcomes"][0]["is_error"] is False
 
 
-# -- without a host: the denial log and the socket folder ------------------------------------------
+# -- without a host: the denial log, serving, and the socket folder ------------------------------
 
 BURST, PER_S = 20, 1.0
 LIMITS = BackChannelLimits(MAX_MESSAGE, MAX_CONNECTIONS, denials_logged_per_s=PER_S, denials_logged_burst=BURST)
@@ -178,6 +184,16 @@ def _forger() -> Any:
     return plugin
 
 
+class _NoServices:
+    """Op services that no op of these tests may reach: each is refused before it runs."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"an op reached services.{name}")
+
+
+NO_SERVICES = cast(OpServices, _NoServices())
+
+
 def test_denial_log_limits_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert (settings.host_op_denials_logged_burst, settings.host_op_denials_logged_per_s) == (20, 1.0)
@@ -193,7 +209,10 @@ async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the
         "denied: op 'store.bogus' is not named in this plugin's manifest; "
         "name it in transport.sandbox.host_ops to use it",
     )
-    async with BackChannel([forger], GrantBook(budget=BUDGET), LIMITS, temp_dir=short_tmp) as channel:
+    async with (
+        OpSockets([forger], temp_dir=short_tmp) as sockets,
+        BackChannel(sockets, GrantBook(budget=BUDGET), NO_SERVICES, LIMITS) as channel,
+    ):
         started = time.monotonic()
         answers = [
             # ops it did not name, and a named op with a made-up grant
@@ -241,8 +260,8 @@ def left_folders(short_tmp: Path) -> Iterator[dict[str, Path]]:
 async def test_socket_folders_of_dead_hosts_are_swept_at_start_and_live_ones_kept(
     short_tmp: Path, left_folders: dict[str, Path]
 ) -> None:
-    async with BackChannel([_forger()], GrantBook(budget=BUDGET), LIMITS, temp_dir=short_tmp) as channel:
-        socket = channel.socket_for("forger")
+    async with OpSockets([_forger()], temp_dir=short_tmp) as sockets:
+        socket = sockets.socket_for("forger")
         assert socket is not None and socket.exists()
         left = set(os.listdir(short_tmp))
     kept = {left_folders[k].name for k in ("live", "this", "not_ours")}
@@ -250,3 +269,31 @@ async def test_socket_folders_of_dead_hosts_are_swept_at_start_and_live_ones_kep
     assert socket.parent.name.startswith(f"mcp-host-ops-{os.getpid()}-")
     assert not left_folders["dead"].exists()
     assert not socket.parent.exists()  # and its own, at a clean stop
+
+
+async def test_a_connection_made_before_the_channel_serves_waits_and_is_then_served(short_tmp: Path) -> None:
+    meta = {
+        types.PROTOCOL_VERSION_META_KEY: types.LATEST_PROTOCOL_VERSION,
+        types.CLIENT_CAPABILITIES_META_KEY: {},
+        types.CLIENT_INFO_META_KEY: {"name": "raw", "version": "1"},
+        "mcp-host/grant": "made-up",
+    }
+    params = {"name": "store.count", "arguments": {"collection": "x"}, "_meta": meta}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    async with OpSockets([_forger()], temp_dir=short_tmp) as sockets:
+        socket = sockets.socket_for("forger")
+        assert socket is not None
+        with anyio.fail_after(10):
+            async with await anyio.connect_unix(socket) as conn:
+                await conn.send(json.dumps(request).encode() + b"\n")  # waits in the backlog
+                async with BackChannel(sockets, GrantBook(budget=BUDGET), NO_SERVICES, LIMITS):
+                    answer = json.loads(await _line(conn))
+    result = answer["result"]  # refused (a made-up grant), but answered: the connection was served
+    assert (answer["id"], result["isError"], result["structuredContent"]) == (1, True, DENIED["structured"])
+
+
+async def _line(conn: SocketStream) -> bytes:
+    buffered = b""
+    while not buffered.endswith(b"\n"):
+        buffered += await conn.receive()
+    return buffered
