@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.connectors import Connections, ConnectorGateway
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, PluginKind, Registry
 from mcp_host.policy import AuditLog, HoldBook, PinBook
 from mcp_host.store import ConfigBackend
 
@@ -19,7 +19,7 @@ __all__ = ["OwnerServices"]
 
 @dataclass(frozen=True)
 class OwnerServices:
-    plugins: tuple[Plugin, ...]
+    plugins: Registry
     catalogue: Catalogue
     config: ConfigBackend
     access: Access
@@ -33,8 +33,5 @@ class OwnerServices:
     pins: PinBook | None = None
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
 
-    def plugin(self, plugin_id: str, kind: str) -> Plugin | None:
-        for plugin in self.plugins:
-            if plugin.manifest.id == plugin_id and plugin.manifest.kind == kind:
-                return plugin
-        return None
+    def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
+        return self.plugins.get(plugin_id, kind)

@@ -139,10 +139,8 @@ def _connection(c: Connection) -> dict[str, Any]:
 async def _connectors_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
     connections = {c.category: c for c in await s.connections.list(owner_id)}
     listed = []
-    for plugin in s.plugins:
+    for plugin in s.plugins.connectors:
         m = plugin.manifest
-        if m.kind != "connector":
-            continue
         connection = connections.get(m.category or "")
         listed.append(
             {

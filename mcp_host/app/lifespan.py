@@ -34,7 +34,7 @@ from mcp_host.settings import Settings
 from mcp_host.store import open_database
 
 from .host_file import listen_url, remove_host_file, write_host_file
-from .wiring import OWNER_PATH, Host, early_parts, load, prestarted, wired
+from .wiring import OWNER_PATH, Host, early_parts, load, wired
 
 __all__ = ["host_lifespan", "running_host"]
 
@@ -55,10 +55,9 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
     early = early_parts(settings, report, ledger)
     with early.list_changes_sent, early.list_changes:
         async with early.sockets, early.pool, anyio.create_task_group() as background:
-            prestart = prestarted(settings, report)
-            if prestart:  # children boot while the database starts: both take about a second
+            if early.prestart:  # children boot while the database starts: both take about a second
                 background.start_soon(
-                    functools.partial(early.children.prestart, prestart, timeout_s=settings.list_timeout_s)
+                    functools.partial(early.children.prestart, early.prestart, timeout_s=settings.list_timeout_s)
                 )
             async with (
                 open_database(settings) as database,

@@ -43,7 +43,7 @@ from mcp_host.children import ChildFactory, ChildLimits, ChildPool
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import FailureThrottle, ProtocolSessionLimits, ProtocolSessions, RpcEdge, ThrottleLimits
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import LoadReport, Plugin, load_plugins
+from mcp_host.plugins import LoadReport, Plugin, Registry, load_plugins
 from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
@@ -120,6 +120,9 @@ class Host:
 class Early:
     """The parts that live before the database opens (so children can boot while it starts)."""
 
+    plugins: Registry
+    prestart: Sequence[Plugin]
+    """The capabilities whose children start with the host (`prestarted`)."""
     pool: ChildPool
     sockets: OpSockets
     children: ChildFactory
@@ -178,11 +181,11 @@ def load(settings: Settings) -> LoadReport:
     return report
 
 
-def prestarted(settings: Settings, report: LoadReport) -> list[Plugin]:
+def prestarted(settings: Settings, plugins: Registry) -> list[Plugin]:
     """The capabilities whose children start with the host: those every session sees."""
     if not settings.prestart_children:
         return []
-    return [p for p in report.plugins if p.manifest.kind == "capability" and p.manifest.acl == "always"]
+    return [p for p in plugins.capabilities if p.manifest.acl == "always"]
 
 
 # A child that sends more "list changed" notifications than this before the door relays them
@@ -215,7 +218,18 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
     )
     grants = GrantBook(budget=settings.grant_op_budget)
     sockets = OpSockets(report.plugins, runtime_dir=settings.runtime_dir)
-    return Early(pool, sockets, ChildFactory(pool, settings, sockets), grants, spawned, changes_in, changes_out)
+    plugins = Registry(report.plugins)
+    return Early(
+        plugins,
+        prestarted(settings, plugins),
+        pool,
+        sockets,
+        ChildFactory(pool, settings, sockets),
+        grants,
+        spawned,
+        changes_in,
+        changes_out,
+    )
 
 
 def _throttle_limits(s: Settings) -> ThrottleLimits:
@@ -290,7 +304,7 @@ async def wired(
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the two MCP session
     managers, and yield the host; calls parked between input rounds end when it exits."""
-    plugins = report.plugins
+    plugins = early.plugins
     children = early.children
     owners = OwnerStore(database.pool)
     owner = await owners.ensure_single_owner()
@@ -299,9 +313,8 @@ async def wired(
     if pins is not None:
         await pins.load()
     bindings = Bindings(children, list_timeout_s=settings.list_timeout_s, pins=pins)
-    prestart = prestarted(settings, report)
-    if prestart:  # the children booted while the database started; vet their lists now
-        background.start_soon(functools.partial(bindings.assemble, prestart, fresh=False))
+    if early.prestart:  # the children booted while the database started; vet their lists now
+        background.start_soon(functools.partial(bindings.assemble, early.prestart, fresh=False))
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = CachedSessionStore(
@@ -310,7 +323,7 @@ async def wired(
         outage_grace_s=settings.auth_outage_grace_s,
     )
     stores = PluginStores(database.pool, _store_limits(settings))
-    await _ensure_stores(stores, plugins)
+    await _ensure_stores(stores, report.plugins)
     config = ConfigStore(database.pool)
     # Revoking a code or key here drops its sessions' cached authentications at once.
     access = Access(database.pool, config, plugins, sessions, on_revoked=sessions.forget_subject)
@@ -319,7 +332,7 @@ async def wired(
     connections = Connections(
         database.pool,
         SecretBox(load_host_key(settings.data_dir, _secret(settings))),
-        {p.manifest.id: p for p in plugins if p.manifest.kind == "connector"},
+        {p.manifest.id: p for p in plugins.connectors},
         ttl_s=settings.connections_ttl_s,
     )
     connectors = ConnectorGateway(

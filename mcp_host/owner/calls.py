@@ -13,7 +13,7 @@ child's serverInfo stamp.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp.types as types
@@ -23,7 +23,7 @@ from jsonschema.exceptions import SchemaError
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.errors import InvalidArguments, UnknownTool
-from mcp_host.plugins import OwnerTool, Plugin
+from mcp_host.plugins import OwnerTool, Plugin, Registry
 from mcp_host.wire import forwarded_meta, without_host_keys
 
 __all__ = ["OwnerCalls", "check_arguments"]
@@ -51,20 +51,20 @@ class OwnerCalls:
 
     def __init__(
         self,
-        plugins: Sequence[Plugin],
+        plugins: Registry,
         child_of: Callable[[Plugin], Child],
         *,
         grants: GrantBook,
         call_timeout_s: float,
     ) -> None:
-        self._by_id = {p.manifest.id: p for p in plugins if p.manifest.kind == "capability"}
+        self._plugins = plugins
         self._child_of = child_of
         self._grants = grants
         self._call_timeout_s = call_timeout_s
 
     def owner_tool(self, capability: str, name: str) -> tuple[Plugin, OwnerTool]:
         """The capability and its declared owner tool `name`; raises `UnknownTool`."""
-        plugin = self._by_id.get(capability)
+        plugin = self._plugins.get(capability, "capability")
         if plugin is None:
             raise UnknownTool(f"no capability named {capability[:80]!r} is loaded")
         for tool in plugin.manifest.owner_tools or ():

@@ -5,8 +5,8 @@ report; immutable. Below: `loading` (the `Plugin`s). Above: everything that asks
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Literal
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, overload
 
 from .loading import Plugin
 
@@ -15,8 +15,9 @@ __all__ = ["PluginKind", "Registry"]
 PluginKind = Literal["capability", "connector"]
 
 
-class Registry:
-    """The loaded plugins, in load order (sorted by id), looked up by id or filtered by kind."""
+class Registry(Sequence[Plugin]):
+    """The loaded plugins, in load order (sorted by id), looked up by id or filtered by kind.
+    A sequence of them too, so a part that only walks the plugins takes it as one."""
 
     def __init__(self, plugins: Iterable[Plugin]) -> None:
         self._plugins = tuple(plugins)
@@ -29,6 +30,13 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._plugins)
+
+    @overload
+    def __getitem__(self, index: int) -> Plugin: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Plugin]: ...
+    def __getitem__(self, index: int | slice) -> Plugin | Sequence[Plugin]:
+        return self._plugins[index]
 
     def get(self, plugin_id: str, kind: PluginKind | None = None) -> Plugin | None:
         """The plugin with this id (of this kind, when given), or None."""

@@ -7,8 +7,8 @@ destructive tool waits for the owner's approval).
 
 `call_tool` is the visitor face's boundary for tool calls (`visitor_server` is the one for the
 other MCP methods): an exception becomes a tool result with `isError: true` and `{code,
-message}` through `errors.tool_error`; what is not a `HostError` (nor a database outage) is
-logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
+message}` through `errors.tool_error`; what is not a `HostError` (nor a database outage), or is
+an `InternalError`, is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
 "Not allowed" looks like "not there": a tool the session may not see gets the same
 `unknown` answer as a tool that does not exist; the log says which.
 
@@ -27,7 +27,7 @@ child is not called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +39,8 @@ from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.connectors import RequirementGate
-from mcp_host.errors import DatabaseUnavailable, HostError, QuotaExhausted, Unavailable, UnknownTool, tool_error
-from mcp_host.plugins import ClaimGate, Plugin
+from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
+from mcp_host.plugins import ClaimGate, Plugin, Registry
 from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
 from mcp_host.store import as_unavailable
 from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta
@@ -77,7 +77,7 @@ class VisitorList:
 class VisitorDoor:
     def __init__(
         self,
-        plugins: Sequence[Plugin],
+        plugins: Registry,
         bindings: Bindings,
         child_of: Callable[[Plugin], Child],
         *,
@@ -92,7 +92,7 @@ class VisitorDoor:
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
         `turns`: where receipts of completed calls go; None records none."""
-        self._capabilities = [p for p in plugins if p.manifest.kind == "capability"]
+        self._capabilities = plugins.capabilities
         self._by_id = {p.manifest.id: p for p in self._capabilities}
         self._bindings = bindings
         self._child_of = child_of
@@ -185,7 +185,7 @@ class VisitorDoor:
         try:
             return await self._call(session, name, arguments, meta, progress, client)
         except Exception as exc:
-            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            known = explained(exc) or as_unavailable(exc)
             if known is None:
                 logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
