@@ -19,14 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .contract import CONNECTION_KEY
 from .errors import Unconfigured
 from .session import CallSource, meta_of
 
 __all__ = ["CONNECTION_KEY", "ConnectionInfo", "connection_of"]
 
 logger = logging.getLogger("mcp_host_kit")
-
-CONNECTION_KEY = "mcp-host/connection"
 
 
 class ConnectionInfo(BaseModel):

@@ -11,6 +11,7 @@ Above: the plugin's tools, which catch these or let `tool_errors` turn them into
 result with structured `{code, message}` — the shape the host reads `code` from. Below: the
 back-channel client (`channel`) and the standalone emulation (`local`), which raise them.
 A refused op's other codes (`timeout`, `held`, …) arrive as the base class with that code.
+The codes are the plugin contract's (`contract.codes`), as the host's exception tree's are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import mcp.types as types
+
+from .contract import DENIED, INVALID_ARGUMENTS, QUOTA_EXHAUSTED, UNAVAILABLE, UNCONFIGURED
 
 __all__ = [
     "Denied",
@@ -45,7 +48,7 @@ class HostOpError(Exception):
     to refuse a call the same way the host does.
     """
 
-    default_code: ClassVar[str] = "unavailable"
+    default_code: ClassVar[str] = UNAVAILABLE
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -54,28 +57,28 @@ class HostOpError(Exception):
 
 
 class Denied(HostOpError):
-    default_code = "denied"
+    default_code = DENIED
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)
 
 
 class QuotaExhausted(HostOpError):
-    default_code = "quota_exhausted"
+    default_code = QUOTA_EXHAUSTED
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)
 
 
 class InvalidArguments(HostOpError):
-    default_code = "invalid_arguments"
+    default_code = INVALID_ARGUMENTS
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)
 
 
 class Unavailable(HostOpError):
-    default_code = "unavailable"
+    default_code = UNAVAILABLE
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)
@@ -85,7 +88,7 @@ class Unconfigured(HostOpError):
     """A connector's call carries no connection, or settings the connector cannot use: the
     owner has to connect (again) before the call can work."""
 
-    default_code = "unconfigured"
+    default_code = UNCONFIGURED
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)

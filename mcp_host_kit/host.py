@@ -4,7 +4,8 @@
 Above: the plugin's tools, which get a `Host` from `kit.host(ctx)`. Below: a `Backend` — the
 back-channel client (`channel.SocketChannel`) under the host, or the in-memory emulation
 (`local.LocalHost`) when the plugin runs standalone. The two are the seam's two sides: the
-same op names, arguments and results (DESIGN.md "Plugin ABI").
+same op names, arguments and results (DESIGN.md "Plugin ABI"), the plugin contract's
+(`contract`: results are read with its models).
 
 A `Host` is bound to one call: its grant goes with every op, so keep it no longer than the
 tool call (the host ends the grant when the call returns).
@@ -14,11 +15,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from .contract import (
+    ClaimResult,
+    ConfigResult,
+    ConfigValues,
+    CountResult,
+    DeleteResult,
+    InferenceResult,
+    InsertResult,
+    OwnerMetaResult,
+    QueryResult,
+    Record,
+    ReleaseResult,
+    SearchHit,
+    SearchResult,
+    UpdateResult,
+)
 from .errors import Denied, InvalidArguments, Unavailable
 from .session import SessionInfo
 
@@ -33,80 +49,6 @@ class Backend(Protocol):
     async def call(
         self, op: str, arguments: Mapping[str, Any], *, grant: str | None, session: SessionInfo | None
     ) -> dict[str, Any]: ...
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class Record(_Result):
-    """A stored document: its id, the document, and when it was inserted."""
-
-    id: str
-    doc: dict[str, Any]
-    created_at: datetime
-
-
-class SearchHit(Record):
-    """A document a search found: the record, its rank (higher is better) and a snippet of its
-    searched text with the matched words in `**`."""
-
-    rank: float
-    snippet: str = ""
-
-
-class ConfigValues(_Result):
-    """Every declared config key of each scope, with its value for this call (or its
-    default; None when it has none)."""
-
-    config: dict[str, Any] = {}
-    code_config: dict[str, Any] = {}
-    role_config: dict[str, Any] = {}
-    key_config: dict[str, Any] = {}
-
-
-class _Id(_Result):
-    id: str
-
-
-class _Records(_Result):
-    records: list[Record]
-
-
-class _Count(_Result):
-    count: int
-
-
-class _Hits(_Result):
-    records: list[SearchHit]
-
-
-class _Updated(_Result):
-    updated: bool
-
-
-class _Deleted(_Result):
-    deleted: int
-
-
-class _Claimed(_Result):
-    claimed: bool
-
-
-class _Released(_Result):
-    released: bool
-
-
-class _Values(_Result):
-    values: ConfigValues
-
-
-class _Value(_Result):
-    value: str | None
-
-
-class _Text(_Result):
-    text: str
 
 
 class Host:
@@ -155,18 +97,18 @@ class Store:
 
     async def insert(self, collection: str, doc: Mapping[str, Any]) -> str:
         """Add `doc`; return its id. Raises QuotaExhausted in a quota collection that is full."""
-        return (await self._host._typed("store.insert", _Id, collection=collection, doc=doc)).id
+        return (await self._host._typed("store.insert", InsertResult, collection=collection, doc=doc)).id
 
     async def query(
         self, collection: str, filter: Mapping[str, Any] | None = None, limit: int | None = None
     ) -> list[Record]:
         """Documents that contain `filter` (jsonb `@>`), oldest first, at most `limit`."""
-        result = await self._host._typed("store.query", _Records, collection=collection, filter=filter, limit=limit)
+        result = await self._host._typed("store.query", QueryResult, collection=collection, filter=filter, limit=limit)
         return result.records
 
     async def count(self, collection: str, filter: Mapping[str, Any] | None = None) -> int:
         """How many documents contain `filter`."""
-        return (await self._host._typed("store.count", _Count, collection=collection, filter=filter)).count
+        return (await self._host._typed("store.count", CountResult, collection=collection, filter=filter)).count
 
     async def search(
         self,
@@ -186,7 +128,7 @@ class Store:
         """
         result = await self._host._typed(
             "store.search",
-            _Hits,
+            SearchResult,
             collection=collection,
             query=query,
             fields=None if fields is None else list(fields),
@@ -197,20 +139,24 @@ class Store:
 
     async def update(self, collection: str, id: str, doc: Mapping[str, Any]) -> bool:
         """Replace the document `id` with `doc`; False when there is none."""
-        return (await self._host._typed("store.update", _Updated, collection=collection, id=id, doc=doc)).updated
+        return (await self._host._typed("store.update", UpdateResult, collection=collection, id=id, doc=doc)).updated
 
     async def delete(self, collection: str, id: str | None = None, filter: Mapping[str, Any] | None = None) -> int:
         """Delete the document `id`, the documents containing `filter`, or those that match
         both; return how many."""
-        return (await self._host._typed("store.delete", _Deleted, collection=collection, id=id, filter=filter)).deleted
+        return (
+            await self._host._typed("store.delete", DeleteResult, collection=collection, id=id, filter=filter)
+        ).deleted
 
     async def claim(self, collection: str, key: str, ttl_s: int) -> bool:
         """Take `key` for `ttl_s` seconds (1..300); False while someone else holds it."""
-        return (await self._host._typed("store.claim", _Claimed, collection=collection, key=key, ttl_s=ttl_s)).claimed
+        return (
+            await self._host._typed("store.claim", ClaimResult, collection=collection, key=key, ttl_s=ttl_s)
+        ).claimed
 
     async def release(self, collection: str, key: str) -> bool:
         """Give `key` back; False when it was not held."""
-        return (await self._host._typed("store.release", _Released, collection=collection, key=key)).released
+        return (await self._host._typed("store.release", ReleaseResult, collection=collection, key=key)).released
 
 
 class Config:
@@ -222,7 +168,7 @@ class Config:
     async def get(self) -> ConfigValues:
         """The owner's `config`, and the `code_config`, `role_config` and `key_config` of
         this call's code, role and API key (defaults where nothing applies)."""
-        return (await self._host._typed("config.get", _Values)).values
+        return (await self._host._typed("config.get", ConfigResult)).values
 
 
 class Owner:
@@ -233,7 +179,7 @@ class Owner:
 
     async def meta(self, field: Literal["name", "email", "timezone"]) -> str | None:
         """The owner's `field`; None when the owner has not set it."""
-        return (await self._host._typed("owner.meta", _Value, field=field)).value
+        return (await self._host._typed("owner.meta", OwnerMetaResult, field=field)).value
 
 
 class Inference:
@@ -261,6 +207,6 @@ class Inference:
             messages = [{"role": "user", "content": messages}]
         wire = [dict(message) for message in messages]
         result = await self._host._typed(
-            "inference.generate", _Text, messages=wire, max_tokens=max_tokens, system=system
+            "inference.generate", InferenceResult, messages=wire, max_tokens=max_tokens, system=system
         )
         return result.text

@@ -1,7 +1,8 @@
 """What standalone mode needs from the plugin's own `manifest.yaml`.
 
-Above: `local` (the standalone emulation). Below: PyYAML, imported only here and only when a
-plugin runs standalone — under the host the kit reads no file and needs the MCP SDK alone.
+Above: `local` (the standalone emulation). Below: the plugin contract's strict YAML reader
+(`contract.read_yaml`, the host's own), which imports PyYAML only when a plugin runs
+standalone — under the host the kit reads no file and needs the MCP SDK alone.
 
 This is not the host's manifest loader (`mcp-host check` is: run it to lint a manifest). It
 reads just the declared host ops, the config fields' defaults per scope and the quota, and
@@ -10,30 +11,16 @@ refuses only what would make the emulation lie.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .contract import MANIFEST_NAME, MAX_MANIFEST_BYTES, YamlProblem, read_yaml
+
 __all__ = ["CONFIG_SCOPES", "MANIFEST_NAME", "ManifestProblem", "PluginManifest", "QuotaSpec", "read_plugin_manifest"]
 
-MANIFEST_NAME = "manifest.yaml"
 CONFIG_SCOPES = ("config", "code_config", "role_config", "key_config")
-_MAX_BYTES = 1024 * 1024
-# YAML 1.2 core scalars, as the host reads manifests: `10:30` stays a string (YAML 1.1 would
-# make it the integer 630) and `no` stays a string.
-_RESOLVERS: tuple[tuple[str, str, list[str]], ...] = (
-    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
-    ("tag:yaml.org,2002:int", r"[-+]?(?:0|[1-9][0-9]*)", list("-+0123456789")),
-    (
-        "tag:yaml.org,2002:float",
-        r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+",
-        list("-+0123456789."),
-    ),
-    ("tag:yaml.org,2002:null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
-)
 
 
 @dataclass(frozen=True)
@@ -63,26 +50,16 @@ class ManifestProblem(ValueError):
 
 
 def read_plugin_manifest(folder: Path) -> PluginManifest:
-    """Read `folder/manifest.yaml`.
+    """Read `folder/manifest.yaml` with the host's strict YAML reader (`contract.read_yaml`).
 
     Raises RuntimeError when PyYAML is not installed, OSError when the file cannot be read,
     and ValueError when it is not a manifest this kit can emulate.
     """
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - PyYAML ships with mcp-host
-        raise RuntimeError(
-            "mcp_host_kit reads manifest.yaml with PyYAML in standalone mode: pip install pyyaml"
-        ) from None
     path = folder / MANIFEST_NAME
-    with path.open("rb") as file:
-        raw = file.read(_MAX_BYTES + 1)
-    if len(raw) > _MAX_BYTES:
-        raise ManifestProblem(path, f"larger than {_MAX_BYTES} bytes")
     try:
-        data = yaml.load(raw, Loader=_yaml12_loader())
-    except yaml.YAMLError as exc:
-        raise ManifestProblem(path, f"not valid YAML ({exc})") from None
+        data = read_yaml(path, max_bytes=MAX_MANIFEST_BYTES)
+    except YamlProblem as exc:
+        raise ManifestProblem(path, str(exc)) from None
     if not isinstance(data, dict):
         raise ManifestProblem(path, "must be a mapping of manifest keys")
     return PluginManifest(
@@ -92,19 +69,6 @@ def read_plugin_manifest(folder: Path) -> PluginManifest:
         defaults={scope: _defaults(path, data.get(scope) or [], scope) for scope in CONFIG_SCOPES},
         quota=_quota(data.get("quota")),
     )
-
-
-@functools.cache
-def _yaml12_loader() -> type[Any]:
-    """PyYAML's SafeLoader with YAML 1.2 core scalars instead of its YAML 1.1 set."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        yaml_implicit_resolvers: dict[Any, Any] = {}
-
-    for tag, pattern, first in _RESOLVERS:
-        Loader.add_implicit_resolver(tag, re.compile(rf"\A(?:{pattern})\Z"), first)
-    return Loader
 
 
 def _get(data: Mapping[str, Any], *keys: str) -> Any:

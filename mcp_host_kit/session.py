@@ -17,6 +17,8 @@ from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, ConfigDict
 
+from .contract import GRANT_KEY, SESSION_KEY
+
 __all__ = [
     "GRANT_KEY",
     "SESSION_KEY",
@@ -27,9 +29,6 @@ __all__ = [
     "Visitor",
     "meta_of",
 ]
-
-SESSION_KEY = "mcp-host/session"
-GRANT_KEY = "mcp-host/grant"
 
 
 class _Frozen(BaseModel):

@@ -20,9 +20,10 @@ from mcp.server.mcpserver import Context
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ValidationError
 
+from .contract import CALL_KEY
+
 __all__ = ["CALL_KEY", "Elicited", "elicit"]
 
-CALL_KEY = "mcp-host/call"
 M = TypeVar("M", bound=BaseModel)
 
 

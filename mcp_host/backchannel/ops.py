@@ -3,11 +3,12 @@
 Above: `backchannel` (which serves each plugin's ops as MCP tools on its own socket, redeems
 the grant, and calls `run_op`). Below: `plugin_store`, `config`, `quota`, `owners`, `turns`.
 
-Each op has a pydantic model of its arguments (unknown keys refused) and a handler. A handler
+Each op has a pydantic model of its arguments (unknown keys refused), the plugin contract's
+(`mcp_host_kit.contract.OPS`, which the kit validates with too), and a handler. A handler
 gets the plugin (known by the socket the op came in on) and the grant (who the forwarded call
 is for); owner, subject and conversation come from the grant, never from the arguments, and a
-plugin reaches only its own store and config. `manifest.HOST_OPS` is the list a manifest may
-name; a test keeps this table equal to it.
+plugin reaches only its own store and config. `manifest.HOST_OPS` (the contract's `OP_NAMES`)
+is the list a manifest may name; a test keeps this table equal to the contract's.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import mcp.types as types
 from mcp import MCPError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from mcp_host.access import OwnerStore
 from mcp_host.connectors import ConnectorGateway
@@ -28,6 +29,23 @@ from mcp_host.plugins import Plugin
 from mcp_host.policy import QuotaGate, TurnStore
 from mcp_host.store import ConfigScope, ConfigStore, PluginStore, PluginStores, declared, read_values
 from mcp_host.wire import ClientLacks
+from mcp_host_kit.contract import (
+    ConfigGet,
+    ConnectorInvoke,
+    ConversationRead,
+    InferenceGenerate,
+    OpArgs,
+    OwnerMeta,
+    StoreClaim,
+    StoreCount,
+    StoreDelete,
+    StoreInsert,
+    StoreQuery,
+    StoreRelease,
+    StoreSearch,
+    StoreUpdate,
+    argument_problems,
+)
 
 from .grants import Grant
 
@@ -66,88 +84,7 @@ class _Call:
         return self.services.stores.bound(self.plugin.manifest.kind, self.plugin.manifest.id)
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-Collection = str
 JsonObject = dict[str, Any]
-
-
-class StoreInsert(_Args):
-    collection: Collection
-    doc: JsonObject
-
-
-class StoreQuery(_Args):
-    collection: Collection
-    filter: JsonObject | None = None
-    limit: int | None = None
-
-
-class StoreCount(_Args):
-    collection: Collection
-    filter: JsonObject | None = None
-
-
-class StoreSearch(_Args):
-    collection: Collection
-    query: str
-    fields: list[str] | None = None
-    filter: JsonObject | None = None
-    limit: int | None = None
-
-
-class StoreUpdate(_Args):
-    collection: Collection
-    id: str
-    doc: JsonObject
-
-
-class StoreDelete(_Args):
-    collection: Collection
-    id: str | None = None
-    filter: JsonObject | None = None
-
-
-class StoreClaim(_Args):
-    collection: Collection
-    key: str
-    ttl_s: int = Field(ge=1)
-
-
-class StoreRelease(_Args):
-    collection: Collection
-    key: str
-
-
-class ConfigGet(_Args):
-    pass
-
-
-class OwnerMeta(_Args):
-    field: Literal["name", "email", "timezone"]
-
-
-class ConnectorInvoke(_Args):
-    category: str
-    verb: str
-    args: JsonObject = Field(default_factory=dict)
-
-
-class ConversationRead(_Args):
-    pass
-
-
-class Message(_Args):
-    role: Literal["user", "assistant"]
-    content: str = Field(min_length=1, max_length=200_000)
-
-
-class InferenceGenerate(_Args):
-    messages: list[Message] = Field(min_length=1, max_length=100)
-    max_tokens: int = Field(default=1024, ge=1, le=16_384)
-    system: str | None = Field(default=None, max_length=50_000)
 
 
 async def _store_insert(call: _Call, args: StoreInsert) -> JsonObject:
@@ -288,7 +225,7 @@ Handler = Callable[[_Call, Any], Awaitable[JsonObject | types.CallToolResult]]
 @dataclass(frozen=True)
 class Op:
     name: str
-    args: type[_Args]
+    args: type[OpArgs]
     handler: Handler
     description: str
 
@@ -351,13 +288,5 @@ async def run_op(
     try:
         args = op.args.model_validate(dict(arguments or {}))
     except ValidationError as exc:
-        raise InvalidArguments(f"{name}: {_problems(exc)}") from None
+        raise InvalidArguments(f"{name}: {argument_problems(exc)}") from None
     return await op.handler(_Call(plugin, grant, services), args)
-
-
-def _problems(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:3]:
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)

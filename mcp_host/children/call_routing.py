@@ -34,10 +34,9 @@ from mcp import MCPError
 from mcp.client.context import ClientRequestContext
 
 from mcp_host.wire import ClientLacks, InputRequest, InputResponse, VisitorClient, without_host_keys
+from mcp_host_kit.contract import CALL_KEY
 
 __all__ = ["CALL_KEY", "CallRouter", "InFlight"]
-
-CALL_KEY = "mcp-host/call"
 
 logger = logging.getLogger(__name__)
 

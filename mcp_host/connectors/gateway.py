@@ -22,6 +22,7 @@ import mcp.types as types
 from mcp_host.children import Child
 from mcp_host.errors import HostError, UnknownTool
 from mcp_host.plugins import Plugin
+from mcp_host_kit.contract import CONNECTION_KEY, SERVER_INFO_KEY
 
 from .connections import Connections
 
@@ -29,7 +30,6 @@ __all__ = ["CONNECTION_KEY", "ConnectorGateway"]
 
 logger = logging.getLogger(__name__)
 
-CONNECTION_KEY = "mcp-host/connection"
 _MAX_CACHED_ANSWERS = 10_000
 
 
@@ -63,7 +63,7 @@ class ConnectorGateway:
         meta = {CONNECTION_KEY: {"owner_id": owner_id, "category": category, "settings": settings}}
         result = await self._child_of(plugin).call_tool(verb, dict(args or {}), meta, timeout_s=self._call_timeout_s)
         if result.meta:
-            result.meta.pop("io.modelcontextprotocol/serverInfo", None)
+            result.meta.pop(SERVER_INFO_KEY, None)
         return result
 
     async def can_perform(self, owner_id: str, category: str, action: str) -> bool:

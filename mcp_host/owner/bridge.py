@@ -19,10 +19,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from mcp_host_kit.contract import SERVER_INFO_KEY
+
 __all__ = ["OWNER_MCP_PATH", "run_owner_bridge"]
 
 OWNER_MCP_PATH = "/v1/owner/mcp"
-_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
 def _bridge_server(upstream: Client) -> Server[Any]:
@@ -37,7 +38,7 @@ def _bridge_server(upstream: Client) -> Server[Any]:
     ) -> types.CallToolResult:
         result = await upstream.call_tool(params.name, params.arguments)
         if result.meta:
-            result.meta.pop(_SERVER_INFO, None)  # the bridge answers as itself
+            result.meta.pop(SERVER_INFO_KEY, None)  # the bridge answers as itself
         return result
 
     return Server("mcp-host-owner", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)

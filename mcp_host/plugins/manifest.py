@@ -3,9 +3,10 @@
 Above: `plugins` (finding and loading plugin folders), and through it the registry, the
 catalogue and `mcp-host check`. Below: `text_safety` (which text and which JSON Schemas are
 safe; `check_text` and `check_tool_schema` are re-exported here for callers that already
-import them from this module) and the YAML files, read with a strict loader — duplicate keys
-and aliases are refused and scalars resolve as in YAML 1.2 (`no` stays a string, `10:30`
-stays a string).
+import them from this module) and the YAML files, read with the plugin contract's strict
+loader (`mcp_host_kit.contract.read_yaml`, which the kit reads manifests with too) —
+duplicate keys and aliases are refused and scalars resolve as in YAML 1.2 (`no` stays a
+string, `10:30` stays a string).
 
 Every model forbids unknown keys and is frozen. A manifest that does not validate becomes one
 `ManifestError` per problem, naming the file and the dotted field (`owner_tools.0.input_schema`;
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -45,8 +45,9 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from mcp_host.errors import ManifestError
+from mcp_host_kit.contract import MANIFEST_NAME, MAX_MANIFEST_BYTES, OP_NAMES, YamlProblem, loc_part, read_yaml
 
-from .text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_schema, printable, shown
+from .text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_schema, shown
 
 __all__ = [
     "collision_key",
@@ -70,8 +71,6 @@ __all__ = [
     "read_manifest",
 ]
 
-MANIFEST_NAME = "manifest.yaml"
-MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_TITLE_CHARS = 200
 # Integers a JSON peer (and jsonb) reads without loss.
 _SAFE_INT = 2**53 - 1
@@ -97,30 +96,14 @@ _REQUIREMENT_RE = re.compile(r"\A[a-z][a-z0-9_]{0,31}:[a-z][a-z0-9_.]{0,63}\Z")
 _ENV_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _TIME_RE = re.compile(r"\A(?:[01][0-9]|2[0-3]):[0-5][0-9]\Z")
 _URL_RE = re.compile(r"\Ahttps?://[\x21-\x7e]+\Z")
-_PLAIN_LOC_RE = re.compile(r"\A[A-Za-z0-9_.$-]{1,64}\Z")
 _RESERVED_ENV_PREFIX = "MCP_HOST_"
 
 T = TypeVar("T")
 
-# The host ops a manifest may name (DESIGN.md "Plugin ABI"); `host_ops.OPS` implements exactly
-# these. Naming any other op is a load error: a plugin must not start expecting an op it lacks.
-HOST_OPS = frozenset(
-    {
-        "store.insert",
-        "store.query",
-        "store.count",
-        "store.search",
-        "store.update",
-        "store.delete",
-        "store.claim",
-        "store.release",
-        "config.get",
-        "owner.meta",
-        "conversation.read",
-        "connector.invoke",
-        "inference.generate",
-    }
-)
+# The host ops a manifest may name (DESIGN.md "Plugin ABI"; the plugin contract's `OP_NAMES`);
+# `backchannel.ops` implements exactly these. Naming any other op is a load error: a plugin
+# must not start expecting an op it lacks.
+HOST_OPS = OP_NAMES
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,7 +511,7 @@ def _mistakes(manifest: Manifest) -> Iterator[tuple[str, str]]:
             )
     for tool in manifest.visitor_tool_requires:
         if tool not in listed:
-            yield f"visitor_tool_requires.{_loc_part(tool)}", f"{shown(tool)} is not in visitor_tools"
+            yield f"visitor_tool_requires.{loc_part(tool)}", f"{shown(tool)} is not in visitor_tools"
 
 
 def _mismatches(manifest: Manifest) -> Iterator[str]:
@@ -548,110 +531,15 @@ def _mismatches(manifest: Manifest) -> Iterator[str]:
 # Reading the file
 
 
-class _ManifestLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 scalars, no aliases (so no alias bombs) and no timestamps."""
-
-    yaml_implicit_resolvers: dict[Any, Any] = {}  # filled below, instead of SafeLoader's YAML 1.1 set
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(None, None, "aliases are not allowed", event.start_mark)
-        return super().compose_node(parent, index)
-
-
-# (tag, pattern, possible first characters); "" is the empty scalar.
-_RESOLVERS: tuple[tuple[str, str, list[str]], ...] = (
-    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
-    ("tag:yaml.org,2002:int", r"[-+]?(?:0|[1-9][0-9]*)", list("-+0123456789")),
-    (
-        "tag:yaml.org,2002:float",
-        r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+",
-        list("-+0123456789."),
-    ),
-    ("tag:yaml.org,2002:null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
-)
-for _tag, _pattern, _first in _RESOLVERS:
-    _ManifestLoader.add_implicit_resolver(_tag, re.compile(rf"\A(?:{_pattern})\Z"), _first)
-
-
-_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
-
-
-def _key_problem(node: yaml.MappingNode, where: str) -> tuple[str, str, yaml.Node] | None:
-    seen: set[tuple[str, str]] = set()
-    for key_node, _ in node.value:
-        identity = (key_node.tag, str(key_node.value))
-        if identity in seen:
-            return f"{where}{_loc_part(key_node.value)}", f"duplicate key {shown(key_node.value)}", key_node
-        seen.add(identity)
-    return None
-
-
-def _node_problem(root: yaml.Node) -> tuple[str, str, yaml.Node] | None:
-    """(dotted location, problem, node) of the first repeated key or non-JSON tag, in document order."""
-    stack: list[tuple[yaml.Node, str]] = [(root, "")]
-    while stack:
-        node, where = stack.pop()
-        if node.tag not in _PLAIN_TAGS:
-            return where.rstrip("."), f"tag {shown(node.tag)} is not allowed", node
-        children: list[tuple[yaml.Node, str]] = []
-        if isinstance(node, yaml.MappingNode):
-            problem = _key_problem(node, where)
-            if problem is not None:
-                return problem
-            children = [(value, f"{where}{_loc_part(key.value)}.") for key, value in node.value]
-        elif isinstance(node, yaml.SequenceNode):
-            children = [(item, f"{where}{index}.") for index, item in enumerate(node.value)]
-        stack.extend(reversed(children))
-    return None
-
-
-def _parse_yaml(path: Path, text: str) -> object:
-    loader = _ManifestLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        problem = _node_problem(node)
-        if problem is not None:
-            field, message, bad = problem
-            raise ManifestError(str(path), field, f"{message} (line {bad.start_mark.line + 1})")
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
 def _read_yaml(path: Path) -> object:
-    """The parsed YAML document of `path`; every failure is a `ManifestError`."""
+    """The parsed YAML document of `path` (the plugin contract's strict reader); every failure
+    is a `ManifestError`."""
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_MANIFEST_BYTES + 1)
+        return read_yaml(path, max_bytes=MAX_MANIFEST_BYTES)
     except OSError as exc:
         raise ManifestError(str(path), "", f"cannot read {MANIFEST_NAME}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise ManifestError(str(path), "", f"larger than {MAX_MANIFEST_BYTES} bytes")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ManifestError(str(path), "", f"not UTF-8 (byte {exc.start})") from None
-    try:
-        return _parse_yaml(path, text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = printable(exc.problem or "")
-        raise ManifestError(str(path), "", f"not valid YAML: {problem}{where}") from None
-    except yaml.YAMLError:
-        raise ManifestError(str(path), "", "not valid YAML") from None
-    except RecursionError:
-        raise ManifestError(str(path), "", "nested too deeply") from None
-
-
-def _loc_part(part: object) -> str:
-    if isinstance(part, int) or (isinstance(part, str) and _PLAIN_LOC_RE.match(part)):
-        return str(part)
-    return shown(part)
+    except YamlProblem as exc:
+        raise ManifestError(str(path), exc.field, exc.problem) from None
 
 
 _MESSAGES: dict[str, str] = {
@@ -692,7 +580,7 @@ def _location(error: ErrorDetails) -> str:
     at = (error.get("ctx") or {}).get("at") if error["type"] == "manifest" else None
     if at:
         parts.extend(at.split("."))
-    return ".".join(_loc_part(part) for part in parts)
+    return ".".join(loc_part(part) for part in parts)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The in-memory twin of a plugin's store, for unit tests of logic only.
 
-Above: tests (and nothing in the running host). Below: `store_checks` (the same checks as
-`plugin_store.PluginStore`, in the same order), `json_guard` (containment) and
-`plugin_search` (an honest in-memory ranking). Both satisfy `plugin_store.DocumentStore`.
+Above: tests (and nothing in the running host). Below: `checks` (the same checks as
+`plugin_store.PluginStore`, in the same order) and the plugin contract's containment
+(`json_contains`) and in-memory search (`search_match`, an honest ranking). Both satisfy
+`plugin_store.DocumentStore`.
 """
 
 from __future__ import annotations
@@ -17,24 +18,26 @@ from typing import Any
 import anyio.lowlevel
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.wire import json_contains
+from mcp_host_kit.contract import json_contains, search_match
 
 from .checks import (
     QuotaCheck,
     StoreLimits,
     check_doc,
+    check_fields,
     check_filter,
     check_key,
     check_limit,
     check_record_id,
     check_scope,
+    check_search_limit,
+    check_search_query,
     check_ttl,
     exhausted,
     quota_cap,
     stamped,
 )
 from .plugin_store import Record, SearchHit
-from .search import check_fields, check_search_limit, check_search_query, text_match
 
 __all__ = ["InMemoryPluginStore"]
 
@@ -110,7 +113,7 @@ class InMemoryPluginStore:
         pattern, count = check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
         found = []
         for row in self._matching(owner_id, collection, pattern):
-            match = text_match(row.doc, text, keys)
+            match = search_match(row.doc, text, keys)
             if match is not None:
                 found.append((-match[0], row.created_at, match[1], row))
         found.sort(key=lambda hit: (hit[0], hit[1]))  # stable: insertion order breaks the last ties

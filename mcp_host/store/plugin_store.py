@@ -4,9 +4,10 @@ documents in named collections) and `claims` (single-winner keys with a time to 
 Above: the host ops (`store.insert` … `store.release`, `store.search`), which take `owner_id`
 from the grant, never from the plugin; `quota`, which counts rows; and installing or
 uninstalling a plugin (`PluginStores.ensure` / `PluginStores.drop`). Below: the pool of
-`database` (jsonb decoded to Python values), `json_guard` and `plugin_search`.
+`database` (jsonb decoded to Python values), `checks` and `search` (the SQL).
 `memory_store.InMemoryPluginStore` is the twin for unit tests of logic; both satisfy
-`DocumentStore`; `store_checks` holds the argument checks both apply.
+`DocumentStore`; `checks` holds the argument checks both apply (the plugin contract's, which
+the kit's standalone store applies too).
 
 Isolation (SECURITY D9, F3): the schema name comes only from the trusted (kind, plugin id)
 pair through `store_schema`, is checked by `check_schema_name` and quoted before it is spliced
@@ -14,9 +15,9 @@ into SQL; everything a plugin supplies travels as a bind parameter. Every statem
 `owner_id = $1 AND collection = $2` (or inserts them), so one owner never reaches another's
 rows. All arguments are checked before the database sees them (`InvalidArguments`, nothing
 written): collections match `[a-z][a-z0-9_]{0,63}`; documents and filters pass
-`json_guard.check_json_object` (depth, size, NaN, U+0000, lone surrogates, integers within
+the contract's `check_json_object` (depth, size, NaN, U+0000, lone surrogates, integers within
 ±10**30); record ids are UUIDs in their 36-character form; claim keys are 1..`max_key_chars`
-characters without control characters; search arguments as `plugin_search` says. Database
+characters without control characters; search arguments as `search` says. Database
 failures become `Unavailable` with a fixed message; the cause is logged, never returned.
 """
 
@@ -40,24 +41,21 @@ from .checks import (
     QuotaCheck,
     StoreLimits,
     check_doc,
+    check_fields,
     check_filter,
     check_key,
     check_limit,
     check_record_id,
     check_scope,
+    check_search_limit,
+    check_search_query,
     check_ttl,
     exhausted,
     quota_cap,
     stamped,
 )
 from .database import as_unavailable
-from .search import (
-    ALL_TEXT,
-    check_fields,
-    check_search_limit,
-    check_search_query,
-    search_sql,
-)
+from .search import ALL_TEXT, search_sql
 
 if TYPE_CHECKING:
     from .database import PgPool

@@ -4,7 +4,8 @@
 Above: the visitor endpoint (`visitor_server`, `visitor_door`) and `call_routing` (a child's
 requests and log messages). Below: nothing (pure functions).
 
-The host's identity keys live under `mcp-host/` (DESIGN.md "Plugin ABI"). Nothing in MCP
+The host's identity keys live under `mcp-host/` (DESIGN.md "Plugin ABI"; the plugin contract,
+`mcp_host_kit.contract`, names them). Nothing in MCP
 protects `_meta`, so neither side may speak for the host:
 - visitor → child (`visitor_meta`): whatever a visitor's client put under that prefix is
   dropped before forwarding, and so are protocol keys (MCP's reserved prefixes, whose second
@@ -31,6 +32,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from mcp_host.errors import InvalidArguments
+from mcp_host_kit.contract import GRANT_KEY, HOST_PREFIX, RESERVED_LABELS, SESSION_KEY
 
 __all__ = [
     "GRANT_KEY",
@@ -43,11 +45,6 @@ __all__ = [
     "visitor_meta",
 ]
 
-HOST_PREFIX = "mcp-host/"
-SESSION_KEY = "mcp-host/session"
-GRANT_KEY = "mcp-host/grant"
-# MCP reserves every `_meta` prefix whose second label is one of these (basic spec, "_meta").
-_RESERVED_LABELS = frozenset({"modelcontextprotocol", "mcp"})
 # The SDK hands inbound `_meta` over with `progressToken` renamed `progress_token`.
 _HOP_KEYS = frozenset({"progresstoken", "progress_token"})
 _INVISIBLE = "\u200b\u200c\u200d\u200e\u200f\u2060\ufeff\u00ad"
@@ -79,7 +76,7 @@ def _speaks_for_host(folded: str) -> bool:
         return True
     prefix, slash, _ = folded.partition("/")
     labels = prefix.split(".")
-    return bool(slash) and len(labels) > 1 and labels[1].strip() in _RESERVED_LABELS
+    return bool(slash) and len(labels) > 1 and labels[1].strip() in RESERVED_LABELS
 
 
 def speaks_for_host(key: str) -> bool:

@@ -21,7 +21,8 @@ from mcp_host_kit import (
     QuotaExhausted,
     Unavailable,
 )
-from mcp_host_kit.local import LocalHost, contains
+from mcp_host_kit.contract import json_contains
+from mcp_host_kit.local import LocalHost
 from mcp_host_kit.manifest import ManifestProblem, read_plugin_manifest
 from tests.hosting import PLUGINS
 
@@ -68,7 +69,7 @@ def standalone(folder: Path, owner_id: str = "owner-1", subject: dict[str, str] 
     ],
 )
 def test_a_filter_matches_like_jsonb_containment(doc: Any, filter: Any, expected: bool) -> None:
-    assert contains(doc, filter) is expected
+    assert json_contains(doc, filter) is expected
 
 
 async def test_store_ops_keep_insertion_order_filter_limit_and_stay_within_the_owner(tmp_path: Path) -> None:
@@ -177,19 +178,19 @@ async def test_arguments_are_checked_like_the_host_checks_them(tmp_path: Path) -
 
     assert messages == snapshot(
         [
-            "store.insert: collection: must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
-            "store.insert: collection: must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
-            "store.count: collection: must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
+            "collection must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
+            "collection must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
+            "collection must be 1-64 characters of a-z, 0-9 and _, starting with a letter",
             "store.claim: ttl_s: Input should be greater than or equal to 1",
-            "store.claim: ttl_s: Input should be less than or equal to 300",
-            "store.query: limit: Input should be greater than or equal to 1",
-            "store.query: limit: Input should be less than or equal to 500",
-            "store.delete: give id, filter or both",
-            "store.update: id: is not a record id (a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e)",
-            "store.claim: key: must be 1-200 characters without control characters",
-            "store.release: key: must be 1-200 characters without control characters",
-            "store.insert: doc: is over 262144 bytes as JSON",
-            "store.count: filter: is nested deeper than 32 levels",
+            "ttl_s must be an integer from 1 to 300",
+            "limit must be an integer from 1 to 500",
+            "limit must be an integer from 1 to 500",
+            "delete needs an id, a filter, or both",
+            "id is not a record id (a UUID such as 0f8fad5b-d9cb-469f-a165-70867728950e)",
+            "key must be 1-200 characters without control characters",
+            "key must be 1-200 characters without control characters",
+            "doc is larger than 262144 bytes of JSON",
+            "filter is nested deeper than 32 levels",
             "store.count: colour: Extra inputs are not permitted",
             "store.insert: doc: Input should be a valid dictionary",
         ]

@@ -85,7 +85,7 @@ async def test_every_tool_of_the_notes_plugin_works_standalone() -> None:
             (
                 "note_update",
                 True,
-                {"code": "invalid_arguments", "message": "store.update: id: is not a record id (a UUID such as <id>)"},
+                {"code": "invalid_arguments", "message": "id is not a record id (a UUID such as <id>)"},
             ),
             ("note_count", False, {"count": 2}),
             ("note_delete", False, {"deleted": 1}),
@@ -102,7 +102,7 @@ async def test_every_tool_of_the_notes_plugin_works_standalone() -> None:
                 True,
                 {
                     "code": "invalid_arguments",
-                    "message": "store.claim: ttl_s: Input should be less than or equal to 300",
+                    "message": "ttl_s must be an integer from 1 to 300",
                 },
             ),
             (

@@ -1,7 +1,9 @@
-"""Standalone `store.search`: websearch-style matching and a simple, honest ranking in memory.
+"""`store.search` in memory: websearch-style matching and a simple, honest ranking.
 
-Above: `local` (the in-memory host ops), which checks the arguments and picks the documents
-the filter allows. Below: nothing but `re`.
+Above: the in-memory stores — the kit's standalone emulation (`mcp_host_kit.local_store`) and
+the host's in-memory twin (`mcp_host.store.memory_store`) — which check the arguments and pick
+the documents the filter allows. Below: nothing but `re`. The host's own search is
+PostgreSQL's (`mcp_host.store.search`); this is its stand-in.
 
 Close to the host where a plugin author would notice, not a copy of PostgreSQL: words are
 runs of letters, digits and `_`, lower-cased and never stemmed (the host's `simple`
@@ -10,7 +12,7 @@ between alternatives, `-word` to exclude (a word anywhere in the doc's strings e
 as under the host). The rank is a weighted count of the query's words in the searched
 strings (1.0, 0.4, 0.2, 0.1 by field order, like ts_rank's A-D weights) — comparable within
 one search, not with the host's numbers. The snippet is up to 30 words around the first
-match, matched words in `**`.
+match, matched words in `**` (as the host's `ts_headline` marks them).
 """
 
 from __future__ import annotations

@@ -1,0 +1,37 @@
+"""The `_meta` keys of a forwarded call (DESIGN.md "Plugin ABI").
+
+Above: the host (`mcp_host.wire.meta`, which writes them and drops look-alikes a visitor or a
+child sends; `children.call_routing`; `connectors`; the doors) and the kit (`session`,
+`visitor`, `connection`), which reads them. Below: nothing.
+
+Every key the host writes lives under `HOST_PREFIX`; no visitor or child may set one.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CALL_KEY",
+    "CONNECTION_KEY",
+    "GRANT_KEY",
+    "HOST_PREFIX",
+    "QUOTA_KEY",
+    "RESERVED_LABELS",
+    "SERVER_INFO_KEY",
+    "SESSION_KEY",
+]
+
+HOST_PREFIX = "mcp-host/"
+SESSION_KEY = "mcp-host/session"
+"""On each forwarded call: the trusted session scope (owner, subject, visitor)."""
+GRANT_KEY = "mcp-host/grant"
+"""On each forwarded call of a plugin that named host ops: the token every op of the call presents."""
+CALL_KEY = "mcp-host/call"
+"""On each forwarded call: its random id; a child echoes it on a request to that call's visitor."""
+CONNECTION_KEY = "mcp-host/connection"
+"""On a connector's call: the owner's connection of its category, secrets opened."""
+QUOTA_KEY = "mcp-host/quota"
+"""On a visitor's `tools/list` result: the quota left per tool."""
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+"""A protocol key a child's result may carry; the host drops it before a visitor sees it."""
+RESERVED_LABELS = frozenset({"modelcontextprotocol", "mcp"})
+"""MCP reserves every `_meta` prefix whose second label is one of these (basic spec, "_meta")."""
