@@ -44,13 +44,12 @@ from mcp_host.plugins import ClaimGate, Plugin, Registry
 from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
 from mcp_host.store import as_unavailable
 from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta
+from mcp_host_kit.contract import QUOTA_KEY, SERVER_INFO_KEY
 
 from .bindings import Bindings
 from .listings import Listings, Surface
 
-__all__ = ["QUOTA_META_KEY", "VisitorDoor", "VisitorList"]
-
-QUOTA_META_KEY = "mcp-host/quota"
+__all__ = ["VisitorDoor", "VisitorList"]
 # A quota that could not be read: the capability is treated as having nothing left (fail closed).
 _UNREADABLE = QuotaState(limit=0, used=0)
 
@@ -68,7 +67,7 @@ class VisitorList:
         if not self.quota:
             return None
         return {
-            QUOTA_META_KEY: {
+            QUOTA_KEY: {
                 pid: {"limit": q.limit, "used": q.used, "remaining": q.remaining} for pid, q in self.quota.items()
             }
         }
@@ -240,7 +239,7 @@ class VisitorDoor:
         await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
         if result.meta:
             # The host answers as itself: the child's serverInfo stamp does not travel.
-            result.meta.pop("io.modelcontextprotocol/serverInfo", None)
+            result.meta.pop(SERVER_INFO_KEY, None)
         return result
 
     async def _receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
