@@ -11,14 +11,16 @@
     ├── Unavailable                 unavailable
     │   └── DatabaseUnavailable     unavailable (the database does not answer; an outage)
     ├── TransportFailure            transport
-    └── ManifestError               (load time only; never reaches a caller)
+    ├── ManifestError               (load time only; never reaches a caller)
+    └── InternalError               (the host's own fault: answered as any unknown exception)
 
 Each door (the visitor endpoint, the owner endpoint, the back-channel) has one boundary that
 turns an exception into a wire error with the two functions below, which are the only places
 that map: `tool_error` (a tool result `{code, message}` with `isError`) and `rpc_error` (a
 JSON-RPC error, for the MCP methods that are not tool calls). The message of a `HostError` is
-written for the caller; anything else is answered with the boundary's opaque message, and the
-boundary logs it with its traceback: `str(exc)` never reaches a caller. The JSON-RPC codes
+written for the caller (`explained`); an `InternalError` and anything else are answered with
+the boundary's opaque message, and the boundary logs them with their traceback: `str(exc)`
+never reaches a caller. The JSON-RPC codes
 the host answers with are named here, and nowhere else.
 
 Below: the MCP SDK's types only (this is the lowest layer of `mcp_host`).
@@ -39,6 +41,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "InternalError",
     "OPAQUE",
     "QuotaExhausted",
     "RESOURCE_NOT_FOUND",
@@ -50,6 +53,7 @@ __all__ = [
     "Unconfigured",
     "UnknownTool",
     "error_result",
+    "explained",
     "rpc_error",
     "tool_error",
 ]
@@ -140,6 +144,24 @@ class ManifestError(HostError):
         self.problem = problem
 
 
+class InternalError(HostError):
+    """A fault that is the host's own business (a schema it cannot run on, a sealed value that
+    does not open, a cgroup it cannot make): its message is for the log and the local operator,
+    never for a caller. The doors answer it exactly as an exception they do not know: logged
+    with its traceback, answered with their opaque message; the REST handler leaves it to
+    Starlette's 500."""
+
+    code = "unavailable"
+
+
+def explained(exc: BaseException) -> HostError | None:
+    """`exc` when its message is written for the caller (a `HostError` that is not an
+    `InternalError`); else None: the boundary logs `exc` with its traceback and answers opaquely."""
+    if isinstance(exc, HostError) and not isinstance(exc, InternalError):
+        return exc
+    return None
+
+
 def error_result(code: str, message: str) -> types.CallToolResult:
     """A refused or failed call: `isError` with structured `{code, message}`."""
     return types.CallToolResult(
@@ -150,10 +172,12 @@ def error_result(code: str, message: str) -> types.CallToolResult:
 
 
 def tool_error(exc: BaseException, opaque: str = OPAQUE) -> types.CallToolResult:
-    """`exc` as a tool result: a `HostError` with its own code and message, anything else
-    `unavailable` with `opaque` (the caller's boundary logs it with its traceback)."""
-    if isinstance(exc, HostError):
-        return error_result(exc.code, exc.message)
+    """`exc` as a tool result: a `HostError` with its own code and message, anything else (an
+    `InternalError` included) `unavailable` with `opaque` (the caller's boundary logs it with
+    its traceback)."""
+    known = explained(exc)
+    if known is not None:
+        return error_result(known.code, known.message)
     return error_result(Unavailable.code, opaque)
 
 
@@ -161,11 +185,13 @@ def rpc_error(exc: BaseException, opaque: str, *, not_found: int = INVALID_PARAM
     """`exc` as a JSON-RPC error to raise from an MCP handler: `UnknownTool` (a prompt,
     resource or template that is not there) is `not_found`, `InvalidArguments` is
     `INVALID_PARAMS`, another `HostError` is `INTERNAL_ERROR` with its message, anything else
-    `INTERNAL_ERROR` with `opaque` (the caller's boundary logs it with its traceback)."""
-    if isinstance(exc, UnknownTool):
-        return MCPError(code=not_found, message=exc.message)
-    if isinstance(exc, InvalidArguments):
-        return MCPError(code=INVALID_PARAMS, message=exc.message)
-    if isinstance(exc, HostError):
-        return MCPError(code=INTERNAL_ERROR, message=exc.message)
+    (an `InternalError` included) `INTERNAL_ERROR` with `opaque` (the caller's boundary logs it
+    with its traceback)."""
+    known = explained(exc)
+    if isinstance(known, UnknownTool):
+        return MCPError(code=not_found, message=known.message)
+    if isinstance(known, InvalidArguments):
+        return MCPError(code=INVALID_PARAMS, message=known.message)
+    if known is not None:
+        return MCPError(code=INTERNAL_ERROR, message=known.message)
     return MCPError(code=INTERNAL_ERROR, message=opaque)

@@ -5,7 +5,8 @@ Above: `http` (the owner's MCP endpoint). Below: `tools` (the table) and `servic
 This is the one boundary of the owner face that turns exceptions into wire errors: through
 `errors.tool_error`, a `HostError` becomes a tool result with `isError: true` and `{code,
 message}`; arguments that
-do not fit a tool's model are `invalid_arguments` naming the field; anything else is logged
+do not fit a tool's model are `invalid_arguments` naming the field; anything else (an
+`InternalError` included) is logged
 with its traceback and answered opaquely — `str(exc)` never reaches a caller. Every call,
 whatever its outcome, writes one audit row (`mcp_host.policy.audit`), with secret values left out.
 """
@@ -18,7 +19,7 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from mcp_host.errors import DatabaseUnavailable, HostError, InvalidArguments, UnknownTool, tool_error
+from mcp_host.errors import DatabaseUnavailable, InvalidArguments, UnknownTool, explained, tool_error
 from mcp_host.store import as_unavailable
 from mcp_host.wire import structured_result
 
@@ -57,7 +58,7 @@ class OwnerDoor:
                 raise UnknownTool(f"no owner tool named {name[:64]!r}")
             result = await self._run(tool, owner_id, arguments)
         except Exception as exc:
-            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            known = explained(exc) or as_unavailable(exc)
             if known is None:
                 logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once

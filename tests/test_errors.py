@@ -1,17 +1,29 @@
 """The exception tree's two mappings (a tool result, a JSON-RPC error) and the rules that keep
-every door on them: no JSON-RPC code written outside `mcp_host.errors`, no private SDK import."""
+every door on them: every exception class of the host roots in `HostError`, an `InternalError`
+is opaque at every mapping, no JSON-RPC code written outside `mcp_host.errors`, no private SDK
+import."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import re
 from pathlib import Path
+from types import ModuleType
 
+import httpx2
 import mcp.types as types
 import pytest
 from inline_snapshot import snapshot
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 import mcp_host
 import owner_facade
+from mcp_host.edge import REST_ERRORS
 from mcp_host.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -22,6 +34,7 @@ from mcp_host.errors import (
     Denied,
     Held,
     HostError,
+    InternalError,
     InvalidArguments,
     QuotaExhausted,
     TransportFailure,
@@ -29,6 +42,7 @@ from mcp_host.errors import (
     Unconfigured,
     UnknownTool,
     error_result,
+    explained,
     rpc_error,
     tool_error,
 )
@@ -87,6 +101,55 @@ def test_anything_else_is_unavailable_with_an_opaque_message_never_its_text(exc:
     assert rpc_error(exc, "prompts/get failed").error == types.ErrorData(
         code=INTERNAL_ERROR, message="prompts/get failed"
     )
+
+
+def test_an_internal_error_is_answered_as_an_unknown_exception_never_with_its_message() -> None:
+    exc = InternalError("secret: /srv/data/postgres refuses fsync = off")
+
+    assert exc.code == "unavailable"
+    assert explained(exc) is None
+    assert tool_error(exc) == error_result("unavailable", OPAQUE)
+    assert tool_error(exc, "the op failed") == error_result("unavailable", "the op failed")
+    assert rpc_error(exc, "prompts/get failed").error == types.ErrorData(
+        code=INTERNAL_ERROR, message="prompts/get failed"
+    )
+    assert rpc_error(exc, "resources/read failed", not_found=RESOURCE_NOT_FOUND).error == types.ErrorData(
+        code=INTERNAL_ERROR, message="resources/read failed"
+    )
+
+
+@pytest.mark.parametrize("exc", HOST_ERRORS, ids=lambda e: type(e).__name__)
+def test_every_other_host_error_is_explained_as_itself(exc: HostError) -> None:
+    assert explained(exc) is exc
+
+
+@pytest.mark.anyio
+async def test_the_rest_handler_leaves_an_internal_error_to_starlettes_500_without_its_text() -> None:
+    async def fail(request: Request) -> Response:
+        raise InternalError("secret: /srv/data/postgres refuses fsync = off")
+
+    app = Starlette(routes=[Route("/x", fail, methods=["POST"])], exception_handlers=REST_ERRORS)
+    transport = httpx2.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://t") as http:
+        response = await http.post("/x")
+    assert (response.status_code, response.text) == (500, "Internal Server Error")
+
+
+def _modules(package: ModuleType) -> list[ModuleType]:
+    names = [info.name for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")]
+    return [package, *(importlib.import_module(name) for name in names)]
+
+
+def test_every_exception_class_of_the_host_roots_in_host_error() -> None:
+    defined = {
+        obj
+        for package in (mcp_host, owner_facade)
+        for module in _modules(package)
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__
+    }
+    assert len(defined) > 20  # the walk found the tree and the classes beside the modules that raise them
+    assert sorted(f"{c.__module__}.{c.__qualname__}" for c in defined if not issubclass(c, HostError)) == []
 
 
 def test_a_json_rpc_error_says_not_found_invalid_params_or_internal() -> None:

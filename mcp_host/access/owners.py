@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
-from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import check_text, shown
+from mcp_host.errors import InternalError, InvalidArguments
+from mcp_host.plugins import shown, text_problem
 from mcp_host_kit.addresses import is_email
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ TIMEZONE_MAX_CHARS = 64
 _NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
-class OwnerError(Exception):
+class OwnerError(InternalError):
     """The owners table is not what this call expects (an unknown owner, several owners)."""
 
 
@@ -217,10 +217,9 @@ def check_profile(changes: Mapping[str, Any]) -> dict[ProfileField, str | None]:
 
 
 def _check_name(name: str) -> str:
-    try:
-        check_text(name, "name", multiline=False)
-    except ValueError as exc:  # its message names the field and the code point, never the text
-        raise InvalidArguments(str(exc)) from None
+    problem = text_problem(name, "name", multiline=False)  # names the field and the code point, never the text
+    if problem is not None:
+        raise InvalidArguments(problem)
     if len(name) > NAME_MAX_CHARS:
         raise InvalidArguments(f"name: at most {NAME_MAX_CHARS} characters, not {len(name)}")
     return name

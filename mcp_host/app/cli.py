@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from mcp_host.access import OWNER_TOKEN_FILE
-from mcp_host.errors import HostError
+from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
 from mcp_host.plugins import check_paths, load_plugins
 from mcp_host.sandbox import require_bwrap
@@ -86,6 +86,8 @@ def _serve(args: argparse.Namespace) -> int:
     server = uvicorn.Server(server_config(create_app(settings, on_fatal=on_fatal), settings))
     try:
         server.run(sockets=[listener])
+    except InternalError:
+        raise  # the host's own fault: its traceback, as for any exception the command does not know
     except HostError as exc:
         print(f"mcp-host: {exc.message}", file=sys.stderr)
         return 2
@@ -135,7 +137,7 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, token: str 
         return json.loads(response.read())
 
 
-class _Unreachable(Exception):
+class _Unreachable(Unavailable):
     """A command cannot use the host it needs; the message is one line for the user."""
 
 
@@ -570,6 +572,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)
+    except InternalError:
+        raise  # the host's own fault: its traceback, as for any exception the command does not know
     except HostError as exc:
         print(f"mcp-host: {exc.message}", file=sys.stderr)
         return 2

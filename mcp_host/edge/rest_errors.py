@@ -9,8 +9,8 @@ Every refusal is `{"error": code, "message": message}` with the code of the exce
 missing or not accepted (`Unauthorized`) also carries its `WWW-Authenticate` challenge, a
 method the path does not take (`MethodNotAllowed`) its `Allow` header. Only `HostError`s are
 handled, and not a database outage: `OutageGuard` (outside Starlette's exception handlers)
-answers that 503 with `Retry-After`, and anything else goes on to Starlette's 500, never with
-its text.
+answers that 503 with `Retry-After`, and anything else (an `InternalError` included) goes on to
+Starlette's 500, never with its text.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from mcp_host.errors import (
     Denied,
     Held,
     HostError,
+    InternalError,
     InvalidArguments,
     QuotaExhausted,
     TransportFailure,
@@ -95,6 +96,8 @@ async def _handle(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HostError)  # registered for HostError only
     if isinstance(exc, DatabaseUnavailable):
         raise exc  # `OutageGuard`, outside, answers an outage 503 with its Retry-After
+    if isinstance(exc, InternalError):
+        raise exc  # the host's own fault: Starlette's 500, as for any exception not handled here
     return rest_response(exc)
 
 

@@ -6,7 +6,7 @@ children.
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
 from .registry import PluginKind, Registry
-from .text_safety import check_text, check_tool_schema, printable, shown
+from .text_safety import check_text, check_tool_schema, printable, shown, text_problem
 
 __all__ = [
     "ClaimGate",
@@ -26,4 +26,5 @@ __all__ = [
     "load_plugins",
     "printable",
     "shown",
+    "text_problem",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "check_tool_schema",
     "printable",
     "shown",
+    "text_problem",
 ]
 
 MAX_DESCRIPTION_BYTES = 8 * 1024
@@ -69,15 +70,26 @@ def check_text(value: str, field: str, *, multiline: bool = True, max_bytes: int
     surrogates, and more than `max_bytes` of UTF-8. The message names `field` and the code
     point, never the text itself.
     """
+    problem = text_problem(value, field, multiline=multiline, max_bytes=max_bytes)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def text_problem(
+    value: str, field: str, *, multiline: bool = True, max_bytes: int = MAX_DESCRIPTION_BYTES
+) -> str | None:
+    """Why `check_text` refuses `value` (a message naming `field` and the code point, never the
+    text itself), or None when it is safe."""
     match = (_HOSTILE_MULTILINE if multiline else _HOSTILE_LINE).search(value)
     if match is not None:
         char = match.group()
         kind = next(name for pattern, name in _CHAR_KINDS if pattern.match(char))
-        raise ValueError(f"{field} contains {kind} (U+{ord(char):04X}) at index {match.start()}")
+        return f"{field} contains {kind} (U+{ord(char):04X}) at index {match.start()}"
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise ValueError(f"{field} is {size} bytes long; the limit is {max_bytes}")
-    return value
+        return f"{field} is {size} bytes long; the limit is {max_bytes}"
+    return None
 
 
 def shown(value: object, limit: int = 40) -> str:

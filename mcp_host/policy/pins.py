@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as types
 
+from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import Plugin, collision_key
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def definition_hash(definition: Mapping[str, Any]) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-class DefinitionChanged(Exception):
+class DefinitionChanged(InvalidArguments):
     """The tool's live definition is not the one the owner reviewed."""
 
 

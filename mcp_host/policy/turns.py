@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as types
 
+from mcp_host.errors import UnknownTool
 from mcp_host.plugins import ClaimGate
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ __all__ = [
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('mcp_host.turns:' || $1, 0))"
 
 
-class UnknownTurn(LookupError):
+class UnknownTurn(UnknownTool):
     """The session has no turn with that number."""
 
 

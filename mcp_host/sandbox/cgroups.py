@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from mcp_host.errors import InternalError
+
 from .procs import proc_stat, started_at
 
 __all__ = ["SandboxCgroup", "SandboxCgroups"]
@@ -69,7 +71,7 @@ _LIMIT_FILES: dict[Controller, tuple[str, str]] = {
 }
 
 
-class _Unusable(Exception):
+class _Unusable(InternalError):
     """A cgroup cannot be made here; the message says why (for the fallback warning)."""
 
 

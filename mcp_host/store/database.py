@@ -35,7 +35,7 @@ import anyio
 import asyncpg
 import asyncpg.exceptions
 
-from mcp_host.errors import DatabaseUnavailable
+from mcp_host.errors import DatabaseUnavailable, InternalError
 
 from .database_watch import DatabaseWatch, RecoveryLimits
 from .embedded_postgres import EmbeddedPostgres, embedded_server
@@ -68,7 +68,7 @@ _logger = logging.getLogger("mcp_host.store.database")
 _POOL_CLOSE_GRACE_S = 10.0
 
 
-class UnsafeDatabaseSettings(Exception):
+class UnsafeDatabaseSettings(InternalError):
     """The server is configured so that a committed write may not survive a crash.
 
     Raised at start only (SECURITY F1); the host refuses to serve on such a server.

@@ -32,12 +32,14 @@ from typing import Protocol
 
 import anyio
 
+from mcp_host.errors import InternalError
+
 __all__ = ["DatabaseLost", "DatabaseWatch", "RecoveryLimits", "RestartableServer"]
 
 _logger = logging.getLogger("mcp_host.store.database")
 
 
-class DatabaseLost(Exception):
+class DatabaseLost(InternalError):
     """The embedded database died and could not be started again; the host cannot go on."""
 
 

@@ -48,6 +48,8 @@ import anyio
 import anyio.to_thread
 import psutil
 
+from mcp_host.errors import InternalError
+
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
 
@@ -64,7 +66,7 @@ _SOCKET_PATH_MAX = 107
 _SOCKET_NAME = ".s.PGSQL.5432"
 
 
-class EmbeddedPostgresError(Exception):
+class EmbeddedPostgresError(InternalError):
     """The embedded server cannot be started safely here; the message says why."""
 
 

@@ -23,6 +23,8 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from mcp_host.errors import InternalError
+
 __all__ = ["HOST_KEY_FILE", "SealError", "SecretBox", "load_host_key"]
 
 HOST_KEY_FILE = "host-key"
@@ -31,7 +33,7 @@ _NONCE_BYTES = 12
 _VERSION = "v1"
 
 
-class SealError(Exception):
+class SealError(InternalError):
     """A sealed value that does not open with this key (wrong key, altered, or not ours)."""
 
 

@@ -46,7 +46,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope
 from mcp_host.edge import untraced
-from mcp_host.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, HostError, Unavailable, rpc_error, tool_error
+from mcp_host.errors import (
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    HostError,
+    Unavailable,
+    explained,
+    rpc_error,
+    tool_error,
+)
 from mcp_host.store import as_unavailable
 from mcp_host.wire import MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
 
@@ -124,7 +132,7 @@ class VisitorServer:
     This is the visitor face's boundary for the methods other than `tools/call` (whose
     boundary is `VisitorDoor.call_tool`): `_rpc_error` turns an exception into a JSON-RPC
     error with `errors.rpc_error`, after logging with its traceback what is neither a
-    `HostError` nor a database outage.
+    `HostError` nor a database outage, or is an `InternalError`.
     """
 
     def __init__(
@@ -393,8 +401,9 @@ class VisitorServer:
 
 def _rpc_error(exc: Exception, what: str, *, not_found: int = INVALID_PARAMS) -> MCPError:
     """`exc`, met while answering `what`, as a JSON-RPC error; logged with its traceback when it
-    is neither a `HostError` nor a database outage (the database watch logs those, once)."""
-    known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+    is neither a `HostError` nor a database outage (the database watch logs those, once), or is
+    an `InternalError` (`errors.explained`)."""
+    known = explained(exc) or as_unavailable(exc)
     if known is None:
         logger.error("%s failed unexpectedly", what, exc_info=exc)
     return rpc_error(known or exc, f"{what} failed inside the host", not_found=not_found)

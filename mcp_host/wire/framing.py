@@ -23,7 +23,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["LineTooLong", "framed_transport"]
+__all__ = ["framed_transport"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +33,6 @@ _END_OF_INPUT = (
     anyio.ClosedResourceError,
     anyio.BrokenResourceError,
 )
-
-
-class LineTooLong(Exception):
-    """The peer wrote a line over the cap; the transport was closed."""
 
 
 ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]

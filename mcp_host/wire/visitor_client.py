@@ -25,6 +25,8 @@ from mcp.server import ServerRequestContext
 from mcp.server.connection import allowed_log_levels
 from mcp.shared.message import ServerMessageMetadata
 
+from mcp_host.errors import Unavailable
+
 __all__ = [
     "ClientLacks",
     "InputRequest",
@@ -77,12 +79,11 @@ def log_sink(ctx: ServerRequestContext[Any, Any], level: types.LoggingLevel | No
     return send
 
 
-class ClientLacks(Exception):
+class ClientLacks(Unavailable):
     """The visitor's client did not declare the capability this request needs."""
 
     def __init__(self, what: str) -> None:
         super().__init__(f"the visitor's client does not support {what}")
-        self.message = f"the visitor's client does not support {what}"
 
 
 class VisitorClient(Protocol):

@@ -24,6 +24,8 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
+from mcp_host.errors import InternalError
+
 if TYPE_CHECKING:
     from ..database import PgConnection
 
@@ -52,7 +54,7 @@ CREATE TABLE IF NOT EXISTS mcp_host.schema_migrations (
 """
 
 
-class MigrationError(Exception):
+class MigrationError(InternalError):
     """The migration files, or the database's record of them, are not what this host expects.
 
     Raised at start only; the host refuses to serve rather than run on an unknown schema.
