@@ -33,6 +33,8 @@ from typing import ClassVar
 import mcp.types as types
 from mcp import MCPError
 
+from mcp_host_kit.contract import codes  # the refusal codes: one home, the plugin contract
+
 __all__ = [
     "CallTimeout",
     "DatabaseUnavailable",
@@ -71,7 +73,7 @@ OPAQUE = "the call failed inside the host"
 class HostError(Exception):
     """A failure the host can explain to its caller; `code` is DESIGN.md's error vocabulary."""
 
-    code: ClassVar[str] = "unavailable"
+    code: ClassVar[str] = codes.UNAVAILABLE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -79,41 +81,41 @@ class HostError(Exception):
 
 
 class Denied(HostError):
-    code = "denied"
+    code = codes.DENIED
 
 
 class Held(HostError):
     """The call waits for the owner's approval (DESIGN.md "hold"); the message names the hold."""
 
-    code = "held"
+    code = codes.HELD
 
 
 class QuotaExhausted(HostError):
     """The subject has used its quota of this capability (DESIGN.md "quota")."""
 
-    code = "quota_exhausted"
+    code = codes.QUOTA_EXHAUSTED
 
 
 class Unconfigured(HostError):
     """What the call needs has not been set up by the owner (e.g. no connector connected)."""
 
-    code = "unconfigured"
+    code = codes.UNCONFIGURED
 
 
 class UnknownTool(HostError):
-    code = "unknown"
+    code = codes.UNKNOWN
 
 
 class InvalidArguments(HostError):
-    code = "invalid_arguments"
+    code = codes.INVALID_ARGUMENTS
 
 
 class CallTimeout(HostError):
-    code = "timeout"
+    code = codes.TIMEOUT
 
 
 class Unavailable(HostError):
-    code = "unavailable"
+    code = codes.UNAVAILABLE
 
 
 class DatabaseUnavailable(Unavailable):
@@ -129,13 +131,13 @@ class DatabaseUnavailable(Unavailable):
 
 
 class TransportFailure(HostError):
-    code = "transport"
+    code = codes.TRANSPORT
 
 
 class ManifestError(HostError):
     """A plugin folder that cannot be loaded; `path` and `field` say where."""
 
-    code = "invalid_manifest"
+    code = codes.INVALID_MANIFEST
 
     def __init__(self, path: str, field: str, problem: str) -> None:
         super().__init__(f"{path}: {field}: {problem}" if field else f"{path}: {problem}")
@@ -151,7 +153,7 @@ class InternalError(HostError):
     with its traceback, answered with their opaque message; the REST handler leaves it to
     Starlette's 500."""
 
-    code = "unavailable"
+    code = codes.UNAVAILABLE
 
 
 def explained(exc: BaseException) -> HostError | None:

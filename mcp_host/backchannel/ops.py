@@ -28,7 +28,6 @@ from mcp_host.errors import CallTimeout, Denied, InvalidArguments, QuotaExhauste
 from mcp_host.plugins import Plugin
 from mcp_host.policy import QuotaGate, TurnStore
 from mcp_host.store import ConfigScope, ConfigStore, PluginStore, PluginStores, declared, read_values
-from mcp_host.wire import ClientLacks
 from mcp_host_kit.contract import (
     ConfigGet,
     ConnectorInvoke,
@@ -203,8 +202,6 @@ async def _inference_generate(call: _Call, args: InferenceGenerate) -> JsonObjec
     try:
         with in_flight.waiting_for_visitor():
             answer = await client.request(request, timeout_s=call.services.input_timeout_s)
-    except ClientLacks as exc:
-        raise Unavailable(exc.message) from None
     except MCPError:
         raise Unavailable("the visitor's client declined to write the text") from None
     except TimeoutError:

@@ -39,7 +39,7 @@ from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
 
 from mcp_host.edge import untraced
-from mcp_host.errors import DatabaseUnavailable, Denied, HostError, tool_error
+from mcp_host.errors import DatabaseUnavailable, Denied, explained, tool_error
 from mcp_host.plugins import Plugin
 from mcp_host.store import as_unavailable
 from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, structured_result
@@ -146,7 +146,7 @@ class BackChannel:
             self._denials.log(pid, logging.WARNING, "%s: host op %r denied: %s", pid, name[:64], exc.message)
             return tool_error(Denied("denied"))
         except Exception as exc:
-            known = exc if isinstance(exc, HostError) else as_unavailable(exc)
+            known = explained(exc) or as_unavailable(exc)
             if known is None:
                 logger.exception("%s: host op %r failed", pid, name[:64])
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
