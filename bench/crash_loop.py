@@ -57,8 +57,8 @@ async def measure(seconds: float, pause: float) -> dict[str, Any]:
             spawned_before = len(spawns)
             try:
                 if child.tools is None:
-                    await child.list_tools(timeout_s=settings.list_timeout_s)
-                await child.call_tool("die", {}, {}, timeout_s=settings.call_timeout_s)
+                    await child.list_tools(timeout_s=settings.children.list_timeout_s)
+                await child.call_tool("die", {}, {}, timeout_s=settings.children.call_timeout_s)
                 outcome = "answered"
             except HostError as exc:
                 outcome = "refused (backoff)" if "retry in" in exc.message else f"{exc.code}: {exc.message}"
@@ -80,9 +80,9 @@ async def measure(seconds: float, pause: float) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "pause_s": pause,
-        "threshold": settings.child_crash_loop_threshold,
-        "backoff_base_s": settings.child_restart_backoff_base_s,
-        "backoff_max_s": settings.child_restart_backoff_max_s,
+        "threshold": settings.children.crash_loop_threshold,
+        "backoff_base_s": settings.children.restart_backoff_base_s,
+        "backoff_max_s": settings.children.restart_backoff_max_s,
         "calls": sum(outcomes.values()),
         "outcomes": outcomes,
         "spawns": len(spawns),

@@ -1,19 +1,51 @@
 """The host's settings: one `BaseSettings`, the only code that reads the environment.
 
 Every limit the host enforces is a named setting here, so a test can pin its default and an
-operator can tune it (`MCP_HOST_<NAME>`). The command line overrides the environment.
+operator can tune it. The command line overrides the environment.
+
+The process's own settings (where it listens, its data and plugin folders) sit at the top; the
+rest are grouped by the part of the host that uses them, one model per group, read as
+`settings.children.idle_timeout_s`. Each setting is still read from one flat variable,
+`MCP_HOST_<FLAT NAME>`, where the flat name is the field's `validation_alias` when it has one
+(`child_idle_timeout_s`), else its name; `Settings(child_idle_timeout_s=3)` works the same
+way, and a bad value is reported under its flat name (`children.child_idle_timeout_s`).
+`flat_names()` lists them all.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
-__all__ = ["Settings", "default_data_dir"]
+__all__ = [
+    "AccessSettings",
+    "BackchannelSettings",
+    "ChildLogSettings",
+    "ChildrenSettings",
+    "ConnectorSettings",
+    "DatabaseSettings",
+    "HttpSettings",
+    "PolicySettings",
+    "ProtocolSessionSettings",
+    "SandboxSettings",
+    "Settings",
+    "StoreSettings",
+    "WireSettings",
+    "default_data_dir",
+    "flat_names",
+]
 
 MiB = 1024 * 1024
 
@@ -29,25 +61,139 @@ def _default_builtin_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-class Settings(BaseSettings):
-    """Host settings; environment prefix `MCP_HOST_`."""
+class _Group(BaseModel):
+    # Read by field name or by flat name (the validation alias): the environment and
+    # `Settings(<flat name>=…)` give flat names, code and tests may give field names.
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
-    model_config = SettingsConfigDict(env_prefix="MCP_HOST_", extra="ignore", frozen=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8765, ge=0, le=65535)
-    data_dir: Path = Field(default_factory=default_data_dir)
-    database_url: SecretStr | None = None
-    plugins: Annotated[list[Path], NoDecode] = Field(default_factory=list)
-    # The builtin plugins; by default the `capabilities/` folder beside the package.
-    builtin_dir: Path | None = Field(default_factory=lambda: _default_builtin_dir())
-    sandbox: Literal["on", "off"] = "on"
-    # The URL visitors are told to use; derived from host and port when unset.
-    public_url: str | None = None
-    # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
-    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+class WireSettings(_Group):
+    """What travels (wire/): caps on the `_meta` a visitor's request carries."""
 
-    # Children
+    meta_max_keys: int = Field(default=16, ge=1)
+    meta_max_depth: int = Field(default=4, ge=1)
+    meta_max_bytes: int = Field(default=4096, ge=256)
+
+
+class HttpSettings(_Group):
+    """HTTP requests and connections (edge/http_server.py: the uvicorn config of `serve` and the tests)."""
+
+    # Visitor input caps: an MCP request body, and a REST body (sessions, turns).
+    max_body_bytes: int = Field(default=4 * MiB, ge=64 * 1024)
+    max_rest_body_bytes: int = Field(default=64 * 1024, ge=1024)
+    # A connection whose request head (request line and headers) is not complete within
+    # `http_header_timeout_s` of its start, or is over `http_max_head_bytes`, is answered 408 /
+    # 431 and closed. A request body that sends nothing for `http_body_timeout_s` (per read) is
+    # answered 408 and closed. Past `http_max_connections` open connections (or requests in
+    # progress) every new request is answered 503 (uvicorn's `limit_concurrency`). An idle
+    # keep-alive connection is closed after `http_keep_alive_s`.
+    header_timeout_s: float = Field(default=10.0, gt=0, validation_alias="http_header_timeout_s")
+    max_head_bytes: int = Field(default=64 * 1024, ge=4096, validation_alias="http_max_head_bytes")
+    body_timeout_s: float = Field(default=30.0, gt=0, validation_alias="http_body_timeout_s")
+    max_connections: int = Field(default=1000, ge=2, validation_alias="http_max_connections")
+    keep_alive_s: int = Field(default=5, ge=1, validation_alias="http_keep_alive_s")
+    # Past `http_max_connections_per_client` connections open from one client address, a new
+    # one is answered 503 and closed before it is read, so one address cannot hold the
+    # host-wide cap (it must be below it). 64: a browser opens at most 6 per host, an MCP client
+    # 2-3 (a GET stream, a POST or two), so a NAT of some 20 clients fits, while filling the
+    # host-wide cap takes 16 addresses. Addresses uvicorn trusts as proxies (its
+    # FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1) are not capped per address.
+    max_connections_per_client: int = Field(default=64, ge=1, validation_alias="http_max_connections_per_client")
+
+    @model_validator(mode="after")
+    def _connection_caps_nest(self) -> HttpSettings:
+        # One client address must not be able to fill the host-wide cap.
+        if self.max_connections_per_client >= self.max_connections:
+            raise ValueError("http_max_connections_per_client must be below http_max_connections")
+        return self
+
+
+class ProtocolSessionSettings(_Group):
+    """2025-11-25 `Mcp-Session-Id`s on both MCP endpoints (edge/protocol_sessions.py).
+
+    At most `per_principal` per visitor session (or the owner) and `per_client` per client
+    address; past either, the least recently used idle one is closed to make room, or the new
+    one refused (429) when every one is busy. One that had no request in flight for `idle_s`
+    is closed. `per_endpoint` is the SDK's host-wide cap per endpoint (503 past it); one
+    client address can never reach it (`per_client` must be below it).
+    """
+
+    per_principal: int = Field(default=16, ge=1, validation_alias="protocol_sessions_per_principal")
+    per_client: int = Field(default=256, ge=1, validation_alias="protocol_sessions_per_client")
+    per_endpoint: int = Field(default=10_000, ge=2, validation_alias="protocol_sessions_max")
+    idle_s: float = Field(default=300.0, gt=0, validation_alias="protocol_session_idle_s")
+
+    @model_validator(mode="after")
+    def _caps_nest(self) -> ProtocolSessionSettings:
+        # One client address must not be able to fill the host-wide cap.
+        if not self.per_principal <= self.per_client < self.per_endpoint:
+            raise ValueError(
+                "protocol_sessions_per_principal <= protocol_sessions_per_client < protocol_sessions_max must hold"
+            )
+        return self
+
+
+class DatabaseSettings(_Group):
+    """PostgreSQL (store/database.py), and its outages (store/database_watch.py, app/health.py)."""
+
+    # A server by URL; unset, an embedded one in the data dir.
+    url: SecretStr | None = Field(default=None, validation_alias="database_url")
+    # An embedded PostgreSQL that dies is restarted at once, then after `restart_backoff_s`
+    # doubling to `restart_backoff_max_s`, at most `restart_attempts` times per outage; then
+    # the host stops (for its supervisor to restart). Meanwhile, and while a server by URL is
+    # away, requests that need the database get `unavailable` (HTTP 503,
+    # `Retry-After: retry_after_s`).
+    restart_attempts: int = Field(default=5, ge=1, validation_alias="database_restart_attempts")
+    restart_backoff_s: float = Field(default=0.25, ge=0, validation_alias="database_restart_backoff_s")
+    restart_backoff_max_s: float = Field(default=5.0, ge=0, validation_alias="database_restart_backoff_max_s")
+    retry_after_s: int = Field(default=2, ge=1, validation_alias="database_retry_after_s")
+    # /readyz (and the outage probe) waits at most this long for the database's SELECT 1.
+    readiness_timeout_s: float = Field(default=1.0, gt=0, le=30)
+
+
+class StoreSettings(_Group):
+    """The argument checks of every plugin store (store/checks.py)."""
+
+    max_doc_bytes: int = Field(default=256 * 1024, ge=1024, validation_alias="store_max_doc_bytes")
+    max_doc_depth: int = Field(default=32, ge=2, validation_alias="store_max_doc_depth")
+    max_query_limit: int = Field(default=500, ge=1, validation_alias="store_max_query_limit")
+
+
+class SandboxSettings(_Group):
+    """Sandboxing a child (sandbox/): on or off, and its resource limits (per child)."""
+
+    mode: Literal["on", "off"] = Field(default="on", validation_alias="sandbox")
+    memory_bytes: int = Field(default=1024 * MiB, ge=64 * MiB, validation_alias="child_memory_bytes")
+    max_processes: int = Field(default=64, ge=4, validation_alias="child_max_processes")
+    max_open_files: int = Field(default=256, ge=32, validation_alias="child_max_open_files")
+    cpu_seconds: int = Field(default=3600, ge=1, validation_alias="child_cpu_seconds")
+    max_file_bytes: int = Field(default=256 * MiB, ge=MiB, validation_alias="child_max_file_bytes")
+    # A sandbox's tmpfs: its private /tmp and /dev/shm (the rest of its file system is
+    # read-only). Both are part of `memory_bytes`: its RLIMIT_AS is what they leave.
+    tmp_bytes: int = Field(default=64 * MiB, ge=MiB, validation_alias="child_tmp_bytes")
+    shm_bytes: int = Field(default=16 * MiB, ge=MiB, validation_alias="child_shm_bytes")
+    # Where the cgroup file systems are mounted; each sandbox gets a pids cgroup of
+    # `max_processes` tasks and a memory cgroup of `memory_cgroup_bytes` when usable there
+    # (sandbox/cgroups.py, `SandboxCgroups`).
+    cgroup_root: Path = Path("/sys/fs/cgroup")
+    # Each sandbox's memory cgroup, where the host has a memory controller: a cap on all the
+    # RAM its processes hold together, swap included, so also the memfd and tmpfs pages they
+    # write (RLIMIT_AS does not see those) and page cache. Unset: `memory_bytes`, the same
+    # budget RLIMIT_AS and the tmpfs caps split per process, now held by the sandbox as a
+    # whole. At the cap a write fails or the kernel's OOM killer kills in the sandbox.
+    memory_cgroup_bytes: int | None = Field(default=None, ge=64 * MiB, validation_alias="child_memory_cgroup_bytes")
+
+    @model_validator(mode="after")
+    def _tmpfs_within_memory(self) -> SandboxSettings:
+        # The tmpfs caps come out of the child's budget and must leave some.
+        if self.tmp_bytes + self.shm_bytes >= self.memory_bytes:
+            raise ValueError("child_tmp_bytes + child_shm_bytes must be below child_memory_bytes (they are part of it)")
+        return self
+
+
+class ChildrenSettings(_Group):
+    """A child's life (children/lifecycle.py) and the calls forwarded to it."""
+
     call_timeout_s: float = Field(default=30.0, gt=0)
     list_timeout_s: float = Field(default=5.0, gt=0)
     # How long a visitor's client may take to answer a child's elicitation or sampling request
@@ -57,172 +203,149 @@ class Settings(BaseSettings):
     # Elicitation, sampling and roots requests (and inference.generate ops) one call may put to
     # its visitor's client: sampling spends the visitor's model tokens.
     input_budget: int = Field(default=16, ge=1)
-    child_start_timeout_s: float = Field(default=10.0, gt=0)
-    child_idle_timeout_s: float = Field(default=600.0, gt=0)
-    child_max_line_bytes: int = Field(default=8 * MiB, ge=1024)
-    child_stderr_lines_per_s: int = Field(default=20, ge=1)
-    child_stderr_line_bytes: int = Field(default=2048, ge=80)
-    child_restart_backoff_max_s: float = Field(default=30.0, ge=0)
-    child_crash_loop_threshold: int = Field(default=5, ge=1)
-    child_timeouts_before_recycle: int = Field(default=3, ge=1)
-    max_children: int = Field(default=64, ge=1)
+    start_timeout_s: float = Field(default=10.0, gt=0, validation_alias="child_start_timeout_s")
+    idle_timeout_s: float = Field(default=600.0, gt=0, validation_alias="child_idle_timeout_s")
+    max_line_bytes: int = Field(default=8 * MiB, ge=1024, validation_alias="child_max_line_bytes")
+    # A child's consecutive failures (crashes, failed starts) delay its next start: none after
+    # the first, then `restart_backoff_base_s` doubling up to `restart_backoff_max_s`. Only an
+    # answered tools/call or `stable_after_s` of uptime resets the count (a restarted child
+    # answering initialize or tools/list proves nothing).
+    restart_backoff_base_s: float = Field(default=0.25, ge=0, validation_alias="child_restart_backoff_base_s")
+    restart_backoff_max_s: float = Field(default=30.0, ge=0, validation_alias="child_restart_backoff_max_s")
+    stable_after_s: float = Field(default=30.0, gt=0, validation_alias="child_stable_after_s")
+    crash_loop_threshold: int = Field(default=5, ge=1, validation_alias="child_crash_loop_threshold")
+    timeouts_before_recycle: int = Field(default=3, ge=1, validation_alias="child_timeouts_before_recycle")
+    max_running: int = Field(default=64, ge=1, validation_alias="max_children")
     # Start the children every session can see (acl: always) when the host starts, so the
     # first visitor does not wait for Python children to boot (~0.8 s of CPU each).
-    prestart_children: bool = True
+    prestart: bool = Field(default=True, validation_alias="prestart_children")
 
-    # Sandbox resource limits (per child)
-    child_memory_bytes: int = Field(default=1024 * MiB, ge=64 * MiB)
-    child_max_processes: int = Field(default=64, ge=4)
-    child_max_open_files: int = Field(default=256, ge=32)
-    child_cpu_seconds: int = Field(default=3600, ge=1)
-    child_max_file_bytes: int = Field(default=256 * MiB, ge=MiB)
-    # Where the cgroup file systems are mounted; each sandbox gets a pids cgroup of
-    # `child_max_processes` tasks and a memory cgroup of `child_memory_cgroup_bytes` when
-    # usable there (mcp_host/sandbox_cgroup.py, `SandboxCgroups`).
-    cgroup_root: Path = Path("/sys/fs/cgroup")
 
-    # The back-channel (host ops). Each plugin that names ops gets one unix socket under
-    # `runtime_dir` (a fresh private folder under the system temp dir when unset: socket
-    # paths must stay under 108 bytes, so not under a deep data dir).
-    runtime_dir: Path | None = None
-    host_op_max_message_bytes: int = Field(default=1 * MiB, ge=4096)
-    host_op_max_connections: int = Field(default=16, ge=1)
-    # Back-channel denials logged per plugin (backchannel.py, log_limit.py): a plugin that keeps
-    # calling ops it may not is refused every time, but only this burst of denials is logged at
-    # once, then this many a second; the rest are counted in one "N more … suppressed" line.
-    host_op_denials_logged_burst: int = Field(default=20, ge=1)
-    host_op_denials_logged_per_s: float = Field(default=1.0, gt=0)
-    # Host ops one forwarded call may make (its grant's budget).
-    grant_op_budget: int = Field(default=256, ge=1)
-    # How long a quota limit read for a visitor's list or call is reused; the write that
-    # would pass the cap always reads it afresh (quota.py).
-    quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
-    # Connectors. The host key that seals connector secrets: base64 of 32 bytes, shared by
-    # replicas; unset, a key file in the data dir is made at first start.
+class ChildLogSettings(_Group):
+    """What of a child's stderr reaches the log and the owner (children/stderr.py, issue 12)."""
+
+    stderr_lines_per_s: int = Field(default=20, ge=1, validation_alias="child_stderr_lines_per_s")
+    stderr_line_bytes: int = Field(default=2048, ge=80, validation_alias="child_stderr_line_bytes")
+    # Each plugin's last stderr, exception and error-result lines, kept for the owner's
+    # `capability_logs`; and the exceptions (one line per traceback) and error results logged
+    # per plugin and second after a burst, apart from `stderr_lines_per_s`.
+    keep_lines: int = Field(default=200, ge=1, le=10_000, validation_alias="child_log_keep_lines")
+    errors_logged_per_s: float = Field(default=1.0, gt=0, validation_alias="child_errors_logged_per_s")
+    errors_logged_burst: int = Field(default=10, ge=1, validation_alias="child_errors_logged_burst")
+
+
+class AccessSettings(_Group):
+    """Who may open which session (access/), and slowing down wrong codes and keys (edge/throttle.py)."""
+
+    # How long a verified session token is trusted without asking the database again
+    # (access/session_cache.py); 0 asks every time.
+    auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)
+    # During a database outage, a session token verified within this many seconds is still
+    # accepted, so known visitors reach tools that do not need the database; 0: never.
+    auth_outage_grace_s: float = Field(default=60.0, ge=0, le=600)
+    # At POST /v1/sessions, per client address, within a sliding window: the first
+    # `failures_free` failures are answered at once; each later one waits `failure_delay_s`,
+    # doubling, capped at `failure_delay_max_s`. At most `failure_clients_max` clients are
+    # remembered (per replica).
+    failures_free: int = Field(default=5, ge=0, validation_alias="access_failures_free")
+    failure_window_s: float = Field(default=300.0, gt=0, validation_alias="access_failure_window_s")
+    failure_delay_s: float = Field(default=0.25, ge=0, validation_alias="access_failure_delay_s")
+    failure_delay_max_s: float = Field(default=4.0, ge=0, le=60, validation_alias="access_failure_delay_max_s")
+    failure_clients_max: int = Field(default=10_000, ge=1, validation_alias="access_failure_clients_max")
+
+
+class ConnectorSettings(_Group):
+    """What an owner connected (connectors/)."""
+
+    # The host key that seals connector secrets: base64 of 32 bytes, shared by replicas;
+    # unset, a key file in the data dir is made at first start.
     secret_key: SecretStr | None = None
     # How long a connector's `can_perform` answer and an owner's connected categories are
     # reused (connecting or disconnecting on this replica drops them at once).
     can_perform_ttl_s: float = Field(default=30.0, ge=0)
     connections_ttl_s: float = Field(default=1.0, ge=0)
-    # The plugin store
-    store_max_doc_bytes: int = Field(default=256 * 1024, ge=1024)
-    store_max_doc_depth: int = Field(default=32, ge=2)
-    store_max_query_limit: int = Field(default=500, ge=1)
+
+
+class PolicySettings(_Group):
+    """What a call must pass beyond access (policy/): pins, holds, quota."""
 
     # Tool pinning (pins.py, SECURITY.md E8): a plugin tool whose definition the owner has not
     # approved is hidden from visitors. Off shows every safe tool as its child lists it.
     pin_tools: bool = True
-
     # Holds (holds.py, SECURITY.md E11, E16): a visitor's call to a tool annotated
     # `destructiveHint: true` (and not `readOnlyHint: true`) waits for the owner's approval;
     # a hold not used within `hold_ttl_s` of its creation expires.
     hold_destructive_tools: bool = True
     hold_ttl_s: float = Field(default=3600.0, gt=0)
+    # How long a quota limit read for a visitor's list or call is reused; the write that
+    # would pass the cap always reads it afresh (quota.py).
+    quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
 
-    # How long a verified session token is trusted without asking the database again
-    # (see session_cache.py); 0 asks every time.
-    auth_cache_ttl_s: float = Field(default=1.0, ge=0, le=10)
 
-    # Visitor input caps
-    max_body_bytes: int = Field(default=4 * MiB, ge=64 * 1024)
-    max_rest_body_bytes: int = Field(default=64 * 1024, ge=1024)
-    meta_max_keys: int = Field(default=16, ge=1)
-    meta_max_depth: int = Field(default=4, ge=1)
-    meta_max_bytes: int = Field(default=4096, ge=256)
+class BackchannelSettings(_Group):
+    """Children asking the host for things (backchannel/)."""
 
-    # -- Access: slowing down wrong codes and keys at POST /v1/sessions (throttle.py) ------
-    # Per client address, within a sliding window: the first `access_failures_free`
-    # failures are answered at once; each later one waits `access_failure_delay_s`, doubling,
-    # capped at `access_failure_delay_max_s`. At most `access_failure_clients_max` clients
-    # are remembered (per replica).
-    access_failures_free: int = Field(default=5, ge=0)
-    access_failure_window_s: float = Field(default=300.0, gt=0)
-    access_failure_delay_s: float = Field(default=0.25, ge=0)
-    access_failure_delay_max_s: float = Field(default=4.0, ge=0, le=60)
-    access_failure_clients_max: int = Field(default=10_000, ge=1)
-    # -- end of Access ---------------------------------------------------------------------
+    # Each plugin that names ops gets one unix socket under `runtime_dir` (a fresh private
+    # folder under the system temp dir when unset: socket paths must stay under 108 bytes, so
+    # not under a deep data dir).
+    runtime_dir: Path | None = None
+    max_message_bytes: int = Field(default=1 * MiB, ge=4096, validation_alias="host_op_max_message_bytes")
+    max_connections: int = Field(default=16, ge=1, validation_alias="host_op_max_connections")
+    # Denials logged per plugin (backchannel/server.py, wire/log_limit.py): a plugin that keeps
+    # calling ops it may not is refused every time, but only this burst of denials is logged at
+    # once, then this many a second; the rest are counted in one "N more … suppressed" line.
+    denials_logged_burst: int = Field(default=20, ge=1, validation_alias="host_op_denials_logged_burst")
+    denials_logged_per_s: float = Field(default=1.0, gt=0, validation_alias="host_op_denials_logged_per_s")
+    # Host ops one forwarded call may make (its grant's budget).
+    grant_op_budget: int = Field(default=256, ge=1)
 
-    # -- Database outages (database_watch.py, health.py) ----------------------------------
-    # An embedded PostgreSQL that dies is restarted at once, then after
-    # `database_restart_backoff_s` doubling to `database_restart_backoff_max_s`, at most
-    # `database_restart_attempts` times per outage; then the host stops (for its supervisor
-    # to restart). Meanwhile, and while a server by URL is away, requests that need the
-    # database get `unavailable` (HTTP 503, `Retry-After: database_retry_after_s`).
-    database_restart_attempts: int = Field(default=5, ge=1)
-    database_restart_backoff_s: float = Field(default=0.25, ge=0)
-    database_restart_backoff_max_s: float = Field(default=5.0, ge=0)
-    database_retry_after_s: int = Field(default=2, ge=1)
-    # /readyz (and the outage probe) waits at most this long for the database's SELECT 1.
-    readiness_timeout_s: float = Field(default=1.0, gt=0, le=30)
-    # During an outage, a session token verified within this many seconds is still accepted
-    # (session_cache.py), so known visitors reach tools that do not need the database; 0: never.
-    auth_outage_grace_s: float = Field(default=60.0, ge=0, le=600)
-    # -- end of Database outages -------------------------------------------------------------
 
-    # -- Protocol sessions: 2025-11-25 `Mcp-Session-Id`s on both MCP endpoints ----------------
-    # (protocol_sessions.py). At most `protocol_sessions_per_principal` per visitor session (or
-    # the owner) and `protocol_sessions_per_client` per client address; past either, the least
-    # recently used idle one is closed to make room, or the new one refused (429) when every
-    # one is busy. One that had no request in flight for `protocol_session_idle_s` is closed.
-    # `protocol_sessions_max` is the SDK's host-wide cap per endpoint (503 past it); one client
-    # address can never reach it (per_client must be below it).
-    protocol_sessions_per_principal: int = Field(default=16, ge=1)
-    protocol_sessions_per_client: int = Field(default=256, ge=1)
-    protocol_sessions_max: int = Field(default=10_000, ge=2)
-    protocol_session_idle_s: float = Field(default=300.0, gt=0)
-    # -- end of Protocol sessions ----------------------------------------------------------
+class Settings(BaseSettings):
+    """Host settings; environment prefix `MCP_HOST_`, one flat variable per setting."""
 
-    # -- HTTP connections (http_server.py: the uvicorn config of `serve` and the tests) -----
-    # A connection whose request head (request line and headers) is not complete within
-    # `http_header_timeout_s` of its start, or is over `http_max_head_bytes`, is answered 408 /
-    # 431 and closed. A request body that sends nothing for `http_body_timeout_s` (per read) is
-    # answered 408 and closed. Past `http_max_connections` open connections (or requests in
-    # progress) every new request is answered 503 (uvicorn's `limit_concurrency`). An idle
-    # keep-alive connection is closed after `http_keep_alive_s`.
-    http_header_timeout_s: float = Field(default=10.0, gt=0)
-    http_max_head_bytes: int = Field(default=64 * 1024, ge=4096)
-    http_body_timeout_s: float = Field(default=30.0, gt=0)
-    http_max_connections: int = Field(default=1000, ge=2)
-    http_keep_alive_s: int = Field(default=5, ge=1)
-    # Past `http_max_connections_per_client` connections open from one client address, a new
-    # one is answered 503 and closed before it is read, so one address cannot hold the
-    # host-wide cap (it must be below it). 64: a browser opens at most 6 per host, an MCP client
-    # 2-3 (a GET stream, a POST or two), so a NAT of some 20 clients fits, while filling the
-    # host-wide cap takes 16 addresses. Addresses uvicorn trusts as proxies (its
-    # FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1) are not capped per address.
-    http_max_connections_per_client: int = Field(default=64, ge=1)
-    # -- end of HTTP connections -----------------------------------------------------------
+    model_config = SettingsConfigDict(env_prefix="MCP_HOST_", extra="ignore", frozen=True)
 
-    # -- Sandbox memory and crash loops (sandbox.py `Limits`, children.py) -------------------
-    # A sandbox's tmpfs: its private /tmp and /dev/shm (the rest of its file system is
-    # read-only). Both are part of `child_memory_bytes`: its RLIMIT_AS is what they leave.
-    child_tmp_bytes: int = Field(default=64 * MiB, ge=MiB)
-    child_shm_bytes: int = Field(default=16 * MiB, ge=MiB)
-    # A child's consecutive failures (crashes, failed starts) delay its next start: none after
-    # the first, then `child_restart_backoff_base_s` doubling up to the max above. Only an
-    # answered tools/call or `child_stable_after_s` of uptime resets the count (a restarted
-    # child answering initialize or tools/list proves nothing).
-    child_restart_backoff_base_s: float = Field(default=0.25, ge=0)
-    child_stable_after_s: float = Field(default=30.0, gt=0)
-    # -- end of Sandbox memory and crash loops -----------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    data_dir: Path = Field(default_factory=default_data_dir)
+    plugins: Annotated[list[Path], NoDecode] = Field(default_factory=list)
+    # The builtin plugins; by default the `capabilities/` folder beside the package.
+    builtin_dir: Path | None = Field(default_factory=lambda: _default_builtin_dir())
+    # The URL visitors are told to use; derived from host and port when unset.
+    public_url: str | None = None
+    # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    # -- Child logs (child_stderr.py, issue 12) ----------------------------------------------
-    # Each plugin's last stderr, exception and error-result lines, kept for the owner's
-    # `capability_logs`; and the exceptions (one line per traceback) and error results logged
-    # per plugin and second after a burst, apart from `child_stderr_lines_per_s`.
-    child_log_keep_lines: int = Field(default=200, ge=1, le=10_000)
-    child_errors_logged_per_s: float = Field(default=1.0, gt=0)
-    child_errors_logged_burst: int = Field(default=10, ge=1)
-    # -- end of Child logs -------------------------------------------------------------------
+    wire: WireSettings = Field(default_factory=WireSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    protocol_sessions: ProtocolSessionSettings = Field(default_factory=ProtocolSessionSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    children: ChildrenSettings = Field(default_factory=ChildrenSettings)
+    child_logs: ChildLogSettings = Field(default_factory=ChildLogSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
+    connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    backchannel: BackchannelSettings = Field(default_factory=BackchannelSettings)
 
-    # -- Sandbox memory cgroup (sandbox_cgroup.py) -------------------------------------------
-    # Each sandbox's memory cgroup, where the host has a memory controller: a cap on all the
-    # RAM its processes hold together, swap included, so also the memfd and tmpfs pages they
-    # write (RLIMIT_AS does not see those) and page cache. Unset: `child_memory_bytes`, the
-    # same budget RLIMIT_AS and the tmpfs caps split per process, now held by the sandbox as
-    # a whole. At the cap a write fails or the kernel's OOM killer kills in the sandbox.
-    child_memory_cgroup_bytes: int | None = Field(default=None, ge=64 * MiB)
-    # -- end of Sandbox memory cgroup --------------------------------------------------------
+    if TYPE_CHECKING:
+        # What `BaseSettings.__init__` takes: fields, groups (models or mappings) and flat names
+        # (`child_idle_timeout_s=3`), all checked when the settings are built. Without this, a
+        # type checker would allow only the fields, as the generated signature lists them.
+        def __init__(self, **values: Any) -> None: ...
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Keyword arguments first, then MCP_HOST_* (no dotenv file or secrets dir is configured).
+        return _GroupedInit(settings_cls, init_settings), _FlatEnvironment(settings_cls)
 
     @field_validator("plugins", mode="before")
     @classmethod
@@ -238,29 +361,81 @@ class Settings(BaseSettings):
             return [h.strip() for h in value.split(",") if h.strip()]
         return value
 
-    @model_validator(mode="after")
-    def _tmpfs_within_child_memory(self) -> Settings:
-        # Sandbox memory: the tmpfs caps come out of the child's budget and must leave some.
-        if self.child_tmp_bytes + self.child_shm_bytes >= self.child_memory_bytes:
-            raise ValueError("child_tmp_bytes + child_shm_bytes must be below child_memory_bytes (they are part of it)")
-        return self
-
-    @model_validator(mode="after")
-    def _protocol_session_caps_nest(self) -> Settings:
-        # Protocol sessions: one client address must not be able to fill the host-wide cap.
-        if not self.protocol_sessions_per_principal <= self.protocol_sessions_per_client < self.protocol_sessions_max:
-            raise ValueError(
-                "protocol_sessions_per_principal <= protocol_sessions_per_client < protocol_sessions_max must hold"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _connection_caps_nest(self) -> Settings:
-        # HTTP connections: one client address must not be able to fill the host-wide cap.
-        if self.http_max_connections_per_client >= self.http_max_connections:
-            raise ValueError("http_max_connections_per_client must be below http_max_connections")
-        return self
-
     @property
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+
+@cache
+def _groups() -> dict[str, dict[str, str]]:
+    """Each group → its fields → their flat names."""
+    groups: dict[str, dict[str, str]] = {}
+    for group, info in Settings.model_fields.items():
+        model = info.annotation
+        if isinstance(model, type) and issubclass(model, _Group):
+            flats = groups[group] = {}
+            for name, field in model.model_fields.items():
+                alias = field.validation_alias
+                assert alias is None or isinstance(alias, str)
+                flats[name] = alias or name
+    return groups
+
+
+def flat_names() -> dict[str, tuple[str | None, str]]:
+    """Each flat name (`MCP_HOST_<FLAT NAME>`, `Settings(<flat name>=…)`) → (its group or None, field)."""
+    groups = _groups()
+    names: dict[str, tuple[str | None, str]] = {
+        name: (None, name) for name in Settings.model_fields if name not in groups
+    }
+    for group, flats in groups.items():
+        names.update({flat: (group, name) for name, flat in flats.items()})
+    return names
+
+
+def _grouped(values: Mapping[str, Any]) -> dict[str, Any]:
+    """`values` with every grouped setting under its group, keyed by its flat name.
+
+    Settings may come flat (`child_idle_timeout_s=3`) or as a group (a mapping or a model,
+    keyed by field name or flat name); a flat one wins over the same one in a group. One key
+    for each setting, whatever the source, so sources merge key by key and an error names
+    the variable. `sandbox` is both a group and the flat name of its mode: a mapping or a
+    model is the group, anything else the mode.
+    """
+    out = dict(values)
+    for group, flats in _groups().items():
+        members: dict[str, Any] = {}
+        given = out.get(group)
+        if isinstance(given, (Mapping, BaseModel)):
+            whole: dict[str, Any] = dict(given)
+            members = {flats.get(key, key): value for key, value in whole.items()}
+            del out[group]
+        members.update({flat: out.pop(flat) for flat in flats.values() if flat in out})
+        if members:
+            out[group] = members
+    return out
+
+
+class _GroupedInit(PydanticBaseSettingsSource):
+    """The keyword arguments of `Settings(...)`, flat names moved into their groups."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ hands over every value at once
+
+    def __call__(self) -> dict[str, Any]:
+        return _grouped(self._init())
+
+
+class _FlatEnvironment(EnvSettingsSource):
+    """`MCP_HOST_<FLAT NAME>` for every setting, into its group; strings as given."""
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for flat in flat_names():
+            value = self.env_vars.get(self._apply_case_sensitive(f"{self.env_prefix}{flat}"))
+            if value is not None:
+                found[flat] = value
+        return _grouped(found)

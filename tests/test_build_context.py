@@ -259,8 +259,9 @@ async def main():
     settings = Settings()
     report = load_plugins(settings.builtin_dir, settings.plugins)
     limits = ChildLimits(
-        start_timeout_s=60, idle_timeout_s=300, max_line_bytes=settings.child_max_line_bytes,
-        stderr_lines_per_s=settings.child_stderr_lines_per_s, stderr_line_bytes=settings.child_stderr_line_bytes,
+        start_timeout_s=60, idle_timeout_s=300, max_line_bytes=settings.children.max_line_bytes,
+        stderr_lines_per_s=settings.child_logs.stderr_lines_per_s,
+        stderr_line_bytes=settings.child_logs.stderr_line_bytes,
         backoff_max_s=1, crash_loop_threshold=1, timeouts_before_recycle=1,
     )
     tools = {}

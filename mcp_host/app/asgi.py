@@ -118,7 +118,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
     """
     rules = security(settings)
     # A database outage met by any route is answered 503 with Retry-After (health.py).
-    outages = Middleware(OutageGuard, retry_after_s=settings.database_retry_after_s)
+    outages = Middleware(OutageGuard, retry_after_s=settings.database.retry_after_s)
     # Every REST refusal is a `HostError`, answered by the one handler (edge.rest_errors).
     app = Starlette(
         lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages], exception_handlers=REST_ERRORS
@@ -145,4 +145,4 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
             ),
         ]
     )
-    return HostApp(app, retry_after_s=settings.database_retry_after_s)
+    return HostApp(app, retry_after_s=settings.database.retry_after_s)

@@ -62,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every command line at INFO
-    if settings.sandbox == "on":
+    if settings.sandbox.mode == "on":
         require_bwrap()  # refuse before anything starts, with the install command
     try:
         listener = _listen(settings.host, settings.port)
@@ -493,8 +493,9 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="run the host",
         description="Run the host: its HTTP endpoints, its embedded PostgreSQL and its plugins.",
-        epilog="Every other setting comes from the environment, MCP_HOST_<NAME> for each field of"
-        " mcp_host/settings.py (e.g. MCP_HOST_DATABASE_URL, MCP_HOST_PUBLIC_URL, MCP_HOST_SANDBOX=off)."
+        epilog="Every other setting comes from the environment, one MCP_HOST_<NAME> variable each;"
+        " mcp_host/settings.py lists them by group, each with its variable's name"
+        " (e.g. MCP_HOST_DATABASE_URL, MCP_HOST_PUBLIC_URL, MCP_HOST_SANDBOX=off)."
         " A flag overrides its variable.",
     )
     serve.add_argument(

@@ -62,13 +62,13 @@ async def readyz(request: Request) -> Response:
 
 
 async def _database_check(host: Host) -> str:
-    if await host.database.answers(host.settings.readiness_timeout_s):
+    if await host.database.answers(host.settings.database.readiness_timeout_s):
         return "ok"
     return "unavailable"
 
 
 def _children_check(host: Host) -> str:
-    if host.settings.sandbox == "off":
+    if host.settings.sandbox.mode == "off":
         return "ok"
     try:
         require_bwrap()

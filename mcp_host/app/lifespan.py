@@ -50,14 +50,16 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
     swept = ledger.sweep()
     if swept:
         logger.warning("killed %d sandbox(es) left over from a host that did not stop cleanly", len(swept))
-    if settings.sandbox == "on":
-        host_cgroups(settings.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
+    if settings.sandbox.mode == "on":
+        host_cgroups(settings.sandbox.cgroup_root)  # detect now (and sweep dead hosts' groups), not at first use
     early = early_parts(settings, report, ledger)
     with early.list_changes_sent, early.list_changes:
         async with early.sockets, early.pool, anyio.create_task_group() as background:
             if early.prestart:  # children boot while the database starts: both take about a second
                 background.start_soon(
-                    functools.partial(early.children.prestart, early.prestart, timeout_s=settings.list_timeout_s)
+                    functools.partial(
+                        early.children.prestart, early.prestart, timeout_s=settings.children.list_timeout_s
+                    )
                 )
             async with (
                 open_database(settings) as database,

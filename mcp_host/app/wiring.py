@@ -137,21 +137,21 @@ class Early:
 def child_limits(s: Settings) -> ChildLimits:
     """The limits every child of a host with settings `s` runs under (also the bench's)."""
     return ChildLimits(
-        start_timeout_s=s.child_start_timeout_s,
-        idle_timeout_s=s.child_idle_timeout_s,
-        max_line_bytes=s.child_max_line_bytes,
-        stderr_lines_per_s=s.child_stderr_lines_per_s,
-        stderr_line_bytes=s.child_stderr_line_bytes,
-        backoff_max_s=s.child_restart_backoff_max_s,
-        crash_loop_threshold=s.child_crash_loop_threshold,
-        timeouts_before_recycle=s.child_timeouts_before_recycle,
-        input_timeout_s=s.input_timeout_s,
-        input_budget=s.input_budget,
-        backoff_base_s=s.child_restart_backoff_base_s,
-        stable_after_s=s.child_stable_after_s,
-        log_keep_lines=s.child_log_keep_lines,
-        errors_logged_per_s=s.child_errors_logged_per_s,
-        errors_logged_burst=s.child_errors_logged_burst,
+        start_timeout_s=s.children.start_timeout_s,
+        idle_timeout_s=s.children.idle_timeout_s,
+        max_line_bytes=s.children.max_line_bytes,
+        stderr_lines_per_s=s.child_logs.stderr_lines_per_s,
+        stderr_line_bytes=s.child_logs.stderr_line_bytes,
+        backoff_max_s=s.children.restart_backoff_max_s,
+        crash_loop_threshold=s.children.crash_loop_threshold,
+        timeouts_before_recycle=s.children.timeouts_before_recycle,
+        input_timeout_s=s.children.input_timeout_s,
+        input_budget=s.children.input_budget,
+        backoff_base_s=s.children.restart_backoff_base_s,
+        stable_after_s=s.children.stable_after_s,
+        log_keep_lines=s.child_logs.keep_lines,
+        errors_logged_per_s=s.child_logs.errors_logged_per_s,
+        errors_logged_burst=s.child_logs.errors_logged_burst,
     )
 
 
@@ -174,7 +174,7 @@ def load(settings: Settings) -> LoadReport:
     for plugin in report.plugins:  # loaded, read fail-closed; `mcp-host check` calls these errors
         for mistake in plugin.mistakes:
             logger.warning("plugin %s: %s", plugin.manifest.id, mistake)
-    if settings.sandbox == "on":
+    if settings.sandbox.mode == "on":
         require_bwrap()
     else:
         logger.warning("MCP_HOST_SANDBOX=off: children run UNSANDBOXED. For development only.")
@@ -183,7 +183,7 @@ def load(settings: Settings) -> LoadReport:
 
 def prestarted(settings: Settings, plugins: Registry) -> list[Plugin]:
     """The capabilities whose children start with the host: those every session sees."""
-    if not settings.prestart_children:
+    if not settings.children.prestart:
         return []
     return [p for p in plugins.capabilities if p.manifest.acl == "always"]
 
@@ -211,13 +211,13 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
 
     pool = ChildPool(
         child_limits(settings),
-        max_children=settings.max_children,
+        max_children=settings.children.max_running,
         on_spawn=on_spawn,
         on_exit=ledger.forget,
         on_list_changed=list_changed,
     )
-    grants = GrantBook(budget=settings.grant_op_budget)
-    sockets = OpSockets(report.plugins, runtime_dir=settings.runtime_dir)
+    grants = GrantBook(budget=settings.backchannel.grant_op_budget)
+    sockets = OpSockets(report.plugins, runtime_dir=settings.backchannel.runtime_dir)
     plugins = Registry(report.plugins)
     return Early(
         plugins,
@@ -234,28 +234,28 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
 
 def _throttle_limits(s: Settings) -> ThrottleLimits:
     return ThrottleLimits(
-        free_failures=s.access_failures_free,
-        window_s=s.access_failure_window_s,
-        base_delay_s=s.access_failure_delay_s,
-        max_delay_s=s.access_failure_delay_max_s,
-        max_clients=s.access_failure_clients_max,
+        free_failures=s.access.failures_free,
+        window_s=s.access.failure_window_s,
+        base_delay_s=s.access.failure_delay_s,
+        max_delay_s=s.access.failure_delay_max_s,
+        max_clients=s.access.failure_clients_max,
     )
 
 
 def _channel_limits(s: Settings) -> BackChannelLimits:
     return BackChannelLimits(
-        s.host_op_max_message_bytes,
-        s.host_op_max_connections,
-        denials_logged_per_s=s.host_op_denials_logged_per_s,
-        denials_logged_burst=s.host_op_denials_logged_burst,
+        s.backchannel.max_message_bytes,
+        s.backchannel.max_connections,
+        denials_logged_per_s=s.backchannel.denials_logged_per_s,
+        denials_logged_burst=s.backchannel.denials_logged_burst,
     )
 
 
 def _store_limits(s: Settings) -> StoreLimits:
     return StoreLimits(
-        max_doc_bytes=s.store_max_doc_bytes,
-        max_doc_depth=s.store_max_doc_depth,
-        max_query_limit=s.store_max_query_limit,
+        max_doc_bytes=s.store.max_doc_bytes,
+        max_doc_depth=s.store.max_doc_depth,
+        max_query_limit=s.store.max_query_limit,
     )
 
 
@@ -268,7 +268,7 @@ async def _ensure_stores(stores: PluginStores, plugins: tuple[Plugin, ...]) -> N
 
 
 def _secret(settings: Settings) -> str | None:
-    return settings.secret_key.get_secret_value() if settings.secret_key is not None else None
+    return settings.connectors.secret_key.get_secret_value() if settings.connectors.secret_key is not None else None
 
 
 def _session_manager(
@@ -277,9 +277,9 @@ def _session_manager(
     return StreamableHTTPSessionManager(
         server,
         security_settings=rules,
-        max_request_body_size=settings.max_body_bytes,
-        max_sessions=settings.protocol_sessions_max,
-        session_idle_timeout=settings.protocol_session_idle_s,  # the idle time ProtocolSessions counts on
+        max_request_body_size=settings.http.max_body_bytes,
+        max_sessions=settings.protocol_sessions.per_endpoint,
+        session_idle_timeout=settings.protocol_sessions.idle_s,  # the idle time ProtocolSessions counts on
     )
 
 
@@ -309,18 +309,18 @@ async def wired(
     owners = OwnerStore(database.pool)
     owner = await owners.ensure_single_owner()
     # Tool pinning: a child's tool whose definition the owner has not approved stays hidden.
-    pins = Pins(database.pool) if settings.pin_tools else None
+    pins = Pins(database.pool) if settings.policy.pin_tools else None
     if pins is not None:
         await pins.load()
-    bindings = Bindings(children, list_timeout_s=settings.list_timeout_s, pins=pins)
+    bindings = Bindings(children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
     if early.prestart:  # the children booted while the database started; vet their lists now
         background.start_soon(functools.partial(bindings.assemble, early.prestart, fresh=False))
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = CachedSessionStore(
         PostgresSessionStore(database.pool),
-        ttl_s=settings.auth_cache_ttl_s,
-        outage_grace_s=settings.auth_outage_grace_s,
+        ttl_s=settings.access.auth_cache_ttl_s,
+        outage_grace_s=settings.access.auth_outage_grace_s,
     )
     stores = PluginStores(database.pool, _store_limits(settings))
     await _ensure_stores(stores, report.plugins)
@@ -328,15 +328,18 @@ async def wired(
     # Revoking a code or key here drops its sessions' cached authentications at once.
     access = Access(database.pool, config, plugins, sessions, on_revoked=sessions.forget_subject)
     await access.ensure_defaults(owner.id)
-    quota = QuotaGate(stores, config, limit_ttl_s=settings.quota_limit_ttl_s)
+    quota = QuotaGate(stores, config, limit_ttl_s=settings.policy.quota_limit_ttl_s)
     connections = Connections(
         database.pool,
         SecretBox(load_host_key(settings.data_dir, _secret(settings))),
         {p.manifest.id: p for p in plugins.connectors},
-        ttl_s=settings.connections_ttl_s,
+        ttl_s=settings.connectors.connections_ttl_s,
     )
     connectors = ConnectorGateway(
-        connections, children, call_timeout_s=settings.call_timeout_s, can_perform_ttl_s=settings.can_perform_ttl_s
+        connections,
+        children,
+        call_timeout_s=settings.children.call_timeout_s,
+        can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
     )
     turns = PostgresTurns(database.pool)
     # The sockets were made before the database (a sandbox binds its socket when it starts);
@@ -351,13 +354,13 @@ async def wired(
             quota=quota,
             connectors=connectors,
             turns=turns,
-            input_timeout_s=settings.input_timeout_s,
-            input_budget=settings.input_budget,
+            input_timeout_s=settings.children.input_timeout_s,
+            input_budget=settings.children.input_budget,
         ),
         _channel_limits(settings),
     )
-    holds = Holds(database.pool, ttl_s=settings.hold_ttl_s)
-    meta_caps = MetaCaps(settings.meta_max_keys, settings.meta_max_depth, settings.meta_max_bytes)
+    holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
+    meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = VisitorDoor(
         plugins,
         bindings,
@@ -366,13 +369,13 @@ async def wired(
         quota=quota,
         requirements=RequirementGate(connections, connectors),
         meta_caps=meta_caps,
-        call_timeout_s=settings.call_timeout_s,
-        holds=holds if settings.hold_destructive_tools else None,
+        call_timeout_s=settings.children.call_timeout_s,
+        holds=holds if settings.policy.hold_destructive_tools else None,
         turns=turns,
     )
     feed = ChangeFeed(door.sees, background)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed)
-    rounds = InputRounds(background, timeout_s=settings.input_timeout_s)
+    rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
     visitor_manager = _session_manager(
         build_visitor_server(door, bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps),
         settings,
@@ -389,7 +392,7 @@ async def wired(
             sessions=sessions,
             connections=connections,
             connectors=connectors,
-            calls=OwnerCalls(plugins, children, grants=early.grants, call_timeout_s=settings.call_timeout_s),
+            calls=OwnerCalls(plugins, children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s),
             audit=audit,
             holds=holds,
             owners=owners,
@@ -398,9 +401,9 @@ async def wired(
     )
     owner_manager = _session_manager(build_owner_server(owner_door), settings, rules)
     limits = ProtocolSessionLimits(
-        per_principal=settings.protocol_sessions_per_principal,
-        per_client=settings.protocol_sessions_per_client,
-        idle_s=settings.protocol_session_idle_s,
+        per_principal=settings.protocol_sessions.per_principal,
+        per_client=settings.protocol_sessions.per_client,
+        idle_s=settings.protocol_sessions.idle_s,
     )
     doors = Doors(
         sessions=SessionsEndpoint(
@@ -408,17 +411,21 @@ async def wired(
             FailureThrottle(_throttle_limits(settings)),
             owner.id,
             settings.base_url,
-            settings.max_rest_body_bytes,
+            settings.http.max_rest_body_bytes,
         ),
         visitor=VisitorMCPEndpoint(
             sessions,
-            ProtocolSessions(RpcEdge(visitor_manager.handle_request, max_body_bytes=settings.max_body_bytes), limits),
+            ProtocolSessions(
+                RpcEdge(visitor_manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits
+            ),
         ),
         owner=OwnerMCPEndpoint(
             owners,
-            ProtocolSessions(RpcEdge(owner_manager.handle_request, max_body_bytes=settings.max_body_bytes), limits),
+            ProtocolSessions(
+                RpcEdge(owner_manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits
+            ),
         ),
-        turns=TurnsEndpoint(sessions, turns, door, settings.max_rest_body_bytes),
+        turns=TurnsEndpoint(sessions, turns, door, settings.http.max_rest_body_bytes),
     )
     # The back-channel serves before the doors that mint grants open, and stops after them.
     async with channel, visitor_manager.run(), owner_manager.run():

@@ -112,10 +112,10 @@ class HostServerConfig(uvicorn.Config):
 def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
     """The uvicorn config that serves `app` (the host's ASGI app) as `settings` say."""
     limits = HttpLimits(
-        header_timeout_s=settings.http_header_timeout_s,
-        max_head_bytes=settings.http_max_head_bytes,
-        body_timeout_s=settings.http_body_timeout_s,
-        max_connections_per_client=settings.http_max_connections_per_client,
+        header_timeout_s=settings.http.header_timeout_s,
+        max_head_bytes=settings.http.max_head_bytes,
+        body_timeout_s=settings.http.body_timeout_s,
+        max_connections_per_client=settings.http.max_connections_per_client,
     )
     return HostServerConfig(
         BodyTimeout(app, limits.body_timeout_s),
@@ -130,8 +130,8 @@ def server_config(app: ASGIApp, settings: Settings) -> uvicorn.Config:
         loop="asyncio",
         http=GuardedHttpToolsProtocol,
         ws="none",  # no WebSocket route: no upgrade path around the limits
-        limit_concurrency=settings.http_max_connections,
-        timeout_keep_alive=settings.http_keep_alive_s,
+        limit_concurrency=settings.http.max_connections,
+        timeout_keep_alive=settings.http.keep_alive_s,
         timeout_graceful_shutdown=5,
     )
 

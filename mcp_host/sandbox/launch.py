@@ -162,7 +162,7 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
     if transport is None or transport.command is None:
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
     python = transport.command == "python"
-    sandboxed = settings.sandbox == "on"
+    sandboxed = settings.sandbox.mode == "on"
     interpreter = _interpreter()
     command = transport.command
     if python:
@@ -182,13 +182,13 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
         env=env,
         allow_net=bool(transport.sandbox and transport.sandbox.allow_net),
         limits=Limits(
-            memory_bytes=settings.child_memory_bytes,
-            max_processes=settings.child_max_processes,
-            max_open_files=settings.child_max_open_files,
-            cpu_seconds=settings.child_cpu_seconds,
-            max_file_bytes=settings.child_max_file_bytes,
-            tmp_bytes=settings.child_tmp_bytes,
-            shm_bytes=settings.child_shm_bytes,
+            memory_bytes=settings.sandbox.memory_bytes,
+            max_processes=settings.sandbox.max_processes,
+            max_open_files=settings.sandbox.max_open_files,
+            cpu_seconds=settings.sandbox.cpu_seconds,
+            max_file_bytes=settings.sandbox.max_file_bytes,
+            tmp_bytes=settings.sandbox.tmp_bytes,
+            shm_bytes=settings.sandbox.shm_bytes,
         ),
         extra_ro_binds=interpreter.own_paths,
         ro_binds_at=(
@@ -241,12 +241,12 @@ def _sealed_memfd(name: str, data: bytes) -> int:
 
 
 def _sandbox_cgroup(plugin_id: str, settings: Settings) -> SandboxCgroup | None:
-    groups = host_cgroups(settings.cgroup_root)
+    groups = host_cgroups(settings.sandbox.cgroup_root)
     if groups is None:
         return None
-    memory_bytes = settings.child_memory_cgroup_bytes or settings.child_memory_bytes
+    memory_bytes = settings.sandbox.memory_cgroup_bytes or settings.sandbox.memory_bytes
     try:
-        return groups.create(plugin_id, settings.child_max_processes, memory_bytes)
+        return groups.create(plugin_id, settings.sandbox.max_processes, memory_bytes)
     except OSError as exc:
         # Start the child as a host without cgroups would, rather than not at all: an
         # exception here would end the pool's task group (children.py calls us unguarded).

@@ -198,7 +198,7 @@ class Database:
 async def open_database(settings: Settings, *, limits: DatabaseLimits | None = None) -> AsyncIterator[Database]:
     """Open the configured server (or start the embedded one), check it, migrate it.
 
-    With `settings.database_url` set, that server is used; otherwise an embedded PostgreSQL
+    With `settings.database.url` set, that server is used; otherwise an embedded PostgreSQL
     runs under `settings.data_dir / "postgres"` until the context exits. Raises
     `UnsafeDatabaseSettings` for a server with `fsync` off and `MigrationError` for a schema
     this host cannot run on; asyncpg's connection errors pass through.
@@ -208,16 +208,16 @@ async def open_database(settings: Settings, *, limits: DatabaseLimits | None = N
     context with `DatabaseLost` (in an exception group).
     """
     recovery = RecoveryLimits(
-        attempts=settings.database_restart_attempts,
-        backoff_s=settings.database_restart_backoff_s,
-        backoff_max_s=settings.database_restart_backoff_max_s,
-        probe_timeout_s=settings.readiness_timeout_s,
+        attempts=settings.database.restart_attempts,
+        backoff_s=settings.database.restart_backoff_s,
+        backoff_max_s=settings.database.restart_backoff_max_s,
+        probe_timeout_s=settings.database.readiness_timeout_s,
     )
     limits = limits or DatabaseLimits()
     async with AsyncExitStack() as stack:
         server: EmbeddedPostgres | None = None
-        if settings.database_url is not None:
-            dsn = settings.database_url.get_secret_value()
+        if settings.database.url is not None:
+            dsn = settings.database.url.get_secret_value()
             _logger.info("using the PostgreSQL server at %s", _describe(dsn))
         else:
             server = await stack.enter_async_context(embedded_server(settings.data_dir / "postgres"))

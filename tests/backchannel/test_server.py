@@ -196,7 +196,7 @@ NO_SERVICES = cast(OpServices, _NoServices())
 
 def test_denial_log_limits_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
-    assert (settings.host_op_denials_logged_burst, settings.host_op_denials_logged_per_s) == (20, 1.0)
+    assert (settings.backchannel.denials_logged_burst, settings.backchannel.denials_logged_per_s) == (20, 1.0)
 
 
 async def test_a_flood_of_denied_ops_is_refused_every_time_but_logged_within_the_limit(

@@ -233,10 +233,10 @@ async def test_only_an_answered_call_ends_a_run_of_failures(tmp_path: Path, data
 def test_crash_loop_defaults_are_pinned() -> None:
     settings = Settings()
     assert {
-        "threshold": settings.child_crash_loop_threshold,
-        "base_s": settings.child_restart_backoff_base_s,
-        "max_s": settings.child_restart_backoff_max_s,
-        "stable_after_s": settings.child_stable_after_s,
+        "threshold": settings.children.crash_loop_threshold,
+        "base_s": settings.children.restart_backoff_base_s,
+        "max_s": settings.children.restart_backoff_max_s,
+        "stable_after_s": settings.children.stable_after_s,
     } == {"threshold": 5, "base_s": 0.25, "max_s": 30.0, "stable_after_s": 30.0}
 
 

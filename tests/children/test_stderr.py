@@ -190,7 +190,7 @@ def test_the_child_log_keeps_the_last_lines_escaped() -> None:
 def test_child_log_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert (
-        settings.child_log_keep_lines,
-        settings.child_errors_logged_per_s,
-        settings.child_errors_logged_burst,
+        settings.child_logs.keep_lines,
+        settings.child_logs.errors_logged_per_s,
+        settings.child_logs.errors_logged_burst,
     ) == (200, 1.0, 10)

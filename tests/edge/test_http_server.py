@@ -27,12 +27,12 @@ pytestmark = pytest.mark.anyio
 def test_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert {
-        "header_timeout_s": settings.http_header_timeout_s,
-        "max_head_bytes": settings.http_max_head_bytes,
-        "body_timeout_s": settings.http_body_timeout_s,
-        "max_connections": settings.http_max_connections,
-        "keep_alive_s": settings.http_keep_alive_s,
-        "max_connections_per_client": settings.http_max_connections_per_client,
+        "header_timeout_s": settings.http.header_timeout_s,
+        "max_head_bytes": settings.http.max_head_bytes,
+        "body_timeout_s": settings.http.body_timeout_s,
+        "max_connections": settings.http.max_connections,
+        "keep_alive_s": settings.http.keep_alive_s,
+        "max_connections_per_client": settings.http.max_connections_per_client,
     } == snapshot(
         {
             "header_timeout_s": 10.0,
@@ -44,10 +44,10 @@ def test_defaults_are_pinned(tmp_path: Path) -> None:
         }
     )
     assert HttpLimits() == HttpLimits(
-        header_timeout_s=settings.http_header_timeout_s,
-        max_head_bytes=settings.http_max_head_bytes,
-        body_timeout_s=settings.http_body_timeout_s,
-        max_connections_per_client=settings.http_max_connections_per_client,
+        header_timeout_s=settings.http.header_timeout_s,
+        max_head_bytes=settings.http.max_head_bytes,
+        body_timeout_s=settings.http.body_timeout_s,
+        max_connections_per_client=settings.http.max_connections_per_client,
     )
 
 

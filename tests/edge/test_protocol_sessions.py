@@ -36,15 +36,15 @@ PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 def test_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert {
-        "per_principal": settings.protocol_sessions_per_principal,
-        "per_client": settings.protocol_sessions_per_client,
-        "max": settings.protocol_sessions_max,
-        "idle_s": settings.protocol_session_idle_s,
+        "per_principal": settings.protocol_sessions.per_principal,
+        "per_client": settings.protocol_sessions.per_client,
+        "max": settings.protocol_sessions.per_endpoint,
+        "idle_s": settings.protocol_sessions.idle_s,
     } == snapshot({"per_principal": 16, "per_client": 256, "max": 10000, "idle_s": 300.0})
     assert ProtocolSessionLimits() == ProtocolSessionLimits(
-        per_principal=settings.protocol_sessions_per_principal,
-        per_client=settings.protocol_sessions_per_client,
-        idle_s=settings.protocol_session_idle_s,
+        per_principal=settings.protocol_sessions.per_principal,
+        per_client=settings.protocol_sessions.per_client,
+        idle_s=settings.protocol_sessions.idle_s,
     )
 
 

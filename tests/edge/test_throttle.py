@@ -77,16 +77,16 @@ def test_a_zero_base_delay_never_slows_anyone() -> None:
 def test_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert {
-        "free": settings.access_failures_free,
-        "window_s": settings.access_failure_window_s,
-        "delay_s": settings.access_failure_delay_s,
-        "max_delay_s": settings.access_failure_delay_max_s,
-        "clients": settings.access_failure_clients_max,
+        "free": settings.access.failures_free,
+        "window_s": settings.access.failure_window_s,
+        "delay_s": settings.access.failure_delay_s,
+        "max_delay_s": settings.access.failure_delay_max_s,
+        "clients": settings.access.failure_clients_max,
     } == snapshot({"free": 5, "window_s": 300.0, "delay_s": 0.25, "max_delay_s": 4.0, "clients": 10000})
     assert ThrottleLimits() == ThrottleLimits(
-        free_failures=settings.access_failures_free,
-        window_s=settings.access_failure_window_s,
-        base_delay_s=settings.access_failure_delay_s,
-        max_delay_s=settings.access_failure_delay_max_s,
-        max_clients=settings.access_failure_clients_max,
+        free_failures=settings.access.failures_free,
+        window_s=settings.access.failure_window_s,
+        base_delay_s=settings.access.failure_delay_s,
+        max_delay_s=settings.access.failure_delay_max_s,
+        max_clients=settings.access.failure_clients_max,
     )

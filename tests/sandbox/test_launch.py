@@ -45,7 +45,7 @@ def echo() -> Plugin:
 @pytest.fixture
 def pids_cgroups() -> SandboxCgroups:
     """The sandbox cgroups a host with default settings gets, with a pids controller."""
-    groups = host_cgroups(Settings().cgroup_root)
+    groups = host_cgroups(Settings().sandbox.cgroup_root)
     if groups is None or groups.pids is None:
         pytest.skip(
             "no usable pids cgroup here: needs a writable cgroup v1 pids hierarchy at /sys/fs/cgroup/pids, "
@@ -57,7 +57,7 @@ def pids_cgroups() -> SandboxCgroups:
 @pytest.fixture
 def memory_cgroups() -> SandboxCgroups:
     """The sandbox cgroups a host with default settings gets, with a memory controller."""
-    groups = host_cgroups(Settings().cgroup_root)
+    groups = host_cgroups(Settings().sandbox.cgroup_root)
     if groups is None or groups.memory is None:
         pytest.skip(
             "no usable memory cgroup here: needs a writable cgroup v1 memory hierarchy at "
@@ -145,7 +145,7 @@ async def test_sandboxed_launch_gets_a_new_memory_cgroup_capped_at_child_memory_
         assert default.cgroup is not None and capped.cgroup is not None
         assert default.cgroup.memory is not None and default.cgroup.memory.parent == memory_cgroups.memory
         assert default.cgroup.memory.name.startswith(f"test.echo-{os.getpid()}-")
-        assert memory_limit(default.cgroup.memory) == Settings().child_memory_bytes  # the default
+        assert memory_limit(default.cgroup.memory) == Settings().sandbox.memory_bytes  # the default
         assert memory_limit(capped.cgroup.memory) == 96 << 20
         assert str(default.cgroup.memory) in default.argv[: len(default.cgroup.join_argv())]
     finally:
@@ -360,12 +360,12 @@ async def test_a_launched_child_writes_only_to_its_capped_tmpfs(peek: Plugin, ho
 @pytest.mark.anyio
 async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_budget(peek: Plugin) -> None:
     settings = Settings()
-    assert (settings.child_memory_bytes, settings.child_tmp_bytes, settings.child_shm_bytes) == (
+    assert (settings.sandbox.memory_bytes, settings.sandbox.tmp_bytes, settings.sandbox.shm_bytes) == (
         1024 << 20,
         64 << 20,
         16 << 20,
     )
-    assert settings.child_memory_cgroup_bytes is None  # the memory cgroup's cap: child_memory_bytes
+    assert settings.sandbox.memory_cgroup_bytes is None  # the memory cgroup's cap: child_memory_bytes
     launch = launch_for(peek, settings)
     await launch.release()
     argv = launch.full_argv()

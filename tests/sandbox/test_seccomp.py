@@ -456,7 +456,7 @@ async def test_the_filter_is_loaded_and_its_fd_never_enters_the_sandbox(
     escape: Plugin, with_cgroup: bool, tmp_path: Path
 ) -> None:
     # With a pids cgroup the fd also goes through /bin/sh's exec (sandbox.py, `cgroup=`).
-    if with_cgroup and host_pids_cgroups(Settings().cgroup_root) is None:
+    if with_cgroup and host_pids_cgroups(Settings().sandbox.cgroup_root) is None:
         pytest.skip("no usable pids cgroup here (see tests/test_launch.py)")
     settings = Settings() if with_cgroup else Settings(cgroup_root=tmp_path)
     launches: list[Launch] = []

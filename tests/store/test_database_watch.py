@@ -218,12 +218,12 @@ async def test_a_cut_connection_with_the_database_answering_is_no_outage(caplog:
 def test_recovery_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert {
-        "attempts": settings.database_restart_attempts,
-        "backoff_s": settings.database_restart_backoff_s,
-        "backoff_max_s": settings.database_restart_backoff_max_s,
-        "retry_after_s": settings.database_retry_after_s,
-        "readiness_timeout_s": settings.readiness_timeout_s,
-        "auth_outage_grace_s": settings.auth_outage_grace_s,
+        "attempts": settings.database.restart_attempts,
+        "backoff_s": settings.database.restart_backoff_s,
+        "backoff_max_s": settings.database.restart_backoff_max_s,
+        "retry_after_s": settings.database.retry_after_s,
+        "readiness_timeout_s": settings.database.readiness_timeout_s,
+        "auth_outage_grace_s": settings.access.auth_outage_grace_s,
     } == snapshot(
         {
             "attempts": 5,
@@ -235,10 +235,10 @@ def test_recovery_defaults_are_pinned(tmp_path: Path) -> None:
         }
     )
     assert RecoveryLimits() == RecoveryLimits(
-        attempts=settings.database_restart_attempts,
-        backoff_s=settings.database_restart_backoff_s,
-        backoff_max_s=settings.database_restart_backoff_max_s,
-        probe_timeout_s=settings.readiness_timeout_s,
+        attempts=settings.database.restart_attempts,
+        backoff_s=settings.database.restart_backoff_s,
+        backoff_max_s=settings.database.restart_backoff_max_s,
+        probe_timeout_s=settings.database.readiness_timeout_s,
     )
 
 

@@ -1,0 +1,283 @@
+"""Settings are grouped, and every `MCP_HOST_*` variable an operator may have set still works:
+each is read into its group (`MCP_HOST_CHILD_IDLE_TIMEOUT_S` → `settings.children.idle_timeout_s`),
+so is the same flat name given to `Settings(...)`, and a bad value is reported under its name."""
+
+from __future__ import annotations
+
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from mcp_host.settings import ChildrenSettings, SandboxSettings, Settings, default_data_dir, flat_names
+
+# Every variable (after `MCP_HOST_`), the setting it lands in, a value to set, what that reads as.
+# The values pass the checks across settings (tmpfs within memory, per-client caps below totals).
+VARIABLES: list[tuple[str, str, str, Any]] = [
+    ("HOST", "host", "0.0.0.0", "0.0.0.0"),
+    ("PORT", "port", "9999", 9999),
+    ("DATA_DIR", "data_dir", "/var/lib/h", Path("/var/lib/h")),
+    ("PLUGINS", "plugins", "/a:/b", [Path("/a"), Path("/b")]),
+    ("BUILTIN_DIR", "builtin_dir", "/opt/caps", Path("/opt/caps")),
+    ("PUBLIC_URL", "public_url", "https://mcp.example.org", "https://mcp.example.org"),
+    ("ALLOWED_HOSTS", "allowed_hosts", "a.example, b.example", ["a.example", "b.example"]),
+    ("META_MAX_KEYS", "wire.meta_max_keys", "33", 33),
+    ("META_MAX_DEPTH", "wire.meta_max_depth", "9", 9),
+    ("META_MAX_BYTES", "wire.meta_max_bytes", "8193", 8193),
+    ("MAX_BODY_BYTES", "http.max_body_bytes", "8388609", 8388609),
+    ("MAX_REST_BODY_BYTES", "http.max_rest_body_bytes", "131073", 131073),
+    ("HTTP_HEADER_TIMEOUT_S", "http.header_timeout_s", "20.5", 20.5),
+    ("HTTP_MAX_HEAD_BYTES", "http.max_head_bytes", "131073", 131073),
+    ("HTTP_BODY_TIMEOUT_S", "http.body_timeout_s", "60.5", 60.5),
+    ("HTTP_MAX_CONNECTIONS", "http.max_connections", "2000", 2000),
+    ("HTTP_KEEP_ALIVE_S", "http.keep_alive_s", "11", 11),
+    ("HTTP_MAX_CONNECTIONS_PER_CLIENT", "http.max_connections_per_client", "63", 63),
+    ("PROTOCOL_SESSIONS_PER_PRINCIPAL", "protocol_sessions.per_principal", "8", 8),
+    ("PROTOCOL_SESSIONS_PER_CLIENT", "protocol_sessions.per_client", "300", 300),
+    ("PROTOCOL_SESSIONS_MAX", "protocol_sessions.per_endpoint", "20000", 20000),
+    ("PROTOCOL_SESSION_IDLE_S", "protocol_sessions.idle_s", "600.5", 600.5),
+    ("DATABASE_URL", "database.url", "postgresql://u@db/h", SecretStr("postgresql://u@db/h")),
+    ("DATABASE_RESTART_ATTEMPTS", "database.restart_attempts", "11", 11),
+    ("DATABASE_RESTART_BACKOFF_S", "database.restart_backoff_s", "1.0", 1.0),
+    ("DATABASE_RESTART_BACKOFF_MAX_S", "database.restart_backoff_max_s", "10.5", 10.5),
+    ("DATABASE_RETRY_AFTER_S", "database.retry_after_s", "5", 5),
+    ("READINESS_TIMEOUT_S", "database.readiness_timeout_s", "2.5", 2.5),
+    ("STORE_MAX_DOC_BYTES", "store.max_doc_bytes", "524289", 524289),
+    ("STORE_MAX_DOC_DEPTH", "store.max_doc_depth", "65", 65),
+    ("STORE_MAX_QUERY_LIMIT", "store.max_query_limit", "1001", 1001),
+    ("SANDBOX", "sandbox.mode", "off", "off"),
+    ("CHILD_MEMORY_BYTES", "sandbox.memory_bytes", "536870912", 536870912),
+    ("CHILD_MAX_PROCESSES", "sandbox.max_processes", "129", 129),
+    ("CHILD_MAX_OPEN_FILES", "sandbox.max_open_files", "513", 513),
+    ("CHILD_CPU_SECONDS", "sandbox.cpu_seconds", "7201", 7201),
+    ("CHILD_MAX_FILE_BYTES", "sandbox.max_file_bytes", "536870913", 536870913),
+    ("CHILD_TMP_BYTES", "sandbox.tmp_bytes", "33554432", 33554432),
+    ("CHILD_SHM_BYTES", "sandbox.shm_bytes", "8388608", 8388608),
+    ("CGROUP_ROOT", "sandbox.cgroup_root", "/cg", Path("/cg")),
+    ("CHILD_MEMORY_CGROUP_BYTES", "sandbox.memory_cgroup_bytes", "134217728", 134217728),
+    ("CALL_TIMEOUT_S", "children.call_timeout_s", "60.5", 60.5),
+    ("LIST_TIMEOUT_S", "children.list_timeout_s", "10.5", 10.5),
+    ("INPUT_TIMEOUT_S", "children.input_timeout_s", "1200.5", 1200.5),
+    ("INPUT_BUDGET", "children.input_budget", "33", 33),
+    ("CHILD_START_TIMEOUT_S", "children.start_timeout_s", "20.5", 20.5),
+    ("CHILD_IDLE_TIMEOUT_S", "children.idle_timeout_s", "1200.5", 1200.5),
+    ("CHILD_MAX_LINE_BYTES", "children.max_line_bytes", "16777217", 16777217),
+    ("CHILD_RESTART_BACKOFF_BASE_S", "children.restart_backoff_base_s", "1.0", 1.0),
+    ("CHILD_RESTART_BACKOFF_MAX_S", "children.restart_backoff_max_s", "60.5", 60.5),
+    ("CHILD_STABLE_AFTER_S", "children.stable_after_s", "60.5", 60.5),
+    ("CHILD_CRASH_LOOP_THRESHOLD", "children.crash_loop_threshold", "11", 11),
+    ("CHILD_TIMEOUTS_BEFORE_RECYCLE", "children.timeouts_before_recycle", "7", 7),
+    ("MAX_CHILDREN", "children.max_running", "129", 129),
+    ("PRESTART_CHILDREN", "children.prestart", "false", False),
+    ("CHILD_STDERR_LINES_PER_S", "child_logs.stderr_lines_per_s", "41", 41),
+    ("CHILD_STDERR_LINE_BYTES", "child_logs.stderr_line_bytes", "4097", 4097),
+    ("CHILD_LOG_KEEP_LINES", "child_logs.keep_lines", "300", 300),
+    ("CHILD_ERRORS_LOGGED_PER_S", "child_logs.errors_logged_per_s", "2.5", 2.5),
+    ("CHILD_ERRORS_LOGGED_BURST", "child_logs.errors_logged_burst", "21", 21),
+    ("AUTH_CACHE_TTL_S", "access.auth_cache_ttl_s", "2.5", 2.5),
+    ("AUTH_OUTAGE_GRACE_S", "access.auth_outage_grace_s", "120.5", 120.5),
+    ("ACCESS_FAILURES_FREE", "access.failures_free", "11", 11),
+    ("ACCESS_FAILURE_WINDOW_S", "access.failure_window_s", "600.5", 600.5),
+    ("ACCESS_FAILURE_DELAY_S", "access.failure_delay_s", "1.0", 1.0),
+    ("ACCESS_FAILURE_DELAY_MAX_S", "access.failure_delay_max_s", "8.5", 8.5),
+    ("ACCESS_FAILURE_CLIENTS_MAX", "access.failure_clients_max", "20001", 20001),
+    ("SECRET_KEY", "connectors.secret_key", "a2V5", SecretStr("a2V5")),
+    ("CAN_PERFORM_TTL_S", "connectors.can_perform_ttl_s", "60.5", 60.5),
+    ("CONNECTIONS_TTL_S", "connectors.connections_ttl_s", "2.5", 2.5),
+    ("PIN_TOOLS", "policy.pin_tools", "false", False),
+    ("HOLD_DESTRUCTIVE_TOOLS", "policy.hold_destructive_tools", "false", False),
+    ("HOLD_TTL_S", "policy.hold_ttl_s", "7200.5", 7200.5),
+    ("QUOTA_LIMIT_TTL_S", "policy.quota_limit_ttl_s", "2.5", 2.5),
+    ("RUNTIME_DIR", "backchannel.runtime_dir", "/run/h", Path("/run/h")),
+    ("HOST_OP_MAX_MESSAGE_BYTES", "backchannel.max_message_bytes", "2097153", 2097153),
+    ("HOST_OP_MAX_CONNECTIONS", "backchannel.max_connections", "33", 33),
+    ("HOST_OP_DENIALS_LOGGED_BURST", "backchannel.denials_logged_burst", "41", 41),
+    ("HOST_OP_DENIALS_LOGGED_PER_S", "backchannel.denials_logged_per_s", "2.5", 2.5),
+    ("GRANT_OP_BUDGET", "backchannel.grant_op_budget", "513", 513),
+]
+
+# Each setting's default, as the flat `Settings` of before the groups had it.
+DEFAULTS: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 8765,
+    "plugins": [],
+    "public_url": None,
+    "allowed_hosts": [],
+    "meta_max_keys": 16,
+    "meta_max_depth": 4,
+    "meta_max_bytes": 4096,
+    "max_body_bytes": 4194304,
+    "max_rest_body_bytes": 65536,
+    "http_header_timeout_s": 10.0,
+    "http_max_head_bytes": 65536,
+    "http_body_timeout_s": 30.0,
+    "http_max_connections": 1000,
+    "http_keep_alive_s": 5,
+    "http_max_connections_per_client": 64,
+    "protocol_sessions_per_principal": 16,
+    "protocol_sessions_per_client": 256,
+    "protocol_sessions_max": 10000,
+    "protocol_session_idle_s": 300.0,
+    "database_url": None,
+    "database_restart_attempts": 5,
+    "database_restart_backoff_s": 0.25,
+    "database_restart_backoff_max_s": 5.0,
+    "database_retry_after_s": 2,
+    "readiness_timeout_s": 1.0,
+    "store_max_doc_bytes": 262144,
+    "store_max_doc_depth": 32,
+    "store_max_query_limit": 500,
+    "sandbox": "on",
+    "child_memory_bytes": 1073741824,
+    "child_max_processes": 64,
+    "child_max_open_files": 256,
+    "child_cpu_seconds": 3600,
+    "child_max_file_bytes": 268435456,
+    "child_tmp_bytes": 67108864,
+    "child_shm_bytes": 16777216,
+    "cgroup_root": Path("/sys/fs/cgroup"),
+    "child_memory_cgroup_bytes": None,
+    "call_timeout_s": 30.0,
+    "list_timeout_s": 5.0,
+    "input_timeout_s": 600.0,
+    "input_budget": 16,
+    "child_start_timeout_s": 10.0,
+    "child_idle_timeout_s": 600.0,
+    "child_max_line_bytes": 8388608,
+    "child_restart_backoff_base_s": 0.25,
+    "child_restart_backoff_max_s": 30.0,
+    "child_stable_after_s": 30.0,
+    "child_crash_loop_threshold": 5,
+    "child_timeouts_before_recycle": 3,
+    "max_children": 64,
+    "prestart_children": True,
+    "child_stderr_lines_per_s": 20,
+    "child_stderr_line_bytes": 2048,
+    "child_log_keep_lines": 200,
+    "child_errors_logged_per_s": 1.0,
+    "child_errors_logged_burst": 10,
+    "auth_cache_ttl_s": 1.0,
+    "auth_outage_grace_s": 60.0,
+    "access_failures_free": 5,
+    "access_failure_window_s": 300.0,
+    "access_failure_delay_s": 0.25,
+    "access_failure_delay_max_s": 4.0,
+    "access_failure_clients_max": 10000,
+    "secret_key": None,
+    "can_perform_ttl_s": 30.0,
+    "connections_ttl_s": 1.0,
+    "pin_tools": True,
+    "hold_destructive_tools": True,
+    "hold_ttl_s": 3600.0,
+    "quota_limit_ttl_s": 1.0,
+    "runtime_dir": None,
+    "host_op_max_message_bytes": 1048576,
+    "host_op_max_connections": 16,
+    "host_op_denials_logged_burst": 20,
+    "host_op_denials_logged_per_s": 1.0,
+    "grant_op_budget": 256,
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_host_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in flat_names():
+        monkeypatch.delenv(f"MCP_HOST_{name.upper()}", raising=False)
+
+
+def _read(settings: Settings, path: str) -> Any:
+    return reduce(getattr, path.split("."), settings)
+
+
+def test_the_table_names_every_setting_once() -> None:
+    assert sorted(variable.lower() for variable, *_ in VARIABLES) == sorted(flat_names())
+    assert sorted(flat_names()) == sorted([*DEFAULTS, "data_dir", "builtin_dir"])
+
+
+@pytest.mark.parametrize(("variable", "path", "text", "value"), VARIABLES)
+def test_every_variable_is_read_into_its_group(
+    monkeypatch: pytest.MonkeyPatch, variable: str, path: str, text: str, value: Any
+) -> None:
+    monkeypatch.setenv(f"MCP_HOST_{variable}", text)
+    assert _read(Settings(), path) == value
+
+
+@pytest.mark.parametrize(("variable", "path", "text", "value"), VARIABLES)
+def test_every_flat_keyword_is_read_into_its_group(variable: str, path: str, text: str, value: Any) -> None:
+    assert _read(Settings(**{variable.lower(): value}), path) == value
+
+
+def test_variable_names_are_case_insensitive_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("mcp_host_child_idle_timeout_s", "7")
+    assert Settings().children.idle_timeout_s == 7.0
+
+
+def test_defaults_are_those_of_the_flat_settings() -> None:
+    settings = Settings()
+    paths = {variable.lower(): path for variable, path, *_ in VARIABLES}
+    assert {flat: _read(settings, paths[flat]) for flat in DEFAULTS} == DEFAULTS
+    assert settings.data_dir == default_data_dir()
+    assert settings.builtin_dir == Path(__file__).resolve().parent.parent / "capabilities"
+
+
+def test_a_keyword_beats_the_variable_and_leaves_the_rest_of_its_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_HOST_SANDBOX", "off")
+    monkeypatch.setenv("MCP_HOST_CHILD_MAX_PROCESSES", "9")
+    monkeypatch.setenv("MCP_HOST_CHILD_IDLE_TIMEOUT_S", "5")
+    settings = Settings(child_max_processes=40, children={"idle_timeout_s": 6})
+    assert (settings.sandbox.mode, settings.sandbox.max_processes, settings.children.idle_timeout_s) == ("off", 40, 6)
+
+
+def test_a_group_given_whole_beats_the_variables_of_that_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_HOST_SANDBOX", "off")
+    monkeypatch.setenv("MCP_HOST_CALL_TIMEOUT_S", "3")
+    settings = Settings(sandbox=SandboxSettings(max_processes=7))
+    assert settings.sandbox == SandboxSettings(mode="on", max_processes=7)
+    assert settings.children == ChildrenSettings(call_timeout_s=3)
+
+
+def test_a_flat_keyword_beats_the_same_setting_in_a_group_given_whole() -> None:
+    settings = Settings(sandbox=SandboxSettings(max_processes=7), child_max_processes=8)
+    assert settings.sandbox == SandboxSettings(max_processes=8)
+
+
+def test_sandbox_is_the_mode_when_given_a_word_and_the_group_when_given_a_group() -> None:
+    assert Settings(sandbox="off").sandbox == SandboxSettings(mode="off")
+    assert Settings(sandbox={"sandbox": "off", "child_max_processes": 5}).sandbox == SandboxSettings(
+        mode="off", max_processes=5
+    )
+
+
+def test_a_bad_value_is_reported_under_its_variable_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_HOST_CHILD_IDLE_TIMEOUT_S", "-1")
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    assert [error["loc"] for error in raised.value.errors()] == [("children", "child_idle_timeout_s")]
+
+
+def test_an_unknown_name_in_a_group_is_refused() -> None:
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Settings(children={"idle_timeout": 6})
+
+
+def test_the_checks_across_settings_name_the_variables() -> None:
+    with pytest.raises(ValidationError, match="child_tmp_bytes [+] child_shm_bytes must be below child_memory_bytes"):
+        Settings(child_memory_bytes=64 << 20, child_tmp_bytes=60 << 20, child_shm_bytes=4 << 20)
+    with pytest.raises(ValidationError, match="http_max_connections_per_client must be below http_max_connections"):
+        Settings(http_max_connections=64, http_max_connections_per_client=64)
+    with pytest.raises(ValidationError, match="protocol_sessions_per_client < protocol_sessions_max must hold"):
+        Settings(protocol_sessions_per_client=10_000)
+
+
+def test_settings_and_their_groups_are_frozen_and_copied_by_group() -> None:
+    settings = Settings(secret_key=SecretStr("a2V5"))
+    with pytest.raises(ValidationError):
+        settings.children.idle_timeout_s = 1.0
+    copied = settings.model_copy(update={"children": settings.children.model_copy(update={"idle_timeout_s": 1.0})})
+    assert (copied.children.idle_timeout_s, copied.connectors, settings.children.idle_timeout_s) == (
+        1.0,
+        settings.connectors,
+        600.0,
+    )
