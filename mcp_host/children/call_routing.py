@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp.types as types
 from mcp import MCPError
 from mcp.client.context import ClientRequestContext
@@ -53,6 +54,8 @@ class InFlight:
     """How many requests this call has put to its visitor's client (see `CallRouter.budget`)."""
     _waits: int = 0
     _left_s: float = 0.0
+    _logs_passing: int = 0
+    _logs_passed: anyio.Event | None = None
 
     def spend(self, budget: int) -> bool:
         """Count one more request to the visitor; False once `budget` is spent."""
@@ -60,6 +63,29 @@ class InFlight:
             return False
         self.asked += 1
         return True
+
+    @contextmanager
+    def passing_log(self) -> Iterator[None]:
+        """Around passing one of the child's log messages on to the visitor."""
+        self._logs_passing += 1
+        try:
+            yield
+        finally:
+            self._logs_passing -= 1
+            if self._logs_passing == 0 and self._logs_passed is not None:
+                self._logs_passed.set()
+
+    async def logs_passed(self, within_s: float) -> None:
+        """Wait (at most `within_s`) until the log messages the child sent before its answer
+        have been passed on. The SDK hands each notification to a task of its own, so the
+        answer can overtake the log messages written before it; a visitor must still see them
+        first (on 2025-11-25 the call's stream closes with its answer)."""
+        await anyio.lowlevel.checkpoint()  # a log message read before the answer starts passing
+        if self._logs_passing == 0:
+            return
+        self._logs_passed = anyio.Event()
+        with anyio.move_on_after(within_s):
+            await self._logs_passed.wait()
 
     @contextmanager
     def waiting_for_visitor(self) -> Iterator[None]:
@@ -174,6 +200,7 @@ class CallRouter:
             logger.debug("%s: log message outside any single call; kept in the host log only", self._plugin_id)
             return
         try:
-            await call.client.log(without_host_keys(params))
+            with call.passing_log():
+                await call.client.log(without_host_keys(params))
         except Exception:  # a visitor that went away must not break the child's session
             logger.debug("%s: a log message could not be passed on", self._plugin_id, exc_info=True)

@@ -54,6 +54,8 @@ _R = TypeVar("_R", bound=types.Result)
 _CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
 _MAX_LIST_PAGES = 20
 _STOP_GRACE_S = 1.0
+# How long a call's answer waits for the log messages the child sent before it to be passed on.
+_LOGS_PASSED_S = 1.0
 
 
 class ChildState(enum.StrEnum):
@@ -248,7 +250,10 @@ class Child:
         async with self._use() as session:
             with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as deadline:
                 call.deadline = deadline
-                return await self._send(session, request, types.CallToolResult, None, progress)
+                result = await self._send(session, request, types.CallToolResult, None, progress)
+            if not deadline.cancelled_caught:
+                await call.logs_passed(within_s=_LOGS_PASSED_S)
+                return result
             raise self._timed_out(request.method, timeout_s)
 
     async def capabilities(self) -> types.ServerCapabilities:
