@@ -93,8 +93,8 @@ async def test_a_connection_dribbling_its_headers_is_closed_after_the_header_tim
     tmp_path: Path, database_url: str
 ) -> None:
     async with _host(tmp_path, database_url, http_header_timeout_s=0.5) as host:
+        started = anyio.current_time()  # before connecting: the host's clock starts at its accept
         stream = await _connect(host)
-        started = anyio.current_time()
 
         async def dribble() -> None:
             await stream.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
