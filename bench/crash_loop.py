@@ -29,7 +29,7 @@ from mcp_host.sandbox.launch import Launch, launch_for
 from mcp_host.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
-ECHO = REPO / "tests" / "plugins" / "echo"
+ECHO = REPO / "tests" / "fixtures" / "plugins" / "echo"
 
 
 async def measure(seconds: float, pause: float) -> dict[str, Any]:

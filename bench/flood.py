@@ -25,7 +25,7 @@ from mcp_host.errors import HostError
 from mcp_host.sandbox.launch import Launch
 
 REPO = Path(__file__).resolve().parent.parent
-FLOOD = REPO / "tests" / "plugins" / "flood" / "server.py"
+FLOOD = REPO / "tests" / "fixtures" / "plugins" / "flood" / "server.py"
 WINDOW_S = 15.0
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from tests.fuzzing import ENDPOINTS, Fuzzer, Target, serves_a_normal_session  # noqa: E402
 from tests.hosting import wait_serving  # noqa: E402
 
-PLUGINS = ROOT / "tests" / "plugins"
+PLUGINS = ROOT / "tests" / "fixtures" / "plugins"
 
 
 def _free_port() -> int:
