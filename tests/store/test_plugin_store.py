@@ -19,7 +19,6 @@ import pytest
 from inline_snapshot import snapshot
 from pydantic import SecretStr
 
-import mcp_host_kit
 from mcp_host.errors import InvalidArguments, QuotaExhausted, Unavailable
 from mcp_host.settings import Settings
 from mcp_host.store.database import DatabaseLimits, PgConnection, PgPool, open_database
@@ -29,14 +28,11 @@ from mcp_host.store.plugin_store import (
     PluginStore,
     PluginStores,
     QuotaCheck,
-    Record,
     SearchHit,
     check_schema_name,
     store_schema,
 )
 from mcp_host.store.search import search_sql
-from mcp_host_kit.contract import ArgumentError
-from mcp_host_kit.local_store import LocalStore
 
 pytestmark = pytest.mark.anyio
 
@@ -55,84 +51,13 @@ async def pg_store(stores: PluginStores) -> PluginStore:
     return await stores.ensure("capability", "notes.app")
 
 
-class KitStore:
-    """The kit's standalone store (`mcp_host_kit.local_store.LocalStore`) as a `DocumentStore`:
-    its refusals raised as the host's exceptions (the kit's standalone host ops turn the same
-    `ArgumentError` into the kit's `InvalidArguments`), its records as the host's."""
-
-    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
-        self._local = LocalStore(clock=clock)
-
-    async def _run(self, call: Callable[[], Any]) -> Any:
-        await anyio.lowlevel.checkpoint()
-        try:
-            return call()
-        except ArgumentError as exc:
-            raise InvalidArguments(exc.message) from None
-        except mcp_host_kit.QuotaExhausted as exc:
-            raise QuotaExhausted(exc.message) from None
-
-    async def insert(
-        self, owner_id: str, collection: str, doc: dict[str, Any], *, quota: QuotaCheck | None = None
-    ) -> str:
-        inserted: str = await self._run(lambda: self._local.insert(owner_id, collection, doc, quota=quota))
-        return inserted
-
-    async def query(
-        self, owner_id: str, collection: str, filter: dict[str, Any] | None = None, limit: int | None = None
-    ) -> list[Record]:
-        found = await self._run(lambda: self._local.query(owner_id, collection, filter, limit))
-        return [Record.model_validate(r.model_dump()) for r in found]
-
-    async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
-        counted: int = await self._run(lambda: self._local.count(owner_id, collection, filter))
-        return counted
-
-    async def search(
-        self,
-        owner_id: str,
-        collection: str,
-        query: str,
-        *,
-        fields: list[str] | None = None,
-        filter: dict[str, Any] | None = None,
-        limit: int | None = None,
-    ) -> list[SearchHit]:
-        hits = await self._run(
-            lambda: self._local.search(owner_id, collection, query, fields=fields, filter=filter, limit=limit)
-        )
-        return [SearchHit.model_validate(h.model_dump()) for h in hits]
-
-    async def update(
-        self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None
-    ) -> bool:
-        updated: bool = await self._run(
-            lambda: self._local.update(owner_id, collection, id, doc, keep_field=keep_field)
-        )
-        return updated
-
-    async def delete(
-        self, owner_id: str, collection: str, *, id: str | None = None, filter: dict[str, Any] | None = None
-    ) -> int:
-        deleted: int = await self._run(lambda: self._local.delete(owner_id, collection, id=id, filter=filter))
-        return deleted
-
-    async def claim(self, owner_id: str, collection: str, key: str, ttl_s: int) -> bool:
-        claimed: bool = await self._run(lambda: self._local.claim(owner_id, collection, key, ttl_s))
-        return claimed
-
-    async def release(self, owner_id: str, collection: str, key: str) -> bool:
-        released: bool = await self._run(lambda: self._local.release(owner_id, collection, key))
-        return released
-
-
-@pytest.fixture(params=["postgres", "memory", "kit"])
+@pytest.fixture(params=["postgres", "memory"])
 def store(request: pytest.FixtureRequest) -> DocumentStore:
+    """The PostgreSQL store, and the in-memory one (the plugin kit's standalone store, which
+    plugins run without a host use), through the same contract tests."""
     # A plain fixture: anyio cannot run an async fixture looked up from inside an async one.
     if request.param == "memory":
         return InMemoryPluginStore()
-    if request.param == "kit":
-        return KitStore()
     postgres: PluginStore = request.getfixturevalue("pg_store")
     return postgres
 
@@ -533,12 +458,9 @@ async def test_freeing_a_row_frees_quota(store: DocumentStore) -> None:
 # -- in memory only -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("twin", [InMemoryPluginStore, KitStore])
-async def test_an_in_memory_claim_can_be_taken_over_once_its_time_is_up(
-    twin: Callable[..., DocumentStore],
-) -> None:
+async def test_an_in_memory_claim_can_be_taken_over_once_its_time_is_up() -> None:
     now = [datetime(2030, 1, 1, tzinfo=UTC)]
-    store = twin(clock=lambda: now[0])
+    store = InMemoryPluginStore(clock=lambda: now[0])
     assert await store.claim(A, "locks", "k", 1) is True
     now[0] += timedelta(seconds=1)
     assert await store.release(A, "locks", "k") is False  # expired: nothing live was released
