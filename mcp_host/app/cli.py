@@ -24,10 +24,9 @@ import anyio
 from mcp_host.access import OWNER_TOKEN_FILE
 from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
-from mcp_host.plugins import check_paths, load_plugins
+from mcp_host.plugins import PluginKind, check_paths, load_plugins
 from mcp_host.sandbox import require_bwrap
 from mcp_host.settings import Settings, default_data_dir
-from mcp_host.store import PluginKind
 
 from .host_file import HostRecord, read_host_file
 

@@ -5,7 +5,7 @@ access.
 
 from .config import SCOPES, ConfigBackend, ConfigScope, ConfigStore, check_value, check_values, declared, read_values
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
-from .plugin_store import PluginKind, PluginStore, PluginStores, QuotaCheck, StoreLimits
+from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
 
@@ -16,7 +16,6 @@ __all__ = [
     "Database",
     "PgConnection",
     "PgPool",
-    "PluginKind",
     "PluginStore",
     "PluginStores",
     "QuotaCheck",

@@ -30,12 +30,13 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.plugins import PluginKind
 
 from .checks import (
     QuotaCheck,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DocumentStore",
-    "PluginKind",
     "PluginStore",
     "PluginStores",
     "QuotaCheck",
@@ -73,7 +73,6 @@ __all__ = [
     "store_schema",
 ]
 
-PluginKind = Literal["capability", "connector"]
 
 _logger = logging.getLogger("mcp_host.store.plugin_store")
 

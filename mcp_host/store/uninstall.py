@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mcp_host.plugins import PluginKind
+
 from .config import ConfigStore
 from .database import PgPool
-from .plugin_store import PluginKind, PluginStores
+from .plugin_store import PluginStores
 
 __all__ = ["Uninstalled", "uninstall"]
 
