@@ -293,26 +293,40 @@ async def _relay_list_changes(
         feed.publish(plugin_id, what)
 
 
-@asynccontextmanager
-async def wired(
-    settings: Settings,
-    report: LoadReport,
-    early: Early,
-    database: Database,
-    background: TaskGroup,
-    rules: TransportSecuritySettings,
-) -> AsyncIterator[Host]:
-    """Build every part that needs the database, run the back-channel and the two MCP session
-    managers, and yield the host; calls parked between input rounds end when it exits."""
-    plugins = early.plugins
-    children = early.children
+@dataclass(frozen=True)
+class _Shared:
+    """The parts both doors share, built once the database is open."""
+
+    owners: OwnerStore
+    owner_id: str
+    owner_token_file: Path | None
+    owner_token_new: bool
+    pins: Pins | None
+    bindings: Bindings
+    sessions: CachedSessionStore
+    stores: PluginStores
+    config: ConfigStore
+    access: Access
+    quota: QuotaGate
+    connections: Connections
+    connectors: ConnectorGateway
+    turns: PostgresTurns
+    holds: Holds
+    audit: AuditLog
+
+
+async def _shared(
+    settings: Settings, report: LoadReport, early: Early, database: Database, background: TaskGroup
+) -> _Shared:
+    """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
+    built once; the bindings vet the prestarted children's lists once the pins are loaded."""
     owners = OwnerStore(database.pool)
     owner = await owners.ensure_single_owner()
     # Tool pinning: a child's tool whose definition the owner has not approved stays hidden.
     pins = Pins(database.pool) if settings.policy.pin_tools else None
     if pins is not None:
         await pins.load()
-    bindings = Bindings(children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
+    bindings = Bindings(early.children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
     if early.prestart:  # the children booted while the database started; vet their lists now
         background.start_soon(functools.partial(bindings.assemble, early.prestart, fresh=False))
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
@@ -326,107 +340,150 @@ async def wired(
     await _ensure_stores(stores, report.plugins)
     config = ConfigStore(database.pool)
     # Revoking a code or key here drops its sessions' cached authentications at once.
-    access = Access(database.pool, config, plugins, sessions, on_revoked=sessions.forget_subject)
+    access = Access(database.pool, config, early.plugins, sessions, on_revoked=sessions.forget_subject)
     await access.ensure_defaults(owner.id)
-    quota = QuotaGate(stores, config, limit_ttl_s=settings.policy.quota_limit_ttl_s)
     connections = Connections(
         database.pool,
         SecretBox(load_host_key(settings.data_dir, _secret(settings))),
-        {p.manifest.id: p for p in plugins.connectors},
+        {p.manifest.id: p for p in early.plugins.connectors},
         ttl_s=settings.connectors.connections_ttl_s,
     )
-    connectors = ConnectorGateway(
-        connections,
-        children,
-        call_timeout_s=settings.children.call_timeout_s,
-        can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
-    )
-    turns = PostgresTurns(database.pool)
-    # The sockets were made before the database (a sandbox binds its socket when it starts);
-    # a connection made since waits in the backlog until the channel runs, below.
-    channel = BackChannel(
-        early.sockets,
-        early.grants,
-        OpServices(
-            stores=stores,
-            config=config,
-            owners=owners,
-            quota=quota,
-            connectors=connectors,
-            turns=turns,
-            input_timeout_s=settings.children.input_timeout_s,
-            input_budget=settings.children.input_budget,
+    return _Shared(
+        owners=owners,
+        owner_id=owner.id,
+        owner_token_file=token_file,
+        owner_token_new=first_token and token_file is not None,
+        pins=pins,
+        bindings=bindings,
+        sessions=sessions,
+        stores=stores,
+        config=config,
+        access=access,
+        quota=QuotaGate(stores, config, limit_ttl_s=settings.policy.quota_limit_ttl_s),
+        connections=connections,
+        connectors=ConnectorGateway(
+            connections,
+            early.children,
+            call_timeout_s=settings.children.call_timeout_s,
+            can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
         ),
-        _channel_limits(settings),
+        turns=PostgresTurns(database.pool),
+        holds=Holds(database.pool, ttl_s=settings.policy.hold_ttl_s),
+        audit=AuditLog(database.pool),
     )
-    holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
-    meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
-    door = VisitorDoor(
-        plugins,
-        bindings,
-        children,
+
+
+def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChannel:
+    # The sockets were made before the database (a sandbox binds its socket when it starts);
+    # a connection made since waits in the backlog until the channel runs.
+    services = OpServices(
+        stores=shared.stores,
+        config=shared.config,
+        owners=shared.owners,
+        quota=shared.quota,
+        connectors=shared.connectors,
+        turns=shared.turns,
+        input_timeout_s=settings.children.input_timeout_s,
+        input_budget=settings.children.input_budget,
+    )
+    return BackChannel(early.sockets, early.grants, services, _channel_limits(settings))
+
+
+def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: MetaCaps) -> VisitorDoor:
+    return VisitorDoor(
+        early.plugins,
+        shared.bindings,
+        early.children,
         grants=early.grants,
-        quota=quota,
-        requirements=RequirementGate(connections, connectors),
+        quota=shared.quota,
+        requirements=RequirementGate(shared.connections, shared.connectors),
         meta_caps=meta_caps,
         call_timeout_s=settings.children.call_timeout_s,
-        holds=holds if settings.policy.hold_destructive_tools else None,
-        turns=turns,
+        holds=shared.holds if settings.policy.hold_destructive_tools else None,
+        turns=shared.turns,
     )
-    feed = ChangeFeed(door.sees, background)
-    background.start_soon(_relay_list_changes, early.list_changes, door, feed)
-    rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
-    visitor_manager = _session_manager(
-        build_visitor_server(door, bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps),
-        settings,
-        rules,
+
+
+def _owner_door(settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue) -> OwnerDoor:
+    calls = OwnerCalls(
+        early.plugins, early.children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s
     )
-    audit = AuditLog(database.pool)
-    catalogue = Catalogue(report, early.pool, bindings)
-    owner_door = OwnerDoor(
+    return OwnerDoor(
         OwnerServices(
-            plugins=plugins,
+            plugins=early.plugins,
             catalogue=catalogue,
-            config=config,
-            access=access,
-            sessions=sessions,
-            connections=connections,
-            connectors=connectors,
-            calls=OwnerCalls(plugins, children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s),
-            audit=audit,
-            holds=holds,
-            owners=owners,
-            pins=pins,
+            config=shared.config,
+            access=shared.access,
+            sessions=shared.sessions,
+            connections=shared.connections,
+            connectors=shared.connectors,
+            calls=calls,
+            audit=shared.audit,
+            holds=shared.holds,
+            owners=shared.owners,
+            pins=shared.pins,
         )
     )
-    owner_manager = _session_manager(build_owner_server(owner_door), settings, rules)
+
+
+def _doors(
+    settings: Settings,
+    shared: _Shared,
+    door: VisitorDoor,
+    visitor_manager: StreamableHTTPSessionManager,
+    owner_manager: StreamableHTTPSessionManager,
+) -> Doors:
     limits = ProtocolSessionLimits(
         per_principal=settings.protocol_sessions.per_principal,
         per_client=settings.protocol_sessions.per_client,
         idle_s=settings.protocol_sessions.idle_s,
     )
-    doors = Doors(
+    body_cap = settings.http.max_body_bytes
+    return Doors(
         sessions=SessionsEndpoint(
-            access,
+            shared.access,
             FailureThrottle(_throttle_limits(settings)),
-            owner.id,
+            shared.owner_id,
             settings.base_url,
             settings.http.max_rest_body_bytes,
         ),
         visitor=VisitorMCPEndpoint(
-            sessions,
-            ProtocolSessions(
-                RpcEdge(visitor_manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits
-            ),
+            shared.sessions,
+            ProtocolSessions(RpcEdge(visitor_manager.handle_request, max_body_bytes=body_cap), limits),
         ),
         owner=OwnerMCPEndpoint(
-            owners,
-            ProtocolSessions(
-                RpcEdge(owner_manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits
-            ),
+            shared.owners,
+            ProtocolSessions(RpcEdge(owner_manager.handle_request, max_body_bytes=body_cap), limits),
         ),
-        turns=TurnsEndpoint(sessions, turns, door, settings.http.max_rest_body_bytes),
+        turns=TurnsEndpoint(shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes),
     )
+
+
+@asynccontextmanager
+async def wired(
+    settings: Settings,
+    report: LoadReport,
+    early: Early,
+    database: Database,
+    background: TaskGroup,
+    rules: TransportSecuritySettings,
+) -> AsyncIterator[Host]:
+    """Build every part that needs the database, run the back-channel and the two MCP session
+    managers, and yield the host; calls parked between input rounds end when it exits."""
+    shared = await _shared(settings, report, early, database, background)
+    channel = _back_channel(settings, early, shared)
+    meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
+    door = _visitor_door(settings, early, shared, meta_caps)
+    feed = ChangeFeed(door.sees, background)
+    background.start_soon(_relay_list_changes, early.list_changes, door, feed)
+    rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
+    server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
+    visitor_manager = _session_manager(server, settings, rules)
+    catalogue = Catalogue(report, early.pool, shared.bindings)
+    owner_manager = _session_manager(
+        build_owner_server(_owner_door(settings, early, shared, catalogue)), settings, rules
+    )
+    doors = _doors(settings, shared, door, visitor_manager, owner_manager)
     # The back-channel serves before the doors that mint grants open, and stops after them.
     async with channel, visitor_manager.run(), owner_manager.run():
         try:
@@ -438,19 +495,19 @@ async def wired(
                 pool=early.pool,
                 spawned=early.spawned,
                 catalogue=catalogue,
-                owners=owners,
-                owner_id=owner.id,
-                owner_token_file=token_file,
-                owner_token_new=first_token and token_file is not None,
-                sessions=sessions,
-                access=access,
-                config=config,
-                stores=stores,
+                owners=shared.owners,
+                owner_id=shared.owner_id,
+                owner_token_file=shared.owner_token_file,
+                owner_token_new=shared.owner_token_new,
+                sessions=shared.sessions,
+                access=shared.access,
+                config=shared.config,
+                stores=shared.stores,
                 grants=early.grants,
                 sockets=early.sockets,
-                connections=connections,
-                audit=audit,
-                pins=pins,
+                connections=shared.connections,
+                audit=shared.audit,
+                pins=shared.pins,
             )
         finally:
             rounds.close()  # calls parked between input rounds end with the host
