@@ -1,6 +1,6 @@
 """`<data dir>/host.json`: where the running host listens, for the command line to find it.
 
-Above: the composition root (`app.py`) writes the file when the host is ready and removes it
+Above: the lifespan (`lifespan.py`) writes the file when the host is ready and removes it
 when the host stops; the command line (`cli.py`) reads it, so `mcp-host caps list`, `owner`,
 `owner token` and `session new` need only `--data-dir`. Below: the file system.
 

@@ -70,7 +70,6 @@ __all__ = [
     "child_limits",
     "early_parts",
     "load",
-    "prestarted",
     "security",
     "wired",
 ]
@@ -122,7 +121,7 @@ class Early:
 
     plugins: Registry
     prestart: Sequence[Plugin]
-    """The capabilities whose children start with the host (`prestarted`)."""
+    """The capabilities whose children start with the host (`_prestarted`)."""
     pool: ChildPool
     sockets: OpSockets
     children: ChildFactory
@@ -181,7 +180,7 @@ def load(settings: Settings) -> LoadReport:
     return report
 
 
-def prestarted(settings: Settings, plugins: Registry) -> list[Plugin]:
+def _prestarted(settings: Settings, plugins: Registry) -> list[Plugin]:
     """The capabilities whose children start with the host: those every session sees."""
     if not settings.children.prestart:
         return []
@@ -221,7 +220,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
     plugins = Registry(report.plugins)
     return Early(
         plugins,
-        prestarted(settings, plugins),
+        _prestarted(settings, plugins),
         pool,
         sockets,
         ChildFactory(pool, settings, sockets),
@@ -259,7 +258,7 @@ def _store_limits(s: Settings) -> StoreLimits:
     )
 
 
-async def _ensure_stores(stores: PluginStores, plugins: tuple[Plugin, ...]) -> None:
+async def _ensure_stores(stores: PluginStores, plugins: Registry) -> None:
     """Create the store of every plugin that uses one (named a store op, or counts a quota)."""
     for plugin in plugins:
         uses_store = any(op.startswith("store.") for op in named_ops(plugin))
@@ -337,7 +336,7 @@ async def _shared(
         outage_grace_s=settings.access.auth_outage_grace_s,
     )
     stores = PluginStores(database.pool, _store_limits(settings))
-    await _ensure_stores(stores, report.plugins)
+    await _ensure_stores(stores, early.plugins)
     config = ConfigStore(database.pool)
     # Revoking a code or key here drops its sessions' cached authentications at once.
     access = Access(database.pool, config, early.plugins, sessions, on_revoked=sessions.forget_subject)

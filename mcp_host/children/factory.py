@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 
 class SocketPaths(Protocol):
-    """Where each plugin's host-op socket is (the back-channel's `socket_for`)."""
+    """Where each plugin's host-op socket is (`backchannel.OpSockets.socket_for`)."""
 
     def socket_for(self, plugin_id: str) -> Path | None: ...
 

@@ -3,7 +3,7 @@
 Above: the visitor and owner MCP endpoints (`visitor_http.VisitorMCPEndpoint`,
 `owner_facade.http.OwnerMCPEndpoint`), which authenticate a request and put its principal in
 `scope["user"]` before handing it here. Below: the next ASGI callable — the JSON-RPC edge
-(`rpc_edge.py`), then the SDK's `StreamableHTTPSessionManager.handle_request`.
+(`jsonrpc.py`), then the SDK's `StreamableHTTPSessionManager.handle_request`.
 
 The SDK keeps every protocol session until its client deletes it or it has had no request in
 flight for the manager's `session_idle_timeout`, under one cap for the whole manager (503 past

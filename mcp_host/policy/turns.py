@@ -1,8 +1,8 @@
 """Turns and receipts: what a visitor said, what the agent answered, and which tool calls of
 the turn really completed (DESIGN.md "turn"; SECURITY.md E12 claim gate).
 
-Above: `visitor_door` (records a receipt after each forwarded call returned), `visitor_http`
-(`TurnsEndpoint`: opens turns, takes answers and judges them) and `host_ops`
+Above: `visitor.door` (records a receipt after each forwarded call returned), `visitor.http`
+(`TurnsEndpoint`: opens turns, takes answers and judges them) and `backchannel.ops`
 (`conversation.read`). Below: asyncpg (`mcp_host.turns`, `mcp_host.receipts`, migration 008).
 
 A session's turns are numbered 1, 2, …; a receipt goes into the session's latest turn (none

@@ -2,7 +2,7 @@
 sweeps sandboxes a killed host left behind.
 
 Above: `launch` turns a manifest into a `SandboxSpec`, makes the sandbox a `SandboxCgroup` (module
-`sandbox_cgroup`), opens its seccomp filter (module `seccomp`) and takes the argv from
+`sandbox.cgroups`), opens its seccomp filter (module `seccomp`) and takes the argv from
 `build_command`; `children` spawns it as a stdio MCP server (`close_fds=True`, passing only
 the filter's fd, from the event-loop thread: PR_SET_PDEATHSIG follows the spawning *thread*,
 SECURITY.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps at start.
@@ -133,7 +133,7 @@ class Limits:
         (`address_space_bytes`: the address space, so thread stacks and malloc arenas count
         too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory
         (mcp_host/README.md says which) and memfd pages written, not mapped: those only the
-        sandbox's memory cgroup counts, where the host has one (`sandbox_cgroup`). System V
+        sandbox's memory cgroup counts, where the host has one (`sandbox.cgroups`). System V
         IPC, which no limit counts, cannot be used at all (the seccomp filter refuses
         shmget, msgget and semget).
     max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where

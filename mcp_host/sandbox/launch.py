@@ -3,7 +3,7 @@ seccomp filter, and the sandbox's cgroups (pids, memory), released once the proc
 
 Above: `children` (which spawns what this returns with `pass_fds=launch.pass_fds`, calls
 `Launch.close_passed_fds` right after the spawn and `Launch.release` after reaping it). Below:
-`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `sandbox_cgroup`. `command: python` in a
+`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `sandbox.cgroups`. `command: python` in a
 manifest means the host's own interpreter, so the MCP SDK (and the plugin kit) are importable
 inside the sandbox: its base prefix is bound read-only at its own path and a virtualenv at
 `/opt/mcp-host/venv`, nothing else of the host's tree.

@@ -1,7 +1,7 @@
 """Reading processes from /proc: a pid's parent, process group and start time.
 
 Above: `sandbox`'s ledger (which sandbox is still the process it recorded, and its children
-to kill) and `sandbox_cgroup` (a group's name carries its host's pid and start time; a sweep
+to kill) and `sandbox.cgroups` (a group's name carries its host's pid and start time; a sweep
 spares the groups of a live host). Below: Linux procfs, `/proc/<pid>/stat`. A pid alone can
 be recycled; a pid with its start time names one process. Nothing here signals a process.
 """

@@ -1,10 +1,10 @@
 """The checks every plugin store applies to a plugin's arguments, and the limits they check against,
 raising the host's `InvalidArguments`.
 
-Above: `plugin_store` (PostgreSQL) and `memory_store` (its in-memory twin), which apply the
-same checks in the same order so they refuse the same inputs. Below: the plugin contract
-(`mcp_host_kit.contract`), which holds the checks themselves — the kit's standalone store
-applies the very same ones, so a plugin run standalone is refused what the host refuses.
+Above: `plugin_store` (PostgreSQL). Below: the plugin contract (`mcp_host_kit.contract`),
+which holds the checks themselves; the kit's standalone store (the host's in-memory twin too,
+`memory_store`) applies the very same ones in the same order, so it refuses what the host
+refuses.
 
 Everything a plugin supplies is checked before a store reads or writes anything, and a bad
 value raises `InvalidArguments` naming what was wrong: collections match

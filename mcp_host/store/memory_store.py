@@ -5,7 +5,7 @@ One in-memory emulation for the host's tests and for plugins run without a host,
 cannot drift: `tests/store/test_plugin_store.py` runs it and the PostgreSQL store through the
 same contract tests. Above: tests (and nothing in the running host). Below: the kit's store,
 which applies the plugin contract's checks in the host's order and words; its refusals are
-raised here as the host's exceptions and its records as the host's.
+raised here as the host's exceptions; its records are the contract's, as the host's are.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import anyio.lowlevel
 
 import mcp_host_kit
 from mcp_host.errors import InvalidArguments, QuotaExhausted
-from mcp_host_kit.contract import ArgumentError, QuotaCheck, StoreLimits
+from mcp_host_kit.contract import ArgumentError, QuotaCheck, Record, SearchHit, StoreLimits
 from mcp_host_kit.local_store import LocalStore
-
-from .plugin_store import Record, SearchHit
 
 __all__ = ["InMemoryPluginStore"]
 
@@ -53,8 +51,7 @@ class InMemoryPluginStore:
     async def query(
         self, owner_id: str, collection: str, filter: dict[str, Any] | None = None, limit: int | None = None
     ) -> list[Record]:
-        found = await self._run(lambda: self._local.query(owner_id, collection, filter, limit))
-        return [Record.model_validate(r.model_dump()) for r in found]
+        return await self._run(lambda: self._local.query(owner_id, collection, filter, limit))
 
     async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
         return await self._run(lambda: self._local.count(owner_id, collection, filter))
@@ -69,10 +66,9 @@ class InMemoryPluginStore:
         filter: dict[str, Any] | None = None,
         limit: int | None = None,
     ) -> list[SearchHit]:
-        hits = await self._run(
+        return await self._run(
             lambda: self._local.search(owner_id, collection, query, fields=fields, filter=filter, limit=limit)
         )
-        return [SearchHit.model_validate(h.model_dump()) for h in hits]
 
     async def update(
         self, owner_id: str, collection: str, id: str, doc: dict[str, Any], *, keep_field: str | None = None

@@ -29,14 +29,13 @@ import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugins import PluginKind
+from mcp_host_kit.contract import Record, SearchHit  # what a query and a search return, as plugins read them
 
 from .checks import (
     QuotaCheck,
@@ -123,29 +122,6 @@ def _quoted(schema: str) -> str:
     return '"' + check_schema_name(schema).replace('"', '""') + '"'
 
 
-class Record(BaseModel):
-    """One stored document, as `query` returns it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    doc: dict[str, Any]
-    created_at: datetime
-
-
-class SearchHit(BaseModel):
-    """One document `search` found: the record, its rank (higher is better) and a snippet of
-    its searched text with the matched words in `**`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    doc: dict[str, Any]
-    created_at: datetime
-    rank: float
-    snippet: str
-
-
 class DocumentStore(Protocol):
     """One plugin's store; every method is scoped to `owner_id`, which the caller takes from a
     grant, never from a plugin. Bad arguments raise `InvalidArguments` before anything is
@@ -180,7 +156,7 @@ class DocumentStore(Protocol):
         limit: int | None = None,
     ) -> list[SearchHit]:
         """Records whose doc contains `filter` and whose text matches `query` (websearch
-        syntax; see `plugin_search`), best rank first (ties: oldest first), at most `limit`
+        syntax; see `store.search`), best rank first (ties: oldest first), at most `limit`
         (1..100, default 20). A query without a word in it finds nothing."""
         ...
 
@@ -244,7 +220,7 @@ def _ddl(q: str) -> str:
     );
     CREATE INDEX IF NOT EXISTS records_scope ON {q}.records (owner_id, collection, created_at, id);
     CREATE INDEX IF NOT EXISTS records_doc ON {q}.records USING gin (doc jsonb_path_ops);
-    -- The text `store.search` matches and ranks (`plugin_search`), kept so no search parses
+    -- The text `store.search` matches and ranks (`store.search`), kept so no search parses
     -- documents; added to tables made before it (a one-time rewrite of the table).
     ALTER TABLE {q}.records ADD COLUMN IF NOT EXISTS text_vector tsvector
         GENERATED ALWAYS AS ({ALL_TEXT}) STORED;

@@ -1,6 +1,6 @@
 """List changes, told to the visitor sessions that see the child they came from.
 
-Above: `visitor_http` (registers each session's listeners: a 2025-11-25 client's connection,
+Above: `visitor.http` (registers each session's listeners: a 2025-11-25 client's connection,
 reached on its standalone stream; a 2026-07-28 client's `subscriptions/listen` streams). The
 children's notifications arrive through `ChildPool.on_list_changed`.
 

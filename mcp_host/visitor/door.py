@@ -1,11 +1,11 @@
 """The visitor door: what a visitor session may list and call, and the forwarding of calls.
 
-Above: `visitor_http` (the MCP server on each session's endpoint). Below: `bindings` (the
+Above: `visitor.http` (the MCP server on each session's endpoint). Below: `bindings` (the
 assembled tool list), `children` (the forwarded call), `meta` (what `_meta` travels), `grants`
 (the token a child's host ops present while the call runs), `quota` and `holds` (a call to a
 destructive tool waits for the owner's approval).
 
-`call_tool` is the visitor face's boundary for tool calls (`visitor_server` is the one for the
+`call_tool` is the visitor face's boundary for tool calls (`visitor.server` is the one for the
 other MCP methods): an exception becomes a tool result with `isError: true` and `{code,
 message}` through `errors.tool_error`; what is not a `HostError` (nor a database outage), or is
 an `InternalError`, is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.

@@ -1,6 +1,6 @@
 """The visitor face over HTTP: `POST /v1/sessions` and each session's MCP endpoint.
 
-Above: `app` (the composition root mounts these routes). Below: `visitor_door` (what a
+Above: `app` (the composition root mounts these routes). Below: `visitor.door` (what a
 session may list and call), `sessions` (who a bearer token is), `access` (which credential
 opens which session) and `throttle` (slowing down wrong credentials).
 
@@ -104,7 +104,7 @@ class VisitorMCPEndpoint:
     def __init__(self, sessions: SessionStore, mcp_app: ASGIApp) -> None:
         self._sessions = sessions
         self._mcp_app = mcp_app
-        """The SDK's session manager behind the JSON-RPC edge (`app.py` composes them)."""
+        """The SDK's session manager behind the JSON-RPC edge (`app.wiring` composes them)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))

@@ -1,6 +1,6 @@
 """Calls of 2026-07-28 visitors that wait for the visitor's input between rounds.
 
-Above: the visitor server (`visitor_http`), for a `tools/call` from a 2026-07-28 client. Below:
+Above: the visitor server (`visitor.http`), for a `tools/call` from a 2026-07-28 client. Below:
 the forwarded call itself (a coroutine taking the `RoundsClient` the child's requests go to).
 
 A 2026-07-28 client takes no server→client requests: when a child asks for elicitation,

@@ -1,8 +1,8 @@
 """The MCP server behind every visitor session's endpoint: one low-level `Server`, per-session answers.
 
-Above: `visitor_http` (authenticates the bearer token and puts the `Session` in the ASGI
+Above: `visitor.http` (authenticates the bearer token and puts the `Session` in the ASGI
 scope, then hands the request to the SDK's session manager serving this server). Below:
-`visitor_door` (tools and what a session may reach), `listings` (prompts and resources),
+`visitor.door` (tools and what a session may reach), `listings` (prompts and resources),
 `input_rounds` (2026-07-28 calls waiting for the visitor's input), `change_feed` (list
 changes), `visitor_client` (the client a child's requests reach).
 

@@ -1,6 +1,6 @@
 """Rate-limited logging: what a child or plugin can make the host log is bounded per source.
 
-Above: `child_stderr` (a child's stderr lines) and `backchannel` (the host-op refusals a plugin
+Above: `children.stderr` (a child's stderr lines) and `backchannel` (the host-op refusals a plugin
 provokes). Below: `logging` and the monotonic clock.
 
 A source that can make the host write a log line at will (a child writing to stderr, a plugin

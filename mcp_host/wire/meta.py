@@ -1,7 +1,7 @@
 """`_meta` across the host, both ways: what a visitor's part of a forwarded call may carry
 (cleaned and capped, plus ours), and what of a child's messages may reach a visitor.
 
-Above: the visitor endpoint (`visitor_server`, `visitor_door`) and `call_routing` (a child's
+Above: the visitor endpoint (`visitor.server`, `visitor.door`) and `call_routing` (a child's
 requests and log messages). Below: nothing (pure functions).
 
 The host's identity keys live under `mcp-host/` (DESIGN.md "Plugin ABI"; the plugin contract,

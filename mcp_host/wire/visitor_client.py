@@ -1,7 +1,7 @@
 """The visitor's client, as a forwarded call sees it: what a child may ask of it while the call runs.
 
 Above: `call_routing` (a child's server→client request or log message, routed to the call it
-belongs to) and `host_ops` (`inference.generate`). Below: the SDK's `ServerSession` of the
+belongs to) and `backchannel.ops` (`inference.generate`). Below: the SDK's `ServerSession` of the
 visitor's request.
 
 Two eras, one interface (`VisitorClient`):
