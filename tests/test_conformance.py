@@ -11,6 +11,7 @@ score table.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -66,6 +67,9 @@ async def test_the_shim_adds_the_bearer_and_relays_a_stream_as_it_arrives() -> N
     ]
 
 
+_SENDS_UNNAMED = re.compile(r"logging|sampling|elicitation")
+
+
 @pytest.fixture(scope="module")
 def suite() -> Suite:
     found = find_suite()
@@ -98,8 +102,15 @@ async def test_every_scenario_passing_directly_passes_through_the_host(
     suite: Suite, scenarios: list[str], direct: dict[str, ScenarioResult], tmp_path: Path, database_url: str
 ) -> None:
     started = time.monotonic()
+    # The scenarios whose server sends its client something mid-call without naming the call
+    # (log messages, sampling, elicitation) run one at a time: through the host, every session
+    # shares one child, and such a message is dropped or refused when two sessions' calls are
+    # in flight on it, never guessed (SECURITY.md E4; mcp_host/README.md, call routing).
+    alone = [name for name in scenarios if _SENDS_UNNAMED.search(name)]
     async with through_host(tmp_path, database_url) as url:
-        host = await run_scenarios(suite, url, scenarios)
+        together = await run_scenarios(suite, url, [name for name in scenarios if name not in alone])
+        one_by_one = await run_scenarios(suite, url, alone, parallel=1)
+    host = {name: {**together, **one_by_one}[name] for name in scenarios}
     table = score_table(direct, host)
     took = time.monotonic() - started
     sys.stdout.write(f"\nMCP conformance suite {suite.version} through the host ({took:.0f} s):\n{table}\n")
