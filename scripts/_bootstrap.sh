@@ -40,3 +40,9 @@ ensure_conformance_suite() {
   # Optional: the conformance test skips (saying why) when Node is missing or the install fails.
   "$ROOT/scripts/install-conformance" || true
 }
+
+ensure_ecosystem() {
+  # Optional: the ecosystem tests (tests/ecosystem) skip, saying why, when Node is missing or
+  # an install fails.
+  "$ROOT/scripts/install-ecosystem" 2> >(grep -v "^WARNING: Location 'file:" >&2) || true
+}
