@@ -407,6 +407,9 @@ class Manifest(_Model):
     category: Category | None = None
     verbs: Annotated[tuple[DottedName, ...], Field(min_length=1), _unique("verb")] | None = None
     settings: Annotated[tuple[ConnectorSetting, ...], _unique("setting", "key")] | None = None
+    instances: Literal["shared", "per_session"] | None = None
+    """How the plugin's children are shared: one for every session (`shared`), or one per
+    visitor session plus one for the owner (`per_session`); absent, see `per_session`."""
 
     @field_validator("acl", mode="before")
     @classmethod
@@ -426,6 +429,16 @@ class Manifest(_Model):
         for message in itertools.chain(_mismatches(self), _quota_gaps(self)):
             _note(info, "warnings", message)
         return self
+
+    @property
+    def per_session(self) -> bool:
+        """Whether each visitor session gets its own child. Absent `instances`: shared when the
+        plugin names host ops (only the plugin kit speaks the back-channel, and the kit scopes
+        by session), else per session (a session-unaware server keeps one visitor's memory,
+        roots and logs apart from another's)."""
+        if self.instances is not None:
+            return self.instances == "per_session"
+        return not (self.transport is not None and self.transport.sandbox.host_ops)
 
     def quota_gate(self) -> Quota | None:
         """The quota to enforce: the declaration when it is complete and its key is declared

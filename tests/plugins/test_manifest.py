@@ -243,6 +243,7 @@ Second line,	tabbed.
             "category": None,
             "verbs": None,
             "settings": None,
+            "instances": None,
         }
     )
 
@@ -298,6 +299,7 @@ def test_manifest_with_only_an_id_gets_fail_closed_defaults(tmp_path: Path) -> N
             "category": None,
             "verbs": None,
             "settings": None,
+            "instances": None,
         }
     )
 
