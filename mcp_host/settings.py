@@ -216,6 +216,13 @@ class ChildrenSettings(_Group):
     crash_loop_threshold: int = Field(default=5, ge=1, validation_alias="child_crash_loop_threshold")
     timeouts_before_recycle: int = Field(default=3, ge=1, validation_alias="child_timeouts_before_recycle")
     max_running: int = Field(default=64, ge=1, validation_alias="max_children")
+    # Per-session instances (manifest `instances: per_session`): one child per visitor session
+    # that used the plugin, stopped after this long without a call (a session's agent pauses
+    # between turns for seconds, rarely minutes) or when the session ends, and at most this
+    # many host-wide (beside `max_running`, which counts shared and owner-context children);
+    # at the cap the least recently used idle one is stopped to make room.
+    session_idle_timeout_s: float = Field(default=300.0, gt=0, validation_alias="child_session_idle_timeout_s")
+    max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
     # Start the children every session can see (acl: always) when the host starts, so the
     # first visitor does not wait for Python children to boot (~0.8 s of CPU each).
     prestart: bool = Field(default=True, validation_alias="prestart_children")
