@@ -1,9 +1,9 @@
 """Owner-context calls: running a capability's declared owner tool for the owner.
 
 Above: the owner door's `capability_invoke`. Below: `manifest` (the `owner_tools` table),
-`jsonschema` (arguments are checked against the declared `input_schema` before any child
-starts), `children` (the forwarded call), `meta` and `grants` (the call scope is the
-owner's: `mode: "owner"`, no visitor, no session).
+`jsonschema` (arguments are checked against the declared `input_schema`, under its own
+dialect, before any child starts), `children` (the forwarded call), `meta` and `grants` (the
+call scope is the owner's: `mode: "owner"`, no visitor, no session).
 
 Only a tool declared in the manifest's `owner_tools` can be run this way, looked up by the
 name the owner sees; a tool the child has but did not declare is `unknown`. The child's
@@ -17,13 +17,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp.types as types
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.errors import InvalidArguments, UnknownTool
-from mcp_host.plugins import OwnerTool, Plugin, Registry
+from mcp_host.plugins import OwnerTool, Plugin, Registry, schema_validator
 from mcp_host.wire import forwarded_meta, without_host_keys
 
 __all__ = ["OwnerCalls", "check_arguments"]
@@ -32,11 +31,12 @@ _MAX_PROBLEMS = 5
 
 
 def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
-    """Raise `InvalidArguments` naming each place where `arguments` fails `schema` (at most 5)."""
+    """Raise `InvalidArguments` naming each place where `arguments` fails `schema` (at most 5),
+    validated under the schema's own dialect (`$schema`; 2020-12 when absent)."""
     try:
-        validator = Draft202012Validator(dict(schema))
+        validator = schema_validator(dict(schema))
         errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(map(str, e.absolute_path)))
-    except SchemaError:  # the manifest loader checked it; fail closed if it still does not hold
+    except (SchemaError, ValueError):  # the manifest loader checked it; fail closed if it still does not hold
         raise InvalidArguments("the tool's declared input schema cannot be used") from None
     if errors:
         problems = [

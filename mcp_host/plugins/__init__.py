@@ -6,7 +6,7 @@ children.
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
 from .registry import PluginKind, Registry
-from .text_safety import check_text, check_tool_schema, printable, shown, text_problem
+from .text_safety import check_text, check_tool_schema, printable, schema_validator, shown, text_problem
 
 __all__ = [
     "ClaimGate",
@@ -25,6 +25,7 @@ __all__ = [
     "collision_key",
     "load_plugins",
     "printable",
+    "schema_validator",
     "shown",
     "text_problem",
 ]

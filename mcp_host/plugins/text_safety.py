@@ -5,8 +5,11 @@ Above: `manifest`, which checks every title, label, description and owner-tool i
 a plugin's `manifest.yaml` declares; and, at runtime, `bindings`, which checks the titles and
 descriptions of the tools children report in `tools/list` before any visitor sees them.
 `check_tool_schema` takes a schema as a child reports it (a mapping) as readily as one a
-manifest declares (a mapping or a JSON string). Below: `re`, `json` and `jsonschema`'s Draft
-2020-12 meta-schema; nothing here knows of manifests, plugins or children.
+manifest declares (a mapping or a JSON string), in any dialect the ecosystem writes (draft-07,
+as every TypeScript-SDK tool declares; 2019-09; 2020-12, MCP's default when `$schema` is
+absent), each checked under its own meta-schema; `schema_validator` validates values under the
+schema's own dialect (owner calls). Below: `re`, `json` and `jsonschema`'s validators and their
+bundled meta-schemas (no network); nothing here knows of manifests, plugins or children.
 
 Each check returns its value (for a schema, the parsed mapping) or raises `ValueError` whose
 message is itself safe to print: it names a field, a code point or a short escaped excerpt,
@@ -21,8 +24,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
 
 __all__ = [
     "MAX_DESCRIPTION_BYTES",
@@ -32,6 +36,7 @@ __all__ = [
     "check_text",
     "check_tool_schema",
     "printable",
+    "schema_validator",
     "shown",
     "text_problem",
 ]
@@ -105,9 +110,17 @@ def printable(text: str, limit: int = 200) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tool input schemas (SECURITY A10)
+# Tool input and output schemas (SECURITY A10)
 
-_DIALECTS = frozenset({"https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#"})
+# Each accepted `$schema` (an empty fragment is the same URI) → the validator of its dialect.
+# Only these: an older draft or a meta-schema of one's own would be checked by rules nobody wrote
+# for it, and a remote one would need fetching.
+_DIALECTS: dict[str, type[Validator]] = {
+    "http://json-schema.org/draft-07/schema": Draft7Validator,
+    "https://json-schema.org/draft/2019-09/schema": Draft201909Validator,
+    "https://json-schema.org/draft/2020-12/schema": Draft202012Validator,
+}
+_DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # MCP's, when `$schema` is absent
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose value is one subschema, a list of subschemas, or a map of subschemas.
 _ONE_SUBSCHEMA = (
@@ -171,8 +184,36 @@ def _check_reference(key: str, value: object) -> None:
         raise ValueError(f"{key} {shown(value)} is remote; only local '#…' pointers are allowed")
     if key == "$id":
         raise ValueError("$id is refused; a tool schema is one local document")
-    if key == "$schema" and value not in _DIALECTS:
-        raise ValueError(f"$schema {shown(value)} is not JSON Schema 2020-12")
+    if key == "$schema":
+        _dialect(value)
+
+
+def _dialect(value: object) -> str:
+    """The accepted dialect `value` (a `$schema`) names, without its empty fragment."""
+    if not isinstance(value, str):
+        raise ValueError(f"$schema {shown(value)} is not a string")
+    uri = value.removesuffix("#")
+    if uri not in _DIALECTS:
+        raise ValueError(
+            f"$schema {shown(value, 80)} is not an accepted dialect (JSON Schema draft-07, 2019-09 or 2020-12)"
+        )
+    return uri
+
+
+def _validator_class(schema: dict[str, Any]) -> type[Validator]:
+    """The validator of `schema`'s dialect: its root `$schema`, else 2020-12. A `$schema`
+    below the root must name the same dialect (without `$id` there is no other resource)."""
+    root = _dialect(schema.get("$schema", _DEFAULT_DIALECT))
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node is not schema and "$schema" in node and _dialect(node["$schema"]) != root:
+                raise ValueError(f"mixes dialects: {shown(node['$schema'], 80)} below a {root} root")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return _DIALECTS[root]
 
 
 def _subschemas(schema: dict[str, Any]) -> Iterator[object]:
@@ -202,11 +243,13 @@ def _check_schema_bounds(root: dict[str, Any]) -> None:
 
 
 def check_tool_schema(value: object) -> dict[str, Any]:
-    """Return a tool's input schema as a mapping, or raise `ValueError` saying what is wrong.
+    """Return a tool's input (or output) schema as a mapping, or raise `ValueError` saying what
+    is wrong.
 
     `value` is a mapping or a JSON string (duplicate keys refused). The schema must be plain
-    JSON, a valid JSON Schema 2020-12 with root `"type": "object"`, every `$ref` a local `#…`
-    pointer, no `$id`, nesting at most `MAX_SCHEMA_DEPTH` subschemas deep and at most
+    JSON, a valid JSON Schema of its dialect (`$schema`: draft-07, 2019-09 or 2020-12; absent
+    means 2020-12; any other is refused, naming it) with root `"type": "object"`, every `$ref` a
+    local `#…` pointer, no `$id`, nesting at most `MAX_SCHEMA_DEPTH` subschemas deep and at most
     `MAX_SCHEMA_SUBSCHEMAS` subschemas in all.
     """
     schema = _parse_json(value) if isinstance(value, str) else value
@@ -214,10 +257,20 @@ def check_tool_schema(value: object) -> dict[str, Any]:
         raise ValueError("must be a JSON object (a mapping or a JSON string of one)")
     _check_json_value(schema)
     _check_schema_bounds(schema)
+    validator = _validator_class(schema)
     try:
-        Draft202012Validator.check_schema(schema)
+        validator.check_schema(schema)
     except SchemaError as exc:
         raise ValueError(f"is not a valid JSON Schema at {exc.json_path}: {printable(exc.message)}") from None
     if schema.get("type") != "object":
         raise ValueError('must have "type": "object" at its root')
     return schema
+
+
+def schema_validator(schema: dict[str, Any]) -> Validator:
+    """A validator of values against `schema` under its own dialect (`check_tool_schema`'s rules).
+
+    Raises `ValueError` for a dialect `check_tool_schema` refuses; `SchemaError` (from the first
+    validation) for a schema that is not valid in its dialect.
+    """
+    return _validator_class(schema)(schema)

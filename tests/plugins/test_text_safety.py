@@ -6,7 +6,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from mcp_host.plugins import manifest, text_safety
-from mcp_host.plugins.text_safety import check_text, check_tool_schema, printable, shown
+from mcp_host.plugins.text_safety import check_text, check_tool_schema, printable, schema_validator, shown
 
 
 def nested_schema(levels: int) -> dict[str, object]:
@@ -90,13 +90,145 @@ def test_check_tool_schema_allows_local_refs_and_the_2020_12_dialect() -> None:
     assert check_tool_schema(schema) is schema
 
 
+# What the TypeScript SDK (1.x, zod-to-json-schema) writes for every tool: draft-07, with its
+# own keywords (`definitions`, `dependencies`, a tuple `items` array with `additionalItems`).
+DRAFT_07_TOOL = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "definitions": {"name": {"type": "string", "minLength": 1}},
+    "properties": {
+        "who": {"$ref": "#/definitions/name"},
+        "point": {"type": "array", "items": [{"type": "number"}, {"type": "number"}], "additionalItems": False},
+        "unit": {"type": "string"},
+    },
+    "dependencies": {"point": ["unit"]},
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    "dialect",
+    [
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2019-09/schema#",
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2020-12/schema#",
+    ],
+)
+def test_check_tool_schema_accepts_each_dialect_the_ecosystem_writes(dialect: str) -> None:
+    schema = {"$schema": dialect, "type": "object", "properties": {"q": {"type": "string"}}}
+
+    assert check_tool_schema(schema) is schema
+
+
+def test_a_draft_07_schema_is_checked_and_validates_under_draft_07() -> None:
+    schema = check_tool_schema(DRAFT_07_TOOL)
+    validator = schema_validator(schema)
+
+    def problems(value: object) -> list[str]:
+        return sorted(e.message for e in validator.iter_errors(value))
+
+    assert problems({"who": "ann", "point": [1, 2], "unit": "m"}) == []
+    assert problems({"who": "", "point": [1, "x", 3]}) == snapshot(
+        [
+            "'' should be non-empty",
+            "'unit' is a dependency of 'point'",
+            "'x' is not of type 'number'",
+            "Additional items are not allowed (3 was unexpected)",
+        ]
+    )
+
+
+def test_without_schema_a_tool_schema_is_2020_12_mcps_default() -> None:
+    schema = {
+        "type": "object",
+        "prefixItems": [],
+        "properties": {"t": {"type": "array", "prefixItems": [{"type": "string"}]}},
+    }
+
+    assert [e.message for e in schema_validator(schema).iter_errors({"t": [1]})] == ["1 is not of type 'string'"]
+
+
+def test_2019_09_keywords_validate_under_2019_09() -> None:
+    schema = check_tool_schema(
+        {
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "type": "object",
+            "properties": {"a": {"type": "string"}},
+            "dependentRequired": {"a": ["b"]},
+            "unevaluatedProperties": False,
+        }
+    )
+
+    assert sorted(e.message for e in schema_validator(schema).iter_errors({"a": "x", "c": 1})) == snapshot(
+        ["'b' is a dependency of 'a'", "Unevaluated properties are not allowed ('c' was unexpected)"]
+    )
+
+
 @pytest.mark.parametrize(
     ("schema", "problem"),
     [
         pytest.param(
             {"type": "object", "$schema": "http://json-schema.org/draft-04/schema#"},
-            snapshot("$schema 'http://json-schema.org/draft-04/schema… is not JSON Schema 2020-12"),
-            id="other-dialect",
+            snapshot(
+                "$schema 'http://json-schema.org/draft-04/schema#' is not an accepted dialect "
+                "(JSON Schema draft-07, 2019-09 or 2020-12)"
+            ),
+            id="older-dialect",
+        ),
+        pytest.param(
+            {"type": "object", "$schema": "https://evil.example/my-meta-schema"},
+            snapshot(
+                "$schema 'https://evil.example/my-meta-schema' is not an accepted dialect "
+                "(JSON Schema draft-07, 2019-09 or 2020-12)"
+            ),
+            id="remote-dialect",
+        ),
+        pytest.param(
+            {"type": "object", "$schema": ["http://json-schema.org/draft-07/schema#"]},
+            snapshot("$schema ['http://json-schema.org/draft-07/schem… is not a string"),
+            id="dialect-not-a-string",
+        ),
+        pytest.param(
+            {
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {"a": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"}},
+            },
+            snapshot(
+                "mixes dialects: 'http://json-schema.org/draft-07/schema#' below a "
+                "https://json-schema.org/draft/2020-12/schema root"
+            ),
+            id="mixed-dialects",
+        ),
+        pytest.param(
+            {"type": "object", "properties": {"t": {"type": "array", "items": [{"type": "string"}]}}},
+            snapshot(
+                "is not a valid JSON Schema at $.properties.t.items: "
+                "[{'type': 'string'}] is not of type 'object', 'boolean'"
+            ),
+            id="draft-07-tuple-items-without-saying-draft-07",
+        ),
+        pytest.param(
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "definitions": {"far": {"$ref": "https://evil.example/x"}},
+            },
+            snapshot("$ref 'https://evil.example/x' is remote; only local '#…' pointers are allowed"),
+            id="draft-07-remote-ref",
+        ),
+        pytest.param(
+            {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "$id": "http://x.example/s"},
+            snapshot("$id is refused; a tool schema is one local document"),
+            id="draft-07-id",
+        ),
+        pytest.param(
+            {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "minProperties": -1},
+            snapshot("is not a valid JSON Schema at $.minProperties: -1 is less than the minimum of 0"),
+            id="invalid-in-draft-07",
         ),
         pytest.param(
             {"type": "object", "properties": {"a": {"$dynamicRef": "https://evil.example/x"}}},
