@@ -63,6 +63,7 @@ __all__ = [
     "ManifestResult",
     "OwnerTool",
     "Quota",
+    "ResourceLimits",
     "Sandbox",
     "Transport",
     "check_text",
@@ -309,6 +310,21 @@ class Sandbox(_Model):
     workspace: StrictBool = False
 
 
+class ResourceLimits(_Model):
+    """What one child of the plugin may use (`limits:`), each key optional. The host's setting
+    of the same limit is both the default and the ceiling: a value above it is lowered to it,
+    with a warning (`sandbox.budget`). The floors are the host settings' own."""
+
+    memory_mb: Annotated[StrictInt, Field(ge=64, le=1 << 30)] | None = None
+    """The sandbox's memory budget in MiB, its tmpfs included (MCP_HOST_CHILD_MEMORY_BYTES)."""
+    cpu_seconds: Annotated[StrictInt, Field(ge=1, le=_SAFE_INT)] | None = None
+    """CPU seconds over the child's whole life; then SIGKILL (MCP_HOST_CHILD_CPU_SECONDS)."""
+    processes: Annotated[StrictInt, Field(ge=4, le=1 << 22)] | None = None
+    """Tasks (threads too) in the sandbox (MCP_HOST_CHILD_MAX_PROCESSES)."""
+    open_files: Annotated[StrictInt, Field(ge=32, le=1 << 20)] | None = None
+    """Open file descriptors per process (MCP_HOST_CHILD_MAX_OPEN_FILES)."""
+
+
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("contains NUL")
@@ -407,6 +423,7 @@ class Manifest(_Model):
     category: Category | None = None
     verbs: Annotated[tuple[DottedName, ...], Field(min_length=1), _unique("verb")] | None = None
     settings: Annotated[tuple[ConnectorSetting, ...], _unique("setting", "key")] | None = None
+    limits: ResourceLimits | None = None
     instances: Literal["shared", "per_session"] | None = None
     """How the plugin's children are shared: one for every session (`shared`), or one per
     visitor session plus one for the owner (`per_session`); absent, see `per_session`."""
@@ -538,6 +555,9 @@ def _mismatches(manifest: Manifest) -> Iterator[str]:
     gate = manifest.claim_gate
     if gate is not None and listed and gate.tool not in listed:
         yield f"claim_gate: {shown(gate.tool)} is not in visitor_tools"
+    transport = manifest.transport
+    if manifest.limits is not None and (transport is None or transport.kind != "stdio"):
+        yield "limits: only a stdio child has them; this plugin starts none"
 
 
 # ---------------------------------------------------------------------------------------------

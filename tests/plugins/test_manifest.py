@@ -16,6 +16,7 @@ from mcp_host.plugins.manifest import (
     Manifest,
     ManifestResult,
     Quota,
+    ResourceLimits,
     load_manifest,
     read_manifest,
 )
@@ -243,6 +244,7 @@ Second line,	tabbed.
             "category": None,
             "verbs": None,
             "settings": None,
+            "limits": None,
             "instances": None,
         }
     )
@@ -299,6 +301,7 @@ def test_manifest_with_only_an_id_gets_fail_closed_defaults(tmp_path: Path) -> N
             "category": None,
             "verbs": None,
             "settings": None,
+            "limits": None,
             "instances": None,
         }
     )
@@ -1042,3 +1045,56 @@ def test_quota_tools_name_the_tools_that_use_it_up() -> None:
     named = Quota(config_key="k", collection="c", subject_field="s", tools=("book",))
     assert everything.gates("book") and everything.gates("cancel")
     assert named.gates("book") and not named.gates("cancel")
+
+
+def test_limits_load_each_key_optional(tmp_path: Path) -> None:
+    limits = "{memory_mb: 128, cpu_seconds: 60, processes: 8, open_files: 64}"
+    text = f"id: demo\ntransport: {{command: node}}\nlimits: {limits}\n"
+    result = read_manifest(write_manifest(tmp_path / "demo", text))
+
+    assert result.manifest is not None and (result.errors, result.mistakes, result.warnings) == ((), (), ())
+    assert result.manifest.limits == ResourceLimits(memory_mb=128, cpu_seconds=60, processes=8, open_files=64)
+    only_memory = load_manifest(
+        write_manifest(tmp_path / "one", "id: one\ntransport: {command: node}\nlimits: {memory_mb: 96}\n")
+    )
+    assert only_memory.limits == ResourceLimits(memory_mb=96)
+    assert (only_memory.limits.cpu_seconds, only_memory.limits.processes, only_memory.limits.open_files) == (None,) * 3
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        pytest.param(
+            "{memory_mb: 32}",
+            ("limits.memory_mb", "Input should be greater than or equal to 64"),
+            id="memory-below-the-floor",
+        ),
+        pytest.param(
+            "{processes: 2}",
+            ("limits.processes", "Input should be greater than or equal to 4"),
+            id="processes-below-the-floor",
+        ),
+        pytest.param(
+            "{open_files: 8}",
+            ("limits.open_files", "Input should be greater than or equal to 32"),
+            id="files-below-the-floor",
+        ),
+        pytest.param(
+            "{cpu_seconds: 0}", ("limits.cpu_seconds", "Input should be greater than or equal to 1"), id="no-cpu"
+        ),
+        pytest.param('{memory_mb: "512"}', ("limits.memory_mb", "must be an integer"), id="a-string"),
+        pytest.param("{memory_mb: 1.5}", ("limits.memory_mb", "must be an integer"), id="a-float"),
+        pytest.param("{swap_mb: 1}", ("limits.swap_mb", "unknown key 'swap_mb'"), id="unknown-key"),
+        pytest.param("512", ("limits", "must be a mapping"), id="not-a-mapping"),
+    ],
+)
+def test_bad_limits_are_refused_naming_the_key(tmp_path: Path, limits: str, expected: tuple[str, str]) -> None:
+    assert refusal(tmp_path, f"id: demo\ntransport: {{command: node}}\nlimits: {limits}\n") == expected
+
+
+def test_limits_without_a_stdio_child_load_with_a_warning(tmp_path: Path) -> None:
+    text = "id: demo\ntransport: {kind: http, url: 'https://example.org/mcp'}\nlimits: {memory_mb: 128}\n"
+    result = read_manifest(write_manifest(tmp_path / "demo", text))
+
+    assert result.manifest is not None and result.mistakes == ()
+    assert result.warnings == ("limits: only a stdio child has them; this plugin starts none",)
