@@ -16,7 +16,8 @@
 
 Each door (the visitor endpoint, the owner endpoint, the back-channel) has one boundary that
 turns an exception into a wire error with the two functions below, which are the only places
-that map: `tool_error` (a tool result `{code, message}` with `isError`) and `rpc_error` (a
+that map: `tool_error` (a tool result with `isError`, `{code, message}` in `_meta["mcp-host/error"]`,
+as text, and as structured content unless the tool declares an `outputSchema`) and `rpc_error` (a
 JSON-RPC error, for the MCP methods that are not tool calls). The message of a `HostError` is
 written for the caller (`explained`); an `InternalError` and anything else are answered with
 the boundary's opaque message, and the boundary logs them with their traceback: `str(exc)`
@@ -33,7 +34,7 @@ from typing import ClassVar
 import mcp.types as types
 from mcp import MCPError
 
-from mcp_host_kit.contract import codes  # the refusal codes: one home, the plugin contract
+from mcp_host_kit.contract import ERROR_KEY, codes  # the refusal codes and key: one home, the plugin contract
 
 __all__ = [
     "CallTimeout",
@@ -164,23 +165,32 @@ def explained(exc: BaseException) -> HostError | None:
     return None
 
 
-def error_result(code: str, message: str) -> types.CallToolResult:
-    """A refused or failed call: `isError` with structured `{code, message}`."""
+def error_result(code: str, message: str, *, structured: bool = True) -> types.CallToolResult:
+    """A refused or failed call: `isError`, `{code, message}` in `_meta[ERROR_KEY]` (always: the
+    machine-readable code) and as text (`"code: message"`, for people and agents).
+
+    `structured`: also as structured content, the contract Python clients and the kit read.
+    Pass False when the refused tool declares an `outputSchema`, or when the host cannot tell
+    whether it does (a name it does not resolve): the TypeScript SDK client and the MCP
+    Inspector check structured content against the tool's output schema even on an error, and
+    fail the whole call (-32602) when `{code, message}` does not fit it.
+    """
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{code}: {message}")],
-        structured_content={"code": code, "message": message},
+        structured_content={"code": code, "message": message} if structured else None,
         is_error=True,
+        _meta={ERROR_KEY: {"code": code, "message": message}},
     )
 
 
-def tool_error(exc: BaseException, opaque: str = OPAQUE) -> types.CallToolResult:
-    """`exc` as a tool result: a `HostError` with its own code and message, anything else (an
-    `InternalError` included) `unavailable` with `opaque` (the caller's boundary logs it with
-    its traceback)."""
+def tool_error(exc: BaseException, opaque: str = OPAQUE, *, structured: bool = True) -> types.CallToolResult:
+    """`exc` as a tool result (`error_result`, with `structured`): a `HostError` with its own
+    code and message, anything else (an `InternalError` included) `unavailable` with `opaque`
+    (the caller's boundary logs it with its traceback)."""
     known = explained(exc)
     if known is not None:
-        return error_result(known.code, known.message)
-    return error_result(Unavailable.code, opaque)
+        return error_result(known.code, known.message, structured=structured)
+    return error_result(Unavailable.code, opaque, structured=structured)
 
 
 def rpc_error(exc: BaseException, opaque: str, *, not_found: int = INVALID_PARAMS) -> MCPError:

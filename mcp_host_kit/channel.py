@@ -33,6 +33,7 @@ from anyio.lowlevel import RunVar
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import ValidationError
 
+from .contract import refusal_of
 from .errors import Denied, Unavailable, error_for
 from .session import GRANT_KEY, SessionInfo
 
@@ -184,9 +185,9 @@ def _outcome(op: str, answer: types.JSONRPCResponse | types.JSONRPCError) -> dic
         raise Unavailable(f"{op}: the host's answer is not a tool result") from None
     content = result.structured_content
     if result.is_error:
-        code, message = (content.get("code"), content.get("message")) if isinstance(content, dict) else (None, None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise error_for(code, message)
+        refusal = refusal_of(result)  # `_meta["mcp-host/error"]`, else structured `{code, message}`
+        if refusal is not None:
+            raise error_for(refusal.code, refusal.message)
         raise Unavailable(f"{op}: the host refused the op without a code")
     if not isinstance(content, dict):
         raise Unavailable(f"{op}: the host's answer has no structured content")

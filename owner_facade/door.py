@@ -4,7 +4,8 @@ Above: `http` (the owner's MCP endpoint). Below: `tools` (the table) and `servic
 
 This is the one boundary of the owner face that turns exceptions into wire errors: through
 `errors.tool_error`, a `HostError` becomes a tool result with `isError: true` and `{code,
-message}`; arguments that
+message}` (in `_meta["mcp-host/error"]`, as text, and as structured content: no owner tool
+declares an `outputSchema`, the rule the visitor door follows too); arguments that
 do not fit a tool's model are `invalid_arguments` naming the field; anything else (an
 `InternalError` included) is logged
 with its traceback and answered opaquely — `str(exc)` never reaches a caller. Every call,
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from mcp_host.errors import DatabaseUnavailable, InvalidArguments, UnknownTool, explained, tool_error
 from mcp_host.store import as_unavailable
-from mcp_host.wire import structured_result
+from mcp_host.wire import refusal_of, structured_result
 
 from .services import OwnerServices
 from .tools import TOOLS, OwnerTool
@@ -85,8 +86,8 @@ class OwnerDoor:
     ) -> None:
         outcome = "ok"
         if result.is_error:
-            code = (result.structured_content or {}).get("code")
-            outcome = code if isinstance(code, str) and code else "error"
+            refusal = refusal_of(result)  # the host's refusal, or a plugin's through capability_invoke
+            outcome = refusal.code if refusal is not None else "error"
         try:
             summary = tool.summary(arguments) if tool is not None else {}
             await self._services.audit.record(owner_id, name[:64] or "?", summary, outcome[:64])

@@ -46,6 +46,7 @@ from mcp_host.errors import (
     rpc_error,
     tool_error,
 )
+from mcp_host_kit.contract import ERROR_KEY, QUOTA_EXHAUSTED, Refusal, refusal_of
 
 HOST_ERRORS = [
     Denied("d"),
@@ -61,15 +62,45 @@ HOST_ERRORS = [
 ]
 
 
-def test_a_refusal_is_an_error_result_with_code_and_message_as_text_and_structure() -> None:
+def test_a_refusal_is_an_error_result_with_code_and_message_as_text_meta_and_structure() -> None:
     assert error_result("denied", "no").model_dump(by_alias=True, exclude_none=True) == snapshot(
         {
+            "_meta": {"mcp-host/error": {"code": "denied", "message": "no"}},
             "content": [{"type": "text", "text": "denied: no"}],
             "structuredContent": {"code": "denied", "message": "no"},
             "isError": True,
             "resultType": "complete",
         }
     )
+
+
+def test_a_refusal_for_a_tool_with_an_output_schema_leaves_structured_content_out() -> None:
+    assert error_result("held", "wait", structured=False).model_dump(by_alias=True, exclude_none=True) == snapshot(
+        {
+            "_meta": {"mcp-host/error": {"code": "held", "message": "wait"}},
+            "content": [{"type": "text", "text": "held: wait"}],
+            "isError": True,
+            "resultType": "complete",
+        }
+    )
+    assert tool_error(Held("wait"), structured=False) == error_result("held", "wait", structured=False)
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_the_code_reads_back_from_meta_whether_or_not_it_is_structured(structured: bool) -> None:
+    refusal = error_result(QUOTA_EXHAUSTED, "none left", structured=structured)
+
+    assert refusal_of(refusal) == Refusal(code=QUOTA_EXHAUSTED, message="none left")
+    assert (refusal.meta or {})[ERROR_KEY] == {"code": QUOTA_EXHAUSTED, "message": "none left"}
+
+
+def test_a_plugins_structured_refusal_reads_back_and_a_success_is_no_refusal() -> None:
+    plugin = types.CallToolResult(content=[], structured_content={"code": "not_found", "message": "no"}, is_error=True)
+    success = types.CallToolResult(content=[], structured_content={"code": "x", "message": "y"})
+    shapeless = types.CallToolResult(content=[], structured_content={"code": 3}, is_error=True)
+
+    assert refusal_of(plugin) == Refusal(code="not_found", message="no")
+    assert (refusal_of(success), refusal_of(shapeless)) == (None, None)
 
 
 @pytest.mark.parametrize("exc", HOST_ERRORS, ids=lambda e: type(e).__name__)

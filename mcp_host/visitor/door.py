@@ -7,8 +7,11 @@ destructive tool waits for the owner's approval).
 
 `call_tool` is the visitor face's boundary for tool calls (`visitor.server` is the one for the
 other MCP methods): an exception becomes a tool result with `isError: true` and `{code,
-message}` through `errors.tool_error`; what is not a `HostError` (nor a database outage), or is
-an `InternalError`, is logged with its traceback and answered opaquely — `str(exc)` never reaches a visitor.
+message}` through `errors.tool_error` (in `_meta["mcp-host/error"]` always, as structured content
+only when the tool's `outputSchema`, if it declares one, admits it), and a child's result passes
+`meta.without_host_keys` here, so only the host's own refusals carry that key; what is not a
+`HostError` (nor a database outage), or is an `InternalError`, is logged with its traceback
+and answered opaquely — `str(exc)` never reaches a visitor.
 "Not allowed" looks like "not there": a tool the session may not see gets the same
 `unknown` answer as a tool that does not exist; the log says which.
 
@@ -33,6 +36,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+from jsonschema.exceptions import SchemaError
 from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_host.access import Session
@@ -40,20 +44,44 @@ from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.connectors import RequirementGate
 from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
-from mcp_host.plugins import ClaimGate, Plugin, Registry
+from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
 from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
 from mcp_host.store import as_unavailable
-from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta
-from mcp_host_kit.contract import QUOTA_KEY, SERVER_INFO_KEY
+from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, refusal_of, visitor_meta, without_host_keys
+from mcp_host_kit.contract import QUOTA_KEY
 
 from .bindings import Bindings
 from .listings import Listings, Surface
 
-__all__ = ["VisitorDoor", "VisitorList"]
+__all__ = ["Called", "VisitorDoor", "VisitorList"]
 # A quota that could not be read: the capability is treated as having nothing left (fail closed).
 _UNREADABLE = QuotaState(limit=0, used=0)
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Called:
+    """What a call's boundary learns as the call proceeds: the tool its name resolved to."""
+
+    tool: types.Tool | None = None
+
+    def accepts(self, refusal: types.CallToolResult) -> bool:
+        """Whether `refusal` (a `tool_error`) may also carry its `{code, message}` as structured
+        content: only when every client accepts it there, that is when the name resolved to a
+        tool that declares no `outputSchema` or one `{code, message}` fits (as MCPServer's
+        `-> dict` tools declare). Clients check structured content against the schema even on an
+        error, and one may hold a schema for a name the host no longer resolves."""
+        if self.tool is None:
+            return False
+        schema = self.tool.output_schema
+        if schema is None:
+            return True
+        pair = refusal_of(refusal)
+        try:
+            return pair is not None and bool(schema_validator(dict(schema)).is_valid(pair.model_dump()))
+        except (ValueError, SchemaError):  # a schema the host cannot read: not written to it
+            return False
 
 
 @dataclass(frozen=True)
@@ -180,16 +208,21 @@ class VisitorDoor:
         client: VisitorClient | None = None,
     ) -> types.CallToolResult:
         """`client`: the visitor's client, which the child's elicitation and sampling requests
-        (and `inference.generate`) reach while the call runs; None refuses them."""
+        (and `inference.generate`) reach while the call runs; None refuses them.
+
+        A refusal carries `{code, message}` as structured content only where every client accepts
+        it (`Called.accepts`; `errors.error_result` says why)."""
+        called = Called()
         try:
-            return await self._call(session, name, arguments, meta, progress, client)
+            return await self._call(session, name, arguments, meta, progress, client, called)
         except Exception as exc:
             known = explained(exc) or as_unavailable(exc)
             if known is None:
                 logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
                 logger.info("session %s: %s -> %s: %s", session.id, name[:80], known.code, known.message)
-            return tool_error(known or exc)
+            refusal = tool_error(known or exc, structured=False)
+            return tool_error(known or exc) if called.accepts(refusal) else refusal
 
     async def _call(
         self,
@@ -199,6 +232,7 @@ class VisitorDoor:
         meta: Mapping[str, Any] | None,
         progress: ProgressFnT | None,
         client: VisitorClient | None,
+        called: Called,
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
         toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
@@ -215,6 +249,7 @@ class VisitorDoor:
                 self._why_unknown(session, name),
             )
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
+        called.tool = binding.tool
         plugin = self._by_id[binding.capability]
         await self._check_quota(plugin, session, binding.tool.name)
         if self._holds is not None and needs_hold(binding.tool):
@@ -237,10 +272,9 @@ class VisitorDoor:
                 if QuotaExhausted.code in grant.refusals:
                     raise exhausted(plugin.manifest.id, session.subject)
         await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
-        if result.meta:
-            # The host answers as itself: the child's serverInfo stamp does not travel.
-            result.meta.pop(SERVER_INFO_KEY, None)
-        return result
+        # The child does not speak for the host (its serverInfo stamp; an `mcp-host/error` of its
+        # own, a forged refusal): dropped here, where the child's result is told from the host's.
+        return without_host_keys(result)
 
     async def _receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
         """Record that the call completed; a failure to record changes nothing for the visitor."""

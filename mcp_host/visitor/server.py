@@ -15,8 +15,9 @@ Everything a child can do in MCP reaches the session's client and back:
 - cancellation: a cancelled call is cancelled in the child (`notifications/cancelled`);
 - list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
   streams for 2026-07-28 clients, only for sessions that see the child.
-A child never speaks for the host: every result a child gave (tool results, lists, prompts,
-resources, completions) passes `meta.without_host_keys` here before it is answered, so a child's
+A child never speaks for the host: every result a child gave (lists, prompts, resources,
+completions here; tool results in `visitor.door`, before the host writes its own refusal's
+`mcp-host/error`) passes `meta.without_host_keys` before it is answered, so a child's
 `mcp-host/quota`, `mcp-host/session` or reserved protocol keys (`io.modelcontextprotocol/…`,
 its `serverInfo` stamp included) do not reach the visitor; `call_routing` does the same for
 what a child sends unasked (log messages, requests). The host's own `_meta` (the quota
@@ -204,24 +205,23 @@ class VisitorServer:
 
         asked = meta.get("progress_token", meta.get("progressToken")) is not None
         relay_progress = relay if asked else None
+        # The door drops what a child's result says for the host (`without_host_keys`) and adds
+        # its own refusal's `_meta`: its answer is passed on as it is.
         if _modern(ctx):
             try:
-                return without_host_keys(
-                    await self._rounds.call(
-                        session.id,
-                        ctx.session.client_capabilities,
-                        params,
-                        lambda client: self._door.call_tool(
-                            session, params.name, params.arguments, meta, relay_progress, client
-                        ),
-                        log_sink(ctx, None),
-                    )
+                return await self._rounds.call(
+                    session.id,
+                    ctx.session.client_capabilities,
+                    params,
+                    lambda client: self._door.call_tool(
+                        session, params.name, params.arguments, meta, relay_progress, client
+                    ),
+                    log_sink(ctx, None),
                 )
             except HostError as exc:  # a requestState that is not this call's; the call itself never raises
-                return tool_error(exc)
+                return tool_error(exc, structured=False)  # the tool is not resolved: it may declare an outputSchema
         client = PushClient(ctx, session.id, self._log_levels.get(session.id))
-        result = await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
-        return without_host_keys(result)
+        return await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
 
     async def set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams

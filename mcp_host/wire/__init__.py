@@ -7,7 +7,7 @@ from .framing import framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
 from .meta import GRANT_KEY, MetaCaps, forwarded_meta, visitor_meta, without_host_keys
-from .tool_results import error_result, structured_result
+from .tool_results import ERROR_KEY, Refusal, error_result, refusal_of, structured_result
 from .visitor_client import (
     ClientLacks,
     InputRequest,
@@ -21,6 +21,7 @@ from .visitor_client import (
 
 __all__ = [
     "ClientLacks",
+    "ERROR_KEY",
     "GRANT_KEY",
     "InputRequest",
     "InputResponse",
@@ -28,6 +29,7 @@ __all__ = [
     "LogSink",
     "MetaCaps",
     "PushClient",
+    "Refusal",
     "TokenBucket",
     "VisitorClient",
     "check_json_object",
@@ -37,6 +39,7 @@ __all__ = [
     "json_contains",
     "lacking",
     "log_sink",
+    "refusal_of",
     "structured_result",
     "visitor_meta",
     "without_host_keys",

@@ -12,10 +12,13 @@ protects `_meta`, so neither side may speak for the host:
   label is `modelcontextprotocol` or `mcp`, e.g. `io.modelcontextprotocol/…`) and
   `progressToken`: they belong to the hop, not the call, and the SDK stamps its own on the way
   to the child. The rest is capped in keys, depth and bytes.
-- child → visitor (`without_host_keys`): a child's `mcp-host/quota`, `mcp-host/session` or
-  `io.modelcontextprotocol/related-task` would reach a client as if the host had said it, so
-  the same keys are dropped from every `_meta` in what a child sends (results, their content,
-  list items, log messages, requests), and the host writes its own afterwards.
+- child → visitor (`without_host_keys`): a child's `mcp-host/quota`, `mcp-host/session`,
+  `mcp-host/error` (a forged host refusal) or `io.modelcontextprotocol/related-task` would
+  reach a client as if the host had said it, so the same keys are dropped from every `_meta` in
+  what a child sends (results, their content, list items, log messages, requests), and the host
+  writes its own afterwards: it is applied to a child's message where the host receives it
+  (the visitor door scrubs a child's tool result before its boundary may answer with the host's
+  own refusal), never to a result the host wrote.
 Keys are compared after NFKC, removing invisible characters, case folding, and mapping every
 dash or hyphen look-alike to `-` (and slash look-alikes to `/`), so `MCP-Host/session`, a
 full-width variant or `mcp\u2010host/quota` cannot slip through (SECURITY.md E1).

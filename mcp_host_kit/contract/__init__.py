@@ -10,6 +10,7 @@ a manifest is read, PyYAML — so a plugin with only the MCP SDK installed impor
 - `ops`: each host op's name with the model of its arguments and of its result;
 - `meta`: the `_meta` keys of a forwarded call;
 - `codes`: the refusal codes (DESIGN.md's error vocabulary);
+- `refusals`: reading a refusal's `{code, message}` back from a tool result (`refusal_of`);
 - `values` and `checks`: what a plugin's JSON and store arguments must be, and the limits;
 - `search`: `store.search` in memory (the matcher both in-memory stores use);
 - `yaml12`: the strict YAML reader of `manifest.yaml`.
@@ -54,6 +55,7 @@ from .codes import (
 from .meta import (
     CALL_KEY,
     CONNECTION_KEY,
+    ERROR_KEY,
     GRANT_KEY,
     HOST_PREFIX,
     QUOTA_KEY,
@@ -97,6 +99,7 @@ from .ops import (
     UpdateResult,
     argument_problems,
 )
+from .refusals import Refusal, refusal_of
 from .search import search_match
 from .values import MAX_JSON_INTEGER, ArgumentError, check_json_object, check_json_value, json_contains, json_size
 from .yaml12 import MANIFEST_NAME, MAX_MANIFEST_BYTES, YamlProblem, loc_part, read_yaml
@@ -115,6 +118,7 @@ __all__ = [
     "CountResult",
     "DENIED",
     "DeleteResult",
+    "ERROR_KEY",
     "GRANT_KEY",
     "HELD",
     "HOST_PREFIX",
@@ -141,6 +145,7 @@ __all__ = [
     "REFUSAL_CODES",
     "RESERVED_LABELS",
     "Record",
+    "Refusal",
     "ReleaseResult",
     "SERVER_INFO_KEY",
     "SESSION_KEY",
@@ -182,6 +187,7 @@ __all__ = [
     "quota_cap",
     "quota_message",
     "read_yaml",
+    "refusal_of",
     "search_match",
     "stamped",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "CALL_KEY",
     "CONNECTION_KEY",
+    "ERROR_KEY",
     "GRANT_KEY",
     "HOST_PREFIX",
     "QUOTA_KEY",
@@ -29,6 +30,11 @@ CALL_KEY = "mcp-host/call"
 """On each forwarded call: its random id; a child echoes it on a request to that call's visitor."""
 CONNECTION_KEY = "mcp-host/connection"
 """On a connector's call: the owner's connection of its category, secrets opened."""
+ERROR_KEY = "mcp-host/error"
+"""On a refusal the host wrote itself (`isError`): `{code, message}`, machine-readable whether or
+not the result also carries them as structured content (it does not for a tool that declares an
+`outputSchema`: clients check structured content against it even on an error). A child's result
+never carries it: the host drops a child's copy, so it cannot pass for the host's refusal."""
 QUOTA_KEY = "mcp-host/quota"
 """On a visitor's `tools/list` result: the quota left per tool."""
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
