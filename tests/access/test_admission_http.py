@@ -17,9 +17,11 @@ import pytest
 from inline_snapshot import Is, snapshot
 
 from mcp_host.visitor.http import NO_CREDENTIAL, REFUSED
+from mcp_host_kit.contract import Refusal, refusal_of
 from tests.hosting import RunningHost, host_settings, running_host
 
 pytestmark = pytest.mark.anyio
+NONE = Refusal(code="", message="")  # what a result that is no refusal reads as here
 
 ECHO = ["echo", "whoami", "sleep", "die"]
 GUARDED = ["guarded_hello", "guarded_scope"]
@@ -153,8 +155,8 @@ async def test_a_revoked_credential_opens_no_session_and_its_live_sessions_lose_
         assert before == ECHO + GUARDED
         assert revoked is True
         assert after.tools == []
-        assert (refused.is_error, refused.structured_content) == (True, UNKNOWN_ECHO)
-        assert (refused_granted.structured_content or {})["code"] == "unknown"
+        assert (refused.is_error, refusal_of(refused)) == (True, Refusal(**UNKNOWN_ECHO))
+        assert (refusal_of(refused_granted) or NONE).code == "unknown"
         assert _refused(again) == (401, REFUSED, 'Bearer realm="mcp-host"')
         assert (
             f"session {live['session_id']}: tool 'echo' refused as unknown "

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from mcp_host_kit.contract import Refusal, refusal_of
 from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import DAY, PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
+NONE = Refusal(code="", message="")  # what a result that is no refusal reads as here
 
 HOUR = {"start": "2030-01-07T09:00:00+00:00", "end": "2030-01-07T10:00:00+00:00"}
 
@@ -73,8 +75,8 @@ async def test_read_only_account_hides_the_write_tools_only(host: RunningHost, r
 
     assert "slots_busy" in names and "meeting_book" not in names
     assert refused.is_error
-    assert (refused.structured_content or {})["code"] == "unknown"
-    assert (refused.structured_content or {})["message"] == (unknown.structured_content or {})["message"].replace(
+    assert (refusal_of(refused) or NONE).code == "unknown"
+    assert (refusal_of(refused) or NONE).message == (refusal_of(unknown) or NONE).message.replace(
         "no_such_tool", "meeting_book"
     )
 
@@ -92,7 +94,7 @@ async def test_disconnecting_mid_session_removes_the_dependants_at_the_next_list
     assert not {"slots_busy", "meeting_book", "meta_seen", "mail_send"} & set(names)
     async with host.client(session) as client:
         refused = await client.call_tool("slots_busy", DAY)
-    assert (refused.structured_content or {})["code"] == "unknown"
+    assert (refusal_of(refused) or NONE).code == "unknown"
 
 
 async def test_secrets_reach_neither_listings_nor_the_capability(host: RunningHost, radicale: Radicale) -> None:

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_host_kit.contract import Refusal, refusal_of
 from owner_facade import OWNER_PATH
 from tests.hosting import BUILTINS, PLUGINS, RunningHost, host_settings, running_host
 from tests.processes import needs_bwrap
@@ -551,5 +552,5 @@ async def test_an_owner_only_tool_is_never_shown_to_or_called_by_a_visitor(tmp_p
             failed, purged = await call(owner, "capability_invoke", capability="test.owned", tool="owned.purge")
     assert names == ["greet"]
     assert refused.is_error is True
-    assert (refused.structured_content or {}).get("code") == "unknown"
+    assert refusal_of(refused) == Refusal(code="unknown", message="no tool named 'purge' is available in this session")
     assert (failed, purged) == (False, {"purged": True, "mode": "owner"})

@@ -22,9 +22,11 @@ from mcp_host.plugins.loading import Plugin
 from mcp_host.plugins.manifest import Manifest
 from mcp_host.policy.pins import MemoryPins, Pins, definition_hash, definition_of
 from mcp_host.store.database import PgPool
+from mcp_host_kit.contract import Refusal, refusal_of
 from tests.hosting import PLUGINS, host_settings, running_host
 
 pytestmark = pytest.mark.anyio
+NONE = Refusal(code="", message="")  # what a result that is no refusal reads as here
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -398,4 +400,4 @@ async def test_shifty_renaming_a_tool_after_approval_leaves_the_new_name_pending
             assert [t.name for t in (await client.list_tools()).tools] == ["shift"]
             assert [(p.tool, p.approved) for p in await pins.pending()] == [("beta", None)]
             refused = await client.call_tool("beta", {})
-            assert refused.structured_content is not None and refused.structured_content["code"] == "unknown"
+            assert (refusal_of(refused) or NONE).code == "unknown"
