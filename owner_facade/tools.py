@@ -352,10 +352,14 @@ def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
 async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
     """Tools hidden until approved: new ones, and ones whose definition changed since approval,
     with the approved and the live definition side by side (JSON, so any text in them is escaped),
-    and the tools visitors are shown now that approving one would hide (`collides_with`)."""
+    and the tools visitors are shown now that approving one would hide (`collides_with`); and the
+    tools the host drops whatever the owner approves (`rejected`: unsafe name, text or schema),
+    each with its cause and its name escaped."""
+    rejected = [{**tool.model_dump(mode="json"), "status": "rejected"} for tool in s.catalogue.rejected()]
     if s.pins is None:
-        return {"pinning": False, "pending": []}
-    return {"pinning": True, "pending": [_pending(s, t) for t in await s.pins.pending()]}
+        return {"pinning": False, "pending": [], "rejected": rejected}
+    pending = [_pending(s, t) for t in await s.pins.pending()]
+    return {"pinning": True, "pending": pending, "rejected": rejected}
 
 
 async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:
@@ -364,6 +368,9 @@ async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answ
     the owner decides knowingly that both go dark for sessions that see both."""
     if s.pins is None:
         raise Unconfigured("tool pinning is off on this host (MCP_HOST_PIN_TOOLS=false)")
+    cause = s.catalogue.is_rejected(a.capability, a.tool)
+    if cause is not None:
+        raise InvalidArguments(f"{a.tool[:64]!r} of {a.capability[:64]!r} is rejected ({cause}); it cannot be approved")
     expected = bytes.fromhex(a.live_sha256) if a.live_sha256 is not None else None
     colliding = _colliding(s, await s.pins.exposed_alike(a.capability, a.tool))
     if colliding and not a.hide_colliding:
@@ -502,7 +509,9 @@ _TABLE: list[OwnerTool[Any]] = [
         "tools_pending",
         "Tools hidden from visitors until you approve them (new, or changed since approval), "
         "with the approved and the live definition side by side, and the tools visitors see now "
-        "that approving one would hide (collides_with: a name that differs only in case, '-' or '_').",
+        "that approving one would hide (collides_with: a name that differs only in case, '-' or '_'); "
+        "and, under rejected, the tools no visitor is shown whatever you approve (unsafe name, text or "
+        "schema), each with its cause.",
         NoArguments,
         _tools_pending,
     ),

@@ -13,7 +13,6 @@ the part that serves ops (`BackChannel`) is built later with the sockets and the
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -52,6 +51,7 @@ from mcp_host.visitor import (
     Bindings,
     ChangeFeed,
     InputRounds,
+    OwnerReview,
     SessionsEndpoint,
     TurnsEndpoint,
     VisitorDoor,
@@ -283,13 +283,31 @@ def _session_manager(
 
 
 async def _relay_list_changes(
-    changes: MemoryObjectReceiveStream[tuple[str, str]], door: VisitorDoor, feed: ChangeFeed
+    changes: MemoryObjectReceiveStream[tuple[str, str]],
+    door: VisitorDoor,
+    feed: ChangeFeed,
+    review: OwnerReview | None,
 ) -> None:
-    """Each child's "list changed", to the visitor door's caches and to the listening sessions."""
+    """Each child's "list changed", to the visitor door's caches and to the listening sessions;
+    a changed tool list is also listed again for the owner's review (pinning on)."""
     async for plugin_id, what in changes:
         if what in ("prompts", "resources"):
             door.listings.forget(plugin_id)
+        elif what == "tools" and review is not None:
+            review.changed(plugin_id)
         feed.publish(plugin_id, what)
+
+
+async def _first_lists(
+    bindings: Bindings, review: OwnerReview | None, capabilities: Sequence[Plugin], prestart: Sequence[Plugin]
+) -> None:
+    """Once the pins are loaded: every capability's tools listed for the owner's review (so
+    `tools_pending` shows them before any visitor lists them, whatever their `acl`), then the
+    prestarted children's lists vetted as the toolset every session sees."""
+    if review is not None:
+        await review.all(capabilities)
+    if prestart:
+        await bindings.assemble(prestart, fresh=False)
 
 
 @dataclass(frozen=True)
@@ -302,6 +320,7 @@ class _Shared:
     owner_token_new: bool
     pins: Pins | None
     bindings: Bindings
+    review: OwnerReview | None
     sessions: CachedSessionStore
     stores: PluginStores
     config: ConfigStore
@@ -318,7 +337,8 @@ async def _shared(
     settings: Settings, report: LoadReport, early: Early, database: Database, background: TaskGroup
 ) -> _Shared:
     """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
-    built once; the bindings vet the prestarted children's lists once the pins are loaded."""
+    built once; once the pins are loaded, every capability's tools are listed for the owner's
+    review (pinning on) and the prestarted children's lists vetted, in the background."""
     owners = OwnerStore(database.pool)
     owner = await owners.ensure_single_owner()
     # Tool pinning: a child's tool whose definition the owner has not approved stays hidden.
@@ -326,8 +346,9 @@ async def _shared(
     if pins is not None:
         await pins.load()
     bindings = Bindings(early.children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
-    if early.prestart:  # the children booted while the database started; vet their lists now
-        background.start_soon(functools.partial(bindings.assemble, early.prestart, fresh=False))
+    review = OwnerReview(bindings, early.plugins, background) if pins is not None else None
+    if review is not None or early.prestart:  # prestarted children booted while the database started
+        background.start_soon(_first_lists, bindings, review, early.plugins.capabilities, early.prestart)
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = CachedSessionStore(
@@ -354,6 +375,7 @@ async def _shared(
         owner_token_new=first_token and token_file is not None,
         pins=pins,
         bindings=bindings,
+        review=review,
         sessions=sessions,
         stores=stores,
         config=config,
@@ -474,7 +496,7 @@ async def wired(
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = _visitor_door(settings, early, shared, meta_caps)
     feed = ChangeFeed(door.sees, background)
-    background.start_soon(_relay_list_changes, early.list_changes, door, feed)
+    background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
     visitor_manager = _session_manager(server, settings, rules)

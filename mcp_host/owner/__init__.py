@@ -4,13 +4,14 @@ stdio bridge to the owner endpoint. Below: `visitor`. Above: `app` (and `owner_f
 
 from .bridge import OWNER_MCP_PATH, run_owner_bridge
 from .calls import OwnerCalls
-from .catalogue import Catalogue, CatalogueEntry, entry_for, invalid_entry
+from .catalogue import Catalogue, CatalogueEntry, RejectedTool, entry_for, invalid_entry
 
 __all__ = [
     "Catalogue",
     "CatalogueEntry",
     "OWNER_MCP_PATH",
     "OwnerCalls",
+    "RejectedTool",
     "entry_for",
     "invalid_entry",
     "run_owner_bridge",

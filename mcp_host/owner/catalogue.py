@@ -4,7 +4,8 @@ Above: `mcp-host caps list` (and, with issue 5, the owner's `capabilities_list`)
 load report (manifests), the child pool (health) and the bindings (why tools are withheld).
 Listing never starts a child. `logs` gives one plugin's recent log (the owner's
 `capability_logs`): its children's last stderr, exception and error-result lines, escaped,
-and why its last process ended.
+and why its last process ended. `rejected` gives the tools the host drops whatever the owner
+approves (unsafe name, text or schema), with their causes (the owner's `tools_pending`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,21 @@ from pydantic import BaseModel, ConfigDict
 
 from mcp_host.children import ChildPool, ChildState, LogKind
 from mcp_host.errors import ManifestError
-from mcp_host.plugins import LoadReport, Plugin
+from mcp_host.plugins import LoadReport, Plugin, printable
 from mcp_host.visitor import Bindings
 
-__all__ = ["CapabilityLogs", "Catalogue", "CatalogueEntry", "LogEntry", "entry_for", "invalid_entry"]
+__all__ = [
+    "CapabilityLogs",
+    "Catalogue",
+    "CatalogueEntry",
+    "LogEntry",
+    "RejectedTool",
+    "entry_for",
+    "invalid_entry",
+]
+
+# How much of a rejected tool's name is shown (a valid one is at most 64 characters).
+_NAME_SHOWN = 80
 
 Status = Literal["healthy", "not_started", "failing", "invalid"]
 
@@ -35,6 +47,17 @@ class CatalogueEntry(BaseModel):
     visitor_tools: list[str]
     status: Status
     cause: str | None = None
+
+
+class RejectedTool(BaseModel):
+    """A tool a child lists that no visitor is shown, whatever the owner approves."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    capability: str
+    tool: str
+    """Its name, escaped and cut (a rejected name may hold anything)."""
+    cause: str
 
 
 class LogEntry(BaseModel):
@@ -120,6 +143,22 @@ class Catalogue:
             last_exit_at=_at(health.last_exit_at) if health.last_exit_at is not None else None,
             lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in child.log.recent(lines)],
         )
+
+    def rejected(self) -> list[RejectedTool]:
+        """The tools dropped from the last vetted list of each loaded plugin, by plugin and name."""
+        rejected = self._bindings.rejected
+        out: list[RejectedTool] = []
+        for plugin in self._report.plugins:
+            pid = plugin.manifest.id
+            out.extend(
+                RejectedTool(capability=pid, tool=printable(name, _NAME_SHOWN), cause=cause)
+                for name, cause in sorted(rejected.get(pid, ()))
+            )
+        return out
+
+    def is_rejected(self, plugin_id: str, tool: str) -> str | None:
+        """Why `plugin_id`'s tool named exactly `tool` is rejected, or None when it is not."""
+        return next((cause for name, cause in self._bindings.rejected.get(plugin_id, ()) if name == tool), None)
 
     def entries(self) -> list[CatalogueEntry]:
         out: list[CatalogueEntry] = []

@@ -8,12 +8,14 @@ from .change_feed import ChangeFeed
 from .door import VisitorDoor
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
+from .owner_review import OwnerReview
 from .server import build_visitor_server
 
 __all__ = [
     "Bindings",
     "ChangeFeed",
     "InputRounds",
+    "OwnerReview",
     "SessionsEndpoint",
     "TurnsEndpoint",
     "VisitorDoor",

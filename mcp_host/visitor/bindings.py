@@ -12,12 +12,16 @@ Reconciliation rules (issue 2):
 - a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
   so are names that differ only in case, `-` or `_` (`Get_Item`, `get-item`: an agent or a
   client that normalises names could call the wrong one), even two of one capability;
-- a tool whose name or text is unsafe (SECURITY.md A11) is dropped and logged;
+- a tool whose name, text or schema is unsafe (SECURITY.md A10, A11) is dropped, never
+  silently: it is logged, and kept with its cause for the catalogue and the owner's
+  `tools_pending` (`rejected`);
 - a tool the manifest names as an `owner_tools` target and not in `visitor_tools` is the
   owner's: it is never in a visitor's list (the owner's door calls it by name);
 - with `pins` (SECURITY.md E8), each newly vetted list is recorded with them, and a tool whose
   definition is not the one the owner approved is withheld until the owner approves it; the
-  catalogue and the log say it is pending owner approval.
+  catalogue and the log say it is pending owner approval;
+- `review` lists a plugin's tools in owner context and vets them the same way, with no
+  session: the pins record what the owner must review before any visitor lists them.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import mcp.types as types
 
 from mcp_host.children import Child
 from mcp_host.errors import HostError
-from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema
+from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema, shown
 from mcp_host.policy import PinBook, collision_key
 from mcp_host.store import is_connection_failure
 
@@ -84,6 +88,8 @@ class Bindings:
         self._reported: dict[str, frozenset[str]] = {}
         # plugin id -> (the child's list as last vetted, the tools of it that passed)
         self._vetted: dict[str, tuple[tuple[types.Tool, ...], tuple[types.Tool, ...]]] = {}
+        # plugin id -> (tool name, why it was dropped) for each tool of its last vetted list dropped
+        self._dropped: dict[str, tuple[tuple[str, str], ...]] = {}
         # capability ids -> (the inputs of the last merge for them, its toolset)
         self._merges: dict[tuple[str, ...], tuple[tuple[object, ...], Toolset]] = {}
         self._schemas: dict[str, Mapping[str, Any] | None] = {}
@@ -93,13 +99,25 @@ class Bindings:
     @property
     def causes(self) -> dict[str, str]:
         """Capability id → why some or all of its tools are not exposed right now: as the last
-        toolset assembled for it found, less the tools approved since (an approval shows at once)."""
+        toolset assembled for it found (collisions, unavailable), with the tools its last vetted
+        list dropped or withheld pending approval (a visitor's list or the owner's `review`),
+        less the tools approved since (an approval shows at once)."""
         causes: dict[str, str] = {}
-        for pid, (clashes, pending) in self._causes.items():
+        for pid in self._causes.keys() | self._dropped.keys() | self._withheld.keys():
+            clashes = self._causes.get(pid, ([], ()))[0]
+            pending = self._withheld.get(pid, ())
+            dropped = [_dropped(name, why) for name, why in self._dropped.get(pid, ())]
             still = [f"tool {name!r} is pending owner approval" for name in self._still_pending(pid, pending)]
-            if clashes or still:
-                causes[pid] = "; ".join(clashes + still)
-        return causes
+            if clashes or dropped or still:
+                causes[pid] = "; ".join(clashes + dropped + still)
+        return dict(sorted(causes.items()))
+
+    @property
+    def rejected(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Capability id → (tool name as the child gave it, why it was dropped) for each tool of
+        its last vetted list that no visitor may be shown, whatever the owner approves. The name
+        may be hostile: show it escaped (`printable`)."""
+        return dict(self._dropped)
 
     def _still_pending(self, pid: str, names: tuple[str, ...]) -> tuple[str, ...]:
         pinned = self._pinned.get(pid)
@@ -186,6 +204,7 @@ class Bindings:
         if vetted is not None and (vetted[0] is tools or vetted[0] == tools):
             return vetted[1]
         safe: list[types.Tool] = []
+        dropped: list[tuple[str, str]] = []
         owner_only = _owner_only(plugin)
         for tool in tools:
             if tool.name in owner_only:
@@ -193,8 +212,13 @@ class Bindings:
             problem = _tool_problem(tool)
             if problem:
                 logger.warning("%s: tool %r dropped: %s", pid, tool.name[:80], problem)
+                dropped.append((tool.name, problem))
                 continue
             safe.append(tool)
+        if dropped:
+            self._dropped[pid] = tuple(dropped)
+        else:
+            self._dropped.pop(pid, None)
         real = frozenset(t.name for t in safe)
         if self._reported.get(pid) != real:
             if owner_only & {t.name for t in tools}:
@@ -230,6 +254,22 @@ class Bindings:
             self._merges.pop(next(iter(self._merges)))
         self._merges[ids] = (key, toolset)
         return toolset
+
+    async def review(self, plugin: Plugin, *, fresh: bool) -> bool:
+        """List `plugin`'s tools in owner context (its last real list unless `fresh`) and vet
+        them as a visitor's list would be, so the pins record what awaits the owner and dropped
+        tools get their cause; no session's toolset changes. False when it could not be listed
+        (logged; its cause is the child's, as the catalogue shows it)."""
+        try:
+            child = self._child_of(plugin)  # no session: owner context
+            tools = None if fresh else child.tools
+            if tools is None:
+                tools = await child.list_tools(timeout_s=self._list_timeout_s)
+        except HostError as exc:
+            logger.info("%s: tools not listed for the owner's review: %s", plugin.manifest.id, exc.message)
+            return False
+        await self._vet(plugin, tools)
+        return True
 
     def _peek_cause(self, plugin: Plugin) -> str | None:
         try:
@@ -304,6 +344,11 @@ def _clash(pid: str, name: str, group: tuple[tuple[str, str], ...]) -> str:
     )
 
 
+def _dropped(name: str, why: str) -> str:
+    """The catalogue's cause for a dropped tool; its name (maybe hostile) escaped and cut."""
+    return f"tool {shown(name, 80)} dropped: {why}"
+
+
 def _owner_only(plugin: Plugin) -> frozenset[str]:
     """Child tools its manifest names only as owner tools: the owner's, never a visitor's."""
     manifest = plugin.manifest
@@ -313,12 +358,14 @@ def _owner_only(plugin: Plugin) -> frozenset[str]:
 def _tool_problem(tool: types.Tool) -> str | None:
     if not TOOL_NAME_RE.fullmatch(tool.name):
         return "its name is not ^[a-zA-Z0-9_-]{1,64}$"
-    try:  # a child's schema is untrusted input too (SECURITY.md A10: no remote $ref, bounded)
-        check_tool_schema(tool.input_schema)
-        if tool.output_schema is not None:
-            check_tool_schema(tool.output_schema)
-    except ValueError as exc:
-        return f"input or output schema refused: {exc}"
+    # A child's schema is untrusted input too (SECURITY.md A10: no remote $ref, bounded).
+    for label, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
+        if schema is None:
+            continue
+        try:
+            check_tool_schema(schema)
+        except ValueError as exc:
+            return f"{label} schema refused: {exc}"
     for label, text, multiline in (("title", tool.title, False), ("description", tool.description, True)):
         if text is None:
             continue
