@@ -168,19 +168,24 @@ class SandboxSettings(_Group):
     max_open_files: int = Field(default=256, ge=32, validation_alias="child_max_open_files")
     cpu_seconds: int = Field(default=3600, ge=1, validation_alias="child_cpu_seconds")
     max_file_bytes: int = Field(default=256 * MiB, ge=MiB, validation_alias="child_max_file_bytes")
+    # Each of these five is the default and the ceiling of the same key of a manifest's
+    # `limits` (memory_mb, processes, open_files, cpu_seconds; sandbox/budget.py).
     # A sandbox's tmpfs: its private /tmp and /dev/shm (the rest of its file system is
-    # read-only). Both are part of `memory_bytes`: its RLIMIT_AS is what they leave.
+    # read-only). Both are part of `memory_bytes`: without a memory cgroup, its RLIMIT_DATA is
+    # what they leave (never RLIMIT_AS, which V8 cannot start under); a plugin with a smaller
+    # `limits.memory_mb` gets them scaled down in the same proportion.
     tmp_bytes: int = Field(default=64 * MiB, ge=MiB, validation_alias="child_tmp_bytes")
     shm_bytes: int = Field(default=16 * MiB, ge=MiB, validation_alias="child_shm_bytes")
     # Where the cgroup file systems are mounted; each sandbox gets a pids cgroup of
     # `max_processes` tasks and a memory cgroup of `memory_cgroup_bytes` when usable there
     # (sandbox/cgroups.py, `SandboxCgroups`).
     cgroup_root: Path = Path("/sys/fs/cgroup")
-    # Each sandbox's memory cgroup, where the host has a memory controller: a cap on all the
-    # RAM its processes hold together, swap included, so also the memfd and tmpfs pages they
-    # write (RLIMIT_AS does not see those) and page cache. Unset: `memory_bytes`, the same
-    # budget RLIMIT_AS and the tmpfs caps split per process, now held by the sandbox as a
-    # whole. At the cap a write fails or the kernel's OOM killer kills in the sandbox.
+    # Each sandbox's memory cgroup, where the host has a memory controller: the sandbox's
+    # memory cap (no memory rlimit is set then), on all the RAM its processes hold together,
+    # swap included, so also the memfd and tmpfs pages they write (no rlimit sees those) and
+    # page cache. Unset: `memory_bytes`. A plugin's `limits.memory_mb` lowers it for its own
+    # sandboxes. At the cap a write fails or the kernel's OOM killer kills in the sandbox,
+    # and the child's cause says "out of memory (limit N MiB)".
     memory_cgroup_bytes: int | None = Field(default=None, ge=64 * MiB, validation_alias="child_memory_cgroup_bytes")
 
     @model_validator(mode="after")

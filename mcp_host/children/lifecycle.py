@@ -423,7 +423,7 @@ class Child:
                 reason = "stopped"
             crashed = reason not in ("stopped", "idle")
             if crashed:
-                reason = _explain(reason, process.returncode, drain)
+                reason = _explain(reason, process.returncode, drain, launch)
             else:
                 self._tools = None
             self._finish(start, reason, started_at, crashed=crashed)
@@ -561,8 +561,13 @@ class _InUse:
         self._child._last_used = time.monotonic()
 
 
-def _explain(reason: str, returncode: int | None, drain: StderrDrain) -> str:
+def _explain(reason: str, returncode: int | None, drain: StderrDrain, launch: Launch) -> str:
+    """Why a child crashed, for its health and the log: the sandbox's memory limit first when
+    it hit it (`Launch.out_of_memory`; read before the launch's release removes its cgroup),
+    then the reason, how the process ended and its last stderr line."""
     parts = [reason]
+    if (memory := launch.out_of_memory(returncode, drain.out_of_memory)) is not None:
+        parts.insert(0, memory)
     if returncode is not None:
         parts.append(f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}")
     if drain.tail:

@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from mcp_host.plugins import printable
+from mcp_host.sandbox import says_out_of_memory
 from mcp_host.wire import LimitedLog, TokenBucket
 
 __all__ = ["ChildLog", "LogKind", "LogLine", "StderrDrain", "Tracebacks"]
@@ -103,6 +104,7 @@ class StderrDrain:
         self._name = name
         self._line_bytes = line_bytes
         self.tail: collections.deque[str] = collections.deque(maxlen=keep)
+        self.out_of_memory = False  # a line said an allocation failed (V8's stack follows its line)
         self.dropped = 0
         self._untold = 0  # dropped lines not yet told in the log
         self._budget = TokenBucket(per_s=lines_per_s, burst=lines_per_s)
@@ -148,6 +150,7 @@ class StderrDrain:
             self._log.exception(summary)
         if not text:
             return
+        self.out_of_memory = self.out_of_memory or says_out_of_memory(text)
         self.tail.append(text)
         self._log.keep("stderr", text)
         if not self._budget.take():

@@ -1,9 +1,11 @@
-"""Sandboxing a child: the bubblewrap argv, the seccomp filter, pids and memory cgroups, and the
-launch (argv, env, cwd) of one plugin. Below: `plugins`. Above: `children`.
+"""Sandboxing a child: the bubblewrap argv, the seccomp filter, pids and memory cgroups, the
+plugin's limits under the host's, what each runtime sees, and the launch (argv, env, cwd) of
+one plugin. Below: `plugins`. Above: `children`.
 """
 
+from .budget import limit_warnings
 from .bwrap import SandboxLedger, SandboxUnavailable, require_bwrap
-from .launch import Launch, host_cgroups, launch_for
+from .launch import Launch, host_cgroups, launch_for, says_out_of_memory
 from .procs import proc_stat, started_at
 
 __all__ = [
@@ -12,7 +14,9 @@ __all__ = [
     "SandboxUnavailable",
     "host_cgroups",
     "launch_for",
+    "limit_warnings",
     "proc_stat",
     "require_bwrap",
+    "says_out_of_memory",
     "started_at",
 ]

@@ -16,7 +16,11 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
     /usr (ro), /bin /sbin /lib /lib64 as on the host (symlinks into /usr on merged-/usr systems)
     /etc            only ld.so.cache and localtime; with allow_net also the resolver files
                     and the CA certificates (never /etc/passwd, /etc/ssl/private ...)
-    <interpreter>   each `extra_ro_binds` path, read-only at the same path
+    <runtime>       each `extra_ro_binds` path, read-only at the same path (an interpreter's or
+                    a command's install tree outside /usr), each `ro_binds_at` at its path
+                    inside (for `command: python`: the SDK's packages, the kit), and each
+                    `hidden` path under an empty read-only tmpfs (the base interpreter's own
+                    site-packages). What each runtime gets is `sandbox.runtimes`' choice.
     /plugin (ro)    the plugin folder; the working directory
     /tmp            a private tmpfs of `limits.tmp_bytes`; HOME points here
     /proc /dev      the sandbox's own; only its own pids are visible. /dev is read-only but
@@ -36,9 +40,10 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     own mounts, into the sandbox's init and the command (prlimit, then the
                     child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI, System V
                     IPC; `Seccomp` reads 2 inside. Required: no sandboxed argv without it.
-    limits          prlimit: address space, tasks, open files, CPU (hard: SIGKILL), file size.
+    limits          prlimit: tasks, open files, CPU (hard: SIGKILL), file size, and, only when
+                    the sandbox has no memory cgroup, the data segment (RLIMIT_DATA).
                     `limits.memory_bytes` is the sandbox's whole memory budget: the tmpfs caps
-                    come out of it and the rest is the address space (`Limits`)
+                    come out of it and the rest is the data limit (`Limits`)
     argv            with `args_fd`, bwrap's operations (every host path) are read from a
                     memfd (`--args FD`), so bwrap's command line, which is also the sandbox's
                     pid 1's (/proc/1/cmdline), shows only the fd, prlimit's numbers and the
@@ -46,8 +51,9 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
     cgroups         when the host has them (`sandbox_cgroup.SandboxCgroups`), joined before bwrap
                     runs, for the whole sandbox, bwrap included: `pids.max` tasks, the only
                     task cap that holds when the host runs as root (see `_prlimit_argv`), and a
-                    memory limit (`child_memory_cgroup_bytes`), the only cap on the memfd pages
-                    a sandbox writes, which RLIMIT_AS does not see.
+                    memory limit, the sandbox's memory cap wherever the host has one: it
+                    counts all the sandbox holds (the memfd pages it writes too, which no
+                    rlimit sees), fits every runtime, and its OOM-kill counter names the cause.
 """
 
 from __future__ import annotations
@@ -129,13 +135,16 @@ class Limits:
     """Per-child resource limits: prlimit inside the sandbox, and the sizes of its tmpfs.
 
     memory_bytes: the sandbox's memory budget: its tmpfs caps (`tmp_bytes`, `shm_bytes`:
-        tmpfs pages are RAM that RLIMIT_AS does not see) and, for the rest, RLIMIT_AS
-        (`address_space_bytes`: the address space, so thread stacks and malloc arenas count
-        too). What a sandbox can pin is thus at most memory_bytes, but for kernel memory
-        (mcp_host/README.md says which) and memfd pages written, not mapped: those only the
-        sandbox's memory cgroup counts, where the host has one (`sandbox.cgroups`). System V
-        IPC, which no limit counts, cannot be used at all (the seccomp filter refuses
-        shmget, msgget and semget).
+        tmpfs pages are RAM no rlimit sees) and the rest. Where the host has a memory cgroup
+        the sandbox's group holds the whole budget (`sandbox.cgroups`) and no memory rlimit
+        is set. Without one the rest is RLIMIT_DATA (`data_bytes`: private writable
+        mappings, so malloc arenas and the JavaScript heap count), not RLIMIT_AS: V8 reserves
+        far more address space than it uses (measured: node 20 dies at start under
+        `--as=1 GiB`, starts under `--data=944 MiB`), and CPython fails an allocation past
+        either with MemoryError. RLIMIT_DATA does not see thread stacks, kernel memory or
+        memfd pages written, not mapped: only the cgroup counts those. System V IPC, which
+        no limit counts, cannot be used at all (the seccomp filter refuses shmget, msgget
+        and semget).
     max_processes: RLIMIT_NPROC (tasks, i.e. threads too); see `_prlimit_argv` for where
         the kernel enforces it.
     max_open_files: RLIMIT_NOFILE.
@@ -146,7 +155,7 @@ class Limits:
     shm_bytes: the size of the private /dev/shm tmpfs (POSIX shared memory, semaphores).
 
     Raises ValueError for a limit that is not a positive int, or tmpfs caps that leave no
-    address space.
+    data segment.
     """
 
     memory_bytes: int
@@ -161,15 +170,15 @@ class Limits:
         for name, value in vars(self).items():
             if type(value) is not int or value <= 0:
                 raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
-        if self.address_space_bytes <= 0:
+        if self.data_bytes <= 0:
             raise ValueError(
                 f"Limits.memory_bytes ({self.memory_bytes}) must exceed tmp_bytes + shm_bytes "
                 f"({self.tmp_bytes + self.shm_bytes}): the tmpfs caps are part of it"
             )
 
     @property
-    def address_space_bytes(self) -> int:
-        """RLIMIT_AS: the memory budget less the tmpfs caps."""
+    def data_bytes(self) -> int:
+        """RLIMIT_DATA without a memory cgroup: the memory budget less the tmpfs caps."""
         return self.memory_bytes - self.tmp_bytes - self.shm_bytes
 
 
@@ -182,8 +191,12 @@ class SandboxSpec:
         on `BASE_ENV`'s PATH. Both always come after bwrap's `--`.
     env: the child's variables, over `BASE_ENV`.
     allow_net: keep the host's network namespace (and bind the resolver and CA files).
-    extra_ro_binds: absolute host paths (the interpreter's prefixes), read-only at the same path.
-    ro_binds_at: (host path, path inside), read-only (the plugin kit at a fixed path).
+    extra_ro_binds: absolute host paths (an interpreter's or a command's install tree),
+        read-only at the same path.
+    ro_binds_at: (host path, path inside), read-only (the plugin kit, the SDK's packages at
+        fixed paths); a file or a directory.
+    hidden: absolute paths inside, each covered by an empty read-only tmpfs (a directory of
+        a bound tree the child must not read).
     socket_binds: (host path, path inside), bound read-write (the plugin's host-op socket).
     """
 
@@ -195,6 +208,7 @@ class SandboxSpec:
     limits: Limits
     extra_ro_binds: tuple[Path, ...] = ()
     ro_binds_at: tuple[tuple[Path, str], ...] = ()
+    hidden: tuple[str, ...] = ()
     socket_binds: tuple[tuple[Path, str], ...] = ()
 
 
@@ -257,7 +271,7 @@ def build_command(
         *operations,
         # Everything after this is the child's argv: no manifest value is ever read as a flag.
         "--",
-        *_prlimit_argv(spec.limits),
+        *_prlimit_argv(spec.limits, memory_cgroup=cgroup is not None and cgroup.memory is not None),
         spec.command,
         *spec.args,
     ]
@@ -329,6 +343,8 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
     args += [arg for path in spec.extra_ro_binds for arg in ("--ro-bind", str(path), str(path))]
     args += [arg for host, inside in spec.ro_binds_at for arg in ("--ro-bind", str(host), inside)]
+    # A tmpfs of one page, read-only once made: what was bound there cannot be read.
+    args += [arg for path in spec.hidden for arg in ("--size", "4096", "--tmpfs", path, "--remount-ro", path)]
     args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
     args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
     # Last, once every mount point is made: bwrap's root and its /dev are tmpfs without a
@@ -351,7 +367,7 @@ def _root_link_args() -> list[str]:
     return args
 
 
-def _prlimit_argv(limits: Limits) -> list[str]:
+def _prlimit_argv(limits: Limits, *, memory_cgroup: bool) -> list[str]:
     # Why prlimit runs *inside* the sandbox, after bwrap's `--`, and not around bwrap.
     # Measured on kernel 6.18, bwrap 0.8, --nproc=24, a shell loop of `sleep 30 &` until fork
     # fails (tests/test_sandbox.py, the fork bomb tests):
@@ -371,9 +387,13 @@ def _prlimit_argv(limits: Limits) -> list[str]:
     # * RLIMIT_CPU with soft = hard: at the hard limit the kernel sends SIGKILL; a soft limit
     #   alone only sends SIGXCPU, which a child may catch or ignore.
     # * Inside, the limits bind the child's tree only, not bwrap's own setup.
+    # * Memory: the sandbox's memory cgroup where it has one (one cap for the whole sandbox,
+    #   which V8 and CPython both live with, and whose OOM-kill counter names the cause), else
+    #   RLIMIT_DATA per process, never RLIMIT_AS, which V8's reservations exceed (`Limits`).
+    memory = [] if memory_cgroup else [f"--data={limits.data_bytes}"]
     return [
         _PRLIMIT,
-        f"--as={limits.address_space_bytes}",
+        *memory,
         f"--nproc={limits.max_processes}",
         f"--nofile={limits.max_open_files}",
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds}",
@@ -409,6 +429,10 @@ def _check_spec(spec: SandboxSpec) -> None:
         _check_path("extra_ro_binds", str(path))
         if str(path) == "/":
             raise ValueError("extra_ro_binds: binding / would expose the whole host")
+    for hidden in spec.hidden:
+        _check_path("hidden", hidden)
+        if hidden == "/":
+            raise ValueError("hidden: / would hide the whole sandbox")
     for what, binds in (("ro_binds_at", spec.ro_binds_at), ("socket_binds", spec.socket_binds)):
         for host, inside in binds:
             _check_path(f"{what} host path", str(host))

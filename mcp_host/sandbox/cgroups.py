@@ -102,6 +102,24 @@ class SandboxCgroup:
         paths = self.paths
         return [_SH, "-c", _JOIN_SCRIPTS[len(paths)], *map(str, paths)]
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel's OOM killer has killed in the memory group for its
+        limit (cgroup v2's `memory.events`, v1's `memory.oom_control`: `oom_kill N`); 0 with no
+        memory group, or a kernel that does not count (v1 before Linux 4.13). Read it before
+        `release`, which removes the group."""
+        if self.memory is None:
+            return 0
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                text = (self.memory / name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+        return 0
+
     def release(self, timeout_s: float = _RELEASE_TIMEOUT_S) -> bool:
         """SIGKILL whatever still runs in the groups, then remove them. Call it once the
         sandbox's process has exited (or was never spawned).

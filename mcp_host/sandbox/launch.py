@@ -2,11 +2,13 @@
 seccomp filter, and the sandbox's cgroups (pids, memory), released once the process has exited.
 
 Above: `children` (which spawns what this returns with `pass_fds=launch.pass_fds`, calls
-`Launch.close_passed_fds` right after the spawn and `Launch.release` after reaping it). Below:
-`sandbox` (the bubblewrap argv), `seccomp` (the filter) and `sandbox.cgroups`. `command: python` in a
-manifest means the host's own interpreter, so the MCP SDK (and the plugin kit) are importable
-inside the sandbox: its base prefix is bound read-only at its own path and a virtualenv at
-`/opt/mcp-host/venv`, nothing else of the host's tree.
+`Launch.close_passed_fds` right after the spawn, asks `Launch.out_of_memory` why it died and
+calls `Launch.release` after reaping it). Below: `sandbox` (the bubblewrap argv), `seccomp`
+(the filter), `sandbox.cgroups`, `sandbox.budget` (the plugin's limits under the host's) and
+`sandbox.runtimes` (what its runtime sees). `command: python` in a manifest means the host's
+own interpreter, so the MCP SDK (and the plugin kit) are importable inside the sandbox: the
+base interpreter at its own path, and at `/opt/mcp-host/venv` a virtualenv holding only the
+SDK's packages; any other command gets none of the host's Python.
 
 No host path is on a sandboxed child's command line, nor on bwrap's, which is also the one of
 the sandbox's pid 1: bwrap reads its operations (the bind sources) from a sealed memfd
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import importlib.util
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +32,33 @@ import anyio.to_thread
 from mcp_host.plugins import Plugin
 from mcp_host.settings import Settings
 
-from .bwrap import Limits, SandboxSpec, SandboxUnavailable, build_command, bwrap_arguments
+from .budget import Budget, budget_for
+from .bwrap import SandboxSpec, SandboxUnavailable, build_command, bwrap_arguments
 from .cgroups import SandboxCgroup, SandboxCgroups
+from .runtimes import command_view, kit_dir, python_view
 from .seccomp import open_filter
 
-__all__ = ["SOCKET_ENV", "SOCKET_INSIDE", "Launch", "host_cgroups", "host_pids_cgroups", "launch_for"]
+__all__ = [
+    "SOCKET_ENV",
+    "SOCKET_INSIDE",
+    "Launch",
+    "host_cgroups",
+    "host_pids_cgroups",
+    "launch_for",
+    "says_out_of_memory",
+]
 
 logger = logging.getLogger(__name__)
+
+_MiB = 1024 * 1024
+# What a runtime writes to stderr when an allocation failed: V8 ("FATAL ERROR: … JavaScript
+# heap out of memory", "Fatal process out of memory: …"), CPython ("MemoryError"), C++.
+_OUT_OF_MEMORY = re.compile(r"out of memory|\bMemoryError\b|std::bad_alloc", re.IGNORECASE)
+
+
+def says_out_of_memory(line: str) -> bool:
+    """Whether a child's stderr line says an allocation failed (`Launch.out_of_memory`)."""
+    return _OUT_OF_MEMORY.search(line) is not None
 
 
 @dataclass(frozen=True)
@@ -50,6 +72,7 @@ class Launch:
     spawned or will not be.
     bwrap_args: what the argv's `--args FD` stands for (the content of that fd), kept to be
     read back (`full_argv`).
+    memory_bytes: the sandbox's memory limit (its cgroup's, else its budget), None unsandboxed.
     """
 
     argv: list[str]
@@ -58,6 +81,7 @@ class Launch:
     cgroup: SandboxCgroup | None = None
     pass_fds: tuple[int, ...] = ()
     bwrap_args: tuple[str, ...] = ()
+    memory_bytes: int | None = None
     _open_fds: set[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -70,6 +94,23 @@ class Launch:
             return list(self.argv)
         at = self.argv.index("--args")  # the first: only manifest values come later, after `--`
         return [*self.argv[:at], *self.bwrap_args, *self.argv[at + 2 :]]
+
+    def out_of_memory(self, returncode: int | None, said_out_of_memory: bool) -> str | None:
+        """Why the sandbox ended, when it hit its memory limit: "out of memory (limit N MiB)";
+        else None. Call it once the process has exited, before `release`.
+
+        With a memory cgroup, its OOM-kill counter; without (or for a runtime that failed
+        its own allocation before the kernel had to kill), an abnormal exit (a signal, an
+        abort, a non-zero status) of a child whose stderr said out of memory
+        (`says_out_of_memory`: V8's "heap out of memory", CPython's MemoryError).
+        """
+        if self.memory_bytes is None:
+            return None
+        killed = self.cgroup is not None and self.cgroup.oom_kills() > 0
+        failed = said_out_of_memory and returncode is not None and returncode != 0
+        if not (killed or failed):
+            return None
+        return f"out of memory (limit {self.memory_bytes // _MiB} MiB)"
 
     def close_passed_fds(self) -> None:
         """Close the host's copies of `pass_fds`. Safe to call twice: an fd is closed once,
@@ -99,60 +140,21 @@ def host_cgroups(cgroup_root: Path) -> SandboxCgroups | None:
 host_pids_cgroups = host_cgroups  # the name before the memory cgroup joined it
 
 
-# Where a sandboxed child finds its host-op socket, (for `command: python`) the plugin kit and
-# the host's virtualenv.
+# Where a sandboxed child finds its host-op socket.
 SOCKET_INSIDE = "/run/mcp-host/ops.sock"
 SOCKET_ENV = "MCP_HOST_SOCKET"
-_KIT_INSIDE = "/opt/mcp-host/lib"
-_KIT_PACKAGE = "mcp_host_kit"
-_VENV_INSIDE = "/opt/mcp-host/venv"
-
-
-@dataclass(frozen=True)
-class _Interpreter:
-    """How a sandbox runs the host's Python: `command` (a path inside), the trees bound at
-    their own paths, and the venv bound at `_VENV_INSIDE` (None outside a venv)."""
-
-    command: str
-    own_paths: tuple[Path, ...]
-    venv: Path | None
-
-
-@functools.cache
-def _interpreter() -> _Interpreter:
-    base = {Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent.parent}
-    if sys.prefix == sys.base_prefix:
-        return _Interpreter(sys.executable, tuple(sorted(base)), None)
-    # A venv is found from the path its python was run by (pyvenv.cfg one level up), not the
-    # symlink's target, so it works from any mount point; its python links into the base
-    # interpreter's tree by absolute path, which stays at its own path (so do a base's
-    # compiled-in prefix and library paths). A venv made with --copies: its bin/python is its
-    # own file, so the venv alone would be bound twice; it is not.
-    venv = Path(sys.prefix).resolve()
-    try:
-        command = f"{_VENV_INSIDE}/{Path(sys.executable).relative_to(sys.prefix)}"
-    except ValueError:  # a python outside its venv's tree: run it by its own path, as found
-        return _Interpreter(sys.executable, tuple(sorted(base | {venv})), None)
-    return _Interpreter(command, tuple(sorted(base - {venv})), venv)
-
-
-@functools.cache
-def _kit_dir() -> Path | None:
-    """The plugin kit's package folder on the host, or None when it is not installed."""
-    spec = importlib.util.find_spec(_KIT_PACKAGE)
-    if spec is None or spec.origin is None:
-        return None
-    return Path(spec.origin).resolve().parent
 
 
 def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None = None) -> Launch:
-    """The launch of `plugin`'s stdio child under the host's sandbox settings; sandboxed, under
-    its own seccomp filter's fd, in new pids and memory cgroups when the host has them. The caller must
-    pass `pass_fds` to the spawn, then `close_passed_fds` and `release` it.
+    """The launch of `plugin`'s stdio child under the host's sandbox settings and its manifest's
+    `limits` (`sandbox.budget`); sandboxed, under its own seccomp filter's fd, in new pids and
+    memory cgroups when the host has them. The caller must pass `pass_fds` to the spawn, then
+    `close_passed_fds` and `release` it.
 
     host_socket: the plugin's host-op socket (only for a plugin that named host ops); it is
     bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
-    `command: python` children also see the plugin kit, read-only, on their PYTHONPATH.
+    `command: python` children also see the SDK's packages and the plugin kit, read-only, the
+    kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
 
     Raises `SandboxUnavailable` when the sandbox cannot be had (bwrap or prlimit missing, no
     seccomp filter), ValueError for a manifest value that cannot be passed safely; nothing is
@@ -163,51 +165,55 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
     python = transport.command == "python"
     sandboxed = settings.sandbox.mode == "on"
-    interpreter = _interpreter()
-    command = transport.command
-    if python:
-        command = interpreter.command if sandboxed else sys.executable
+    budget = budget_for(plugin, settings.sandbox)
+    for warning in budget.warnings:
+        _warn_once(warning)
     env = dict(transport.env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    kit = _kit_dir() if python else None
-    if kit is not None:
-        env["PYTHONPATH"] = _KIT_INSIDE if sandboxed else str(kit.parent)
     if host_socket is not None:
         env[SOCKET_ENV] = SOCKET_INSIDE if sandboxed else str(host_socket)
-    spec = SandboxSpec(
-        plugin_dir=plugin.folder,
-        command=command,
-        args=tuple(transport.args or ()),
-        env=env,
-        allow_net=bool(transport.sandbox and transport.sandbox.allow_net),
-        limits=Limits(
-            memory_bytes=settings.sandbox.memory_bytes,
-            max_processes=settings.sandbox.max_processes,
-            max_open_files=settings.sandbox.max_open_files,
-            cpu_seconds=settings.sandbox.cpu_seconds,
-            max_file_bytes=settings.sandbox.max_file_bytes,
-            tmp_bytes=settings.sandbox.tmp_bytes,
-            shm_bytes=settings.sandbox.shm_bytes,
-        ),
-        extra_ro_binds=interpreter.own_paths,
-        ro_binds_at=(
-            *(((interpreter.venv, _VENV_INSIDE),) if interpreter.venv is not None else ()),
-            *(((kit, f"{_KIT_INSIDE}/{_KIT_PACKAGE}"),) if kit is not None else ()),
-        ),
-        socket_binds=((host_socket, SOCKET_INSIDE),) if host_socket is not None else (),
-    )
     if not sandboxed:
+        if python:
+            kit = _kit_parent()
+            if kit is not None:
+                env["PYTHONPATH"] = str(kit)
+        spec = SandboxSpec(
+            plugin_dir=plugin.folder,
+            command=sys.executable if python else transport.command,
+            args=tuple(transport.args or ()),
+            env=env,
+            allow_net=False,
+            limits=budget.limits,
+        )
         argv = build_command(spec, sandbox=False)
         logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
         return Launch(argv=argv, cwd=plugin.folder, env=env)
+    view = python_view() if python else command_view(transport.command, plugin.folder)
+    env.update(view.env)
+    spec = SandboxSpec(
+        plugin_dir=plugin.folder,
+        command=view.command,
+        args=tuple(transport.args or ()),
+        env=env,
+        allow_net=bool(transport.sandbox and transport.sandbox.allow_net),
+        limits=budget.limits,
+        extra_ro_binds=view.own_paths,
+        ro_binds_at=view.binds_at,
+        hidden=view.hidden,
+        socket_binds=((host_socket, SOCKET_INSIDE),) if host_socket is not None else (),
+    )
+    return _sandboxed(plugin.manifest.id, spec, settings, budget)
+
+
+def _sandboxed(plugin_id: str, spec: SandboxSpec, settings: Settings, budget: Budget) -> Launch:
     seccomp_fd = open_filter()
     args_fd: int | None = None
     cgroup: SandboxCgroup | None = None
     try:
         operations = bwrap_arguments(spec, seccomp_fd=seccomp_fd)
         args_fd = _sealed_memfd("mcp-host-bwrap-args", b"".join(os.fsencode(arg) + b"\0" for arg in operations))
-        cgroup = _sandbox_cgroup(plugin.manifest.id, settings)
+        cgroup = _sandbox_cgroup(plugin_id, settings, budget)
         argv = build_command(spec, seccomp_fd=seccomp_fd, cgroup=cgroup, args_fd=args_fd)
     except BaseException:
         for fd in (seccomp_fd, args_fd):
@@ -217,7 +223,30 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
             cgroup.release()
         raise
     fds = (seccomp_fd, args_fd)
-    return Launch(argv=argv, cwd=None, env={}, cgroup=cgroup, pass_fds=fds, bwrap_args=tuple(operations))
+    memory = (
+        budget.cgroup_memory_bytes if cgroup is not None and cgroup.memory is not None else budget.limits.memory_bytes
+    )
+    return Launch(
+        argv=argv,
+        cwd=None,
+        env={},
+        cgroup=cgroup,
+        pass_fds=fds,
+        bwrap_args=tuple(operations),
+        memory_bytes=memory,
+    )
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    """Log a plugin's limit warning once per host (every child of the plugin would repeat it)."""
+    logger.warning("%s", message)
+
+
+def _kit_parent() -> Path | None:
+    """The folder holding the plugin kit's package on the host (its PYTHONPATH entry)."""
+    kit = kit_dir()
+    return kit.parent if kit is not None else None
 
 
 def _sealed_memfd(name: str, data: bytes) -> int:
@@ -240,13 +269,12 @@ def _sealed_memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _sandbox_cgroup(plugin_id: str, settings: Settings) -> SandboxCgroup | None:
+def _sandbox_cgroup(plugin_id: str, settings: Settings, budget: Budget) -> SandboxCgroup | None:
     groups = host_cgroups(settings.sandbox.cgroup_root)
     if groups is None:
         return None
-    memory_bytes = settings.sandbox.memory_cgroup_bytes or settings.sandbox.memory_bytes
     try:
-        return groups.create(plugin_id, settings.sandbox.max_processes, memory_bytes)
+        return groups.create(plugin_id, budget.limits.max_processes, budget.cgroup_memory_bytes)
     except OSError as exc:
         # Start the child as a host without cgroups would, rather than not at all: an
         # exception here would end the pool's task group (children.py calls us unguarded).

@@ -74,6 +74,7 @@ TYPICAL = SandboxSpec(
     allow_net=False,
     limits=LIMITS,
     extra_ro_binds=(Path("/opt/venv"), Path("/opt/python")),
+    hidden=("/opt/python/lib/python3.11/site-packages",),
     socket_binds=((Path("/var/lib/mcp-host/run/calendar.book.sock"), "/run/mcp-host.sock"),),
 )
 
@@ -279,7 +280,7 @@ def grouped(argv: list[str]) -> list[tuple[str, ...]]:
 def prlimit_argv(limits: Limits) -> list[str]:
     return [
         "/usr/bin/prlimit",
-        f"--as={limits.address_space_bytes}",
+        f"--data={limits.data_bytes}",
         f"--nproc={limits.max_processes}",
         f"--nofile={limits.max_open_files}",
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds}",
@@ -325,6 +326,9 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
             ("--ro-bind-try", "/etc/localtime", "/etc/localtime"),
             ("--ro-bind", "/opt/venv", "/opt/venv"),
             ("--ro-bind", "/opt/python", "/opt/python"),
+            ("--size", "4096"),
+            ("--tmpfs", "/opt/python/lib/python3.11/site-packages"),
+            ("--remount-ro", "/opt/python/lib/python3.11/site-packages"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
             ("--remount-ro", "/dev"),
@@ -333,7 +337,7 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=989855744",
+                "--data=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -390,6 +394,9 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--ro-bind-try", "/etc/ssl/openssl.cnf", "/etc/ssl/openssl.cnf"),
             ("--ro-bind", "/opt/venv", "/opt/venv"),
             ("--ro-bind", "/opt/python", "/opt/python"),
+            ("--size", "4096"),
+            ("--tmpfs", "/opt/python/lib/python3.11/site-packages"),
+            ("--remount-ro", "/opt/python/lib/python3.11/site-packages"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
             ("--remount-ro", "/dev"),
@@ -398,7 +405,7 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=989855744",
+                "--data=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -456,6 +463,9 @@ def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
             ("--ro-bind-try", "/etc/localtime", "/etc/localtime"),
             ("--ro-bind", "/opt/venv", "/opt/venv"),
             ("--ro-bind", "/opt/python", "/opt/python"),
+            ("--size", "4096"),
+            ("--tmpfs", "/opt/python/lib/python3.11/site-packages"),
+            ("--remount-ro", "/opt/python/lib/python3.11/site-packages"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
             ("--remount-ro", "/dev"),
@@ -464,7 +474,6 @@ def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
             (
                 "--",
                 "/usr/bin/prlimit",
-                "--as=989855744",
                 "--nproc=64",
                 "--nofile=256",
                 "--cpu=60:60",
@@ -480,12 +489,20 @@ def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
 
 @needs_bwrap
 def test_argv_with_one_cgroup_for_both_controllers_joins_it_once() -> None:
-    # cgroup v2 (one group, both controllers), or a host with one controller only.
-    for cgroup in (SandboxCgroup(pids=CGROUP_V2, memory=CGROUP_V2), SandboxCgroup(memory=CGROUP_V2)):
+    # cgroup v2 (one group, both controllers), or a host with one controller only. With a
+    # memory group the memory cap is the group's alone: no RLIMIT_DATA; with pids only it stays.
+    without = build_command(TYPICAL, seccomp_fd=SECCOMP_FD)[1:]
+    no_data = [arg for arg in without if arg != "--data=989855744"]
+    assert len(no_data) == len(without) - 1
+    for cgroup, rest in (
+        (SandboxCgroup(pids=CGROUP_V2, memory=CGROUP_V2), no_data),
+        (SandboxCgroup(memory=CGROUP_V2), no_data),
+        (SandboxCgroup(pids=CGROUP_V2), without),
+    ):
         argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=cgroup)
         join = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(CGROUP_V2)]
         assert argv[:5] == [*join, "/usr/bin/bwrap"]
-        assert argv[5:] == build_command(TYPICAL, seccomp_fd=SECCOMP_FD)[1:]
+        assert argv[5:] == rest
 
 
 @needs_bwrap
@@ -539,7 +556,6 @@ def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> Non
             "10",
             "--",
             "/usr/bin/prlimit",
-            "--as=989855744",
             "--nproc=64",
             "--nofile=256",
             "--cpu=60:60",
@@ -552,8 +568,10 @@ def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> Non
     )
     # The fd holds exactly the operations the inline argv has.
     inline = build_command(TYPICAL, seccomp_fd=SECCOMP_FD)
+    plain = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, args_fd=10)  # no cgroup: RLIMIT_DATA too
+    assert plain[:4] == ["/usr/bin/bwrap", "--args", "10", "--"]
     assert bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD) == inline[1 : inline.index("--chdir") + 2]
-    assert [*inline[:1], *bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD), *argv[8:]] == inline
+    assert [*inline[:1], *bwrap_arguments(TYPICAL, seccomp_fd=SECCOMP_FD), *plain[3:]] == inline
 
 
 @pytest.mark.parametrize("args_fd", [0, 2, -1, True, "10", SECCOMP_FD])
@@ -576,8 +594,8 @@ def test_bwrap_reads_its_operations_from_the_args_fd(seccomp_file: Path, tmp_pat
 
 def test_tmpfs_caps_are_part_of_the_memory_budget() -> None:
     limits = replace(LIMITS, memory_bytes=100 * MiB, tmp_bytes=64 * MiB, shm_bytes=16 * MiB)
-    assert limits.address_space_bytes == 20 * MiB
-    assert "--as=20971520" in build_command(replace(TYPICAL, limits=limits), seccomp_fd=SECCOMP_FD)
+    assert limits.data_bytes == 20 * MiB
+    assert "--data=20971520" in build_command(replace(TYPICAL, limits=limits), seccomp_fd=SECCOMP_FD)
     with pytest.raises(ValueError, match="must exceed tmp_bytes"):
         replace(limits, memory_bytes=80 * MiB)
 

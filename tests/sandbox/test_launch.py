@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import sys
+import sysconfig
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import Plugin, load_plugins
 from mcp_host.sandbox.cgroups import SandboxCgroups
 from mcp_host.sandbox.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
+from mcp_host.sandbox.runtimes import sdk_entries
 from mcp_host.settings import Settings
 from tests.hosting import PLUGINS, REPO, wait_until
 from tests.processes import CHILD_LIMITS, needs_bwrap
@@ -323,7 +325,17 @@ async def test_mountinfo_names_the_host_path_of_each_bind_mount_and_no_other(pee
         SOCKET_INSIDE: _within_fs(host_socket),
     }
     if sys.prefix != sys.base_prefix:
-        expected["/opt/mcp-host/venv"] = _within_fs(VENV)
+        # The venv rebuilt from its pyvenv.cfg, its python (the base executable) and the SDK's
+        # entries of its site-packages, each bound on its own; never the venv whole.
+        site = Path(sysconfig.get_path("purelib", vars={"base": str(VENV), "platbase": str(VENV)}))
+        site_inside = f"/opt/mcp-host/venv/{site.relative_to(VENV)}"
+        expected["/opt/mcp-host/venv/pyvenv.cfg"] = _within_fs(VENV / "pyvenv.cfg")
+        expected[f"/opt/mcp-host/venv/{Path(sys.executable).relative_to(sys.prefix)}"] = _within_fs(
+            Path(sys.executable)
+        )
+        entries = sdk_entries(site)
+        assert {"mcp", "pydantic", "yaml", "anyio"} <= set(entries) and not {"asyncpg", "mcp_host"} & set(entries)
+        expected.update({f"{site_inside}/{name}": _within_fs(site / name) for name in entries})
     if _within_fs(Path("/etc/localtime")) != "/etc/localtime":  # a symlink into zoneinfo
         expected["/etc/localtime"] = _within_fs(Path("/etc/localtime"))
     assert elsewhere == expected
@@ -358,7 +370,9 @@ async def test_a_launched_child_writes_only_to_its_capped_tmpfs(peek: Plugin, ho
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_budget(peek: Plugin) -> None:
+async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_budget(
+    peek: Plugin, tmp_path: Path
+) -> None:
     settings = Settings()
     assert (settings.sandbox.memory_bytes, settings.sandbox.tmp_bytes, settings.sandbox.shm_bytes) == (
         1024 << 20,
@@ -380,7 +394,17 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
         "--tmpfs",
         "/tmp",
     ]
-    assert f"--as={(1024 - 64 - 16) << 20}" in argv
+    # The memory limit: the sandbox's memory cgroup where there is one, and then no memory
+    # rlimit; else RLIMIT_DATA of what the tmpfs leave. Never RLIMIT_AS, which V8 dies under.
+    if launch.cgroup is not None and launch.cgroup.memory is not None:
+        assert not [arg for arg in argv if arg.startswith(("--data=", "--as="))]
+    else:
+        assert f"--data={(1024 - 64 - 16) << 20}" in argv
+    without = launch_for(peek, Settings(cgroup_root=tmp_path))
+    await without.release()
+    assert without.cgroup is None and without.memory_bytes == 1024 << 20
+    assert f"--data={(1024 - 64 - 16) << 20}" in without.full_argv()
+    assert not [arg for arg in without.full_argv() if arg.startswith("--as=")]
     with pytest.raises(ValueError, match="child_tmp_bytes \\+ child_shm_bytes must be below child_memory_bytes"):
         Settings(child_memory_bytes=64 << 20, child_tmp_bytes=60 << 20, child_shm_bytes=4 << 20)
 
