@@ -25,7 +25,7 @@ from mcp_host.access import OWNER_TOKEN_FILE
 from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
 from mcp_host.plugins import PluginKind, check_paths, load_plugins
-from mcp_host.sandbox import require_bwrap
+from mcp_host.sandbox import limit_warnings, require_bwrap
 from mcp_host.settings import Settings, default_data_dir
 
 from .host_file import HostRecord, read_host_file
@@ -121,6 +121,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"error: {error.message}")
     for warning in report.warnings:
         print(f"warning: {warning.message}")
+    for plugin in load_plugins(None, paths).plugins:  # a manifest's limits above this host's ceilings
+        for message in limit_warnings(plugin, settings.sandbox):
+            print(f"warning: {message}")
     if not report.errors:
         print(f"ok: {', '.join(args.dirs)}")
     return 1 if report.errors else 0

@@ -326,3 +326,21 @@ async def test_uninstall_drops_the_plugins_store_and_config_and_nothing_else(
             "greeting": "hello",
             "page_size": 10,
         }
+
+
+def test_check_warns_of_manifest_limits_above_this_hosts_ceilings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_HOST_CHILD_CPU_SECONDS", "100")
+    greedy = write_plugin(
+        tmp_path / "greedy", "id: greedy\ntransport: {command: node}\nlimits: {memory_mb: 2048, cpu_seconds: 60}\n"
+    )
+
+    assert main(["check", str(greedy)]) == 0
+
+    out, _ = capsys.readouterr()
+    assert out.splitlines() == [
+        "warning: greedy: limits.memory_mb 2048 is above the host's ceiling (MCP_HOST_CHILD_MEMORY_BYTES);"
+        " it gets 1024",
+        f"ok: {greedy}",
+    ]
