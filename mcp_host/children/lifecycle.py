@@ -36,6 +36,7 @@ from anyio.abc import Process, TaskGroup
 from mcp import MCPError
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
 from mcp_host.errors import CallTimeout, HostError, TransportFailure, Unavailable
@@ -141,6 +142,7 @@ class Child:
         self._on_exit = on_exit
         self._on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
+        self._raw: JSONRPCDispatcher[Any] | None = None  # the running session's wire, for `raw_request`
         self._process: Process | None = None
         self._start_lock = anyio.Lock()
         self._previous_run = anyio.Event()
@@ -265,6 +267,20 @@ class Child:
         """Forward one request other than `tools/call` (prompts, resources, completion)."""
         async with self._use() as session:
             return await self._send(session, request, result_type, timeout_s, None)
+
+    async def raw_request(self, method: str, params: dict[str, Any], *, timeout_s: float) -> dict[str, Any]:
+        """Forward one request and return the child's raw result, unchecked by the SDK's result
+        tables: a task-augmented `tools/call` answers a `CreateTaskResult`, which the SDK's
+        client would reject as a malformed `CallToolResult` (tasks are types-only in the SDK;
+        `visitor.tasks` checks the shape). Errors as `forward`."""
+        async with self._use():
+            raw = self._raw
+            if raw is None:
+                raise Unavailable("the capability stopped while answering; try again")
+            try:
+                return await raw.send_raw_request(method, params, {"timeout": timeout_s})
+            except MCPError as exc:
+                raise self._map_error(exc, method, timeout_s) from exc
 
     async def _send(
         self,
@@ -447,9 +463,9 @@ class Child:
                 on_overflow=overflow,
                 name=self.plugin_id,
             ) as (read, write):
+                self._raw = JSONRPCDispatcher(read, write)
                 async with ClientSession(
-                    read,
-                    write,
+                    dispatcher=self._raw,
                     message_handler=self._on_message,
                     client_info=_CLIENT_INFO,
                     sampling_callback=self.router.sample,

@@ -224,17 +224,13 @@ class VisitorDoor:
             refusal = tool_error(known or exc, structured=False)
             return tool_error(known or exc) if called.accepts(refusal) else refusal
 
-    async def _call(
-        self,
-        session: Session,
-        name: str,
-        arguments: dict[str, Any] | None,
-        meta: Mapping[str, Any] | None,
-        progress: ProgressFnT | None,
-        client: VisitorClient | None,
-        called: Called,
-    ) -> types.CallToolResult:
-        kept = visitor_meta(meta, self._meta_caps)
+    async def admit(
+        self, session: Session, name: str, arguments: dict[str, Any] | None, called: Called | None = None
+    ) -> tuple[Plugin, types.Tool]:
+        """The gates a call passes before its child is called (binding, connectors, quota, and
+        the owner's approval of a destructive tool, used up here): the plugin and its tool.
+        `called` learns the tool as soon as the name resolves (its boundary shapes a refusal by it).
+        Raises UnknownTool, QuotaExhausted, Unavailable or a hold's refusal."""
         toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
         binding = toolset.tools.get(name)
         if binding is not None and name in await self._requirements.hidden_tools(
@@ -249,12 +245,27 @@ class VisitorDoor:
                 self._why_unknown(session, name),
             )
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
-        called.tool = binding.tool
+        if called is not None:
+            called.tool = binding.tool
         plugin = self._by_id[binding.capability]
         await self._check_quota(plugin, session, binding.tool.name)
         if self._holds is not None and needs_hold(binding.tool):
             used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
             logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
+        return plugin, binding.tool
+
+    async def _call(
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        progress: ProgressFnT | None,
+        client: VisitorClient | None,
+        called: Called,
+    ) -> types.CallToolResult:
+        kept = visitor_meta(meta, self._meta_caps)
+        plugin, tool = await self.admit(session, name, arguments, called)
         child = self._child_of(plugin)
         scope = CallScope(session.owner_id, session)
         with child.router.serving(client) as call:
@@ -271,7 +282,7 @@ class VisitorDoor:
                     )
                 if QuotaExhausted.code in grant.refusals:
                     raise exhausted(plugin.manifest.id, session.subject)
-        await self._receipt(session, plugin.manifest.id, binding.tool.name, result)
+        await self._receipt(session, plugin.manifest.id, tool.name, result)
         # The child does not speak for the host (its serverInfo stamp; an `mcp-host/error` of its
         # own, a forged refusal): dropped here, where the child's result is told from the host's.
         return without_host_keys(result)

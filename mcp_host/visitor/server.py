@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -38,6 +38,7 @@ import mcp.types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
@@ -63,6 +64,7 @@ from .change_feed import ChangeFeed
 from .door import VisitorDoor
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
+from .tasks import VisitorTasks, hidden_for_modern
 
 __all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
 
@@ -106,6 +108,30 @@ class _VisitorServer(Server[Any]):
             prompts_changed=True, resources_changed=True, tools_changed=True
         )
         return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities, plus task-augmented `tools/call` (with `tasks/list` and
+        `tasks/cancel`) for the handshake era: `visitor.tasks` passes them to the child."""
+        found = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        if protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return found
+        return found.model_copy(update={"tasks": _TASKS})
+
+
+_TASKS = types.ServerTasksCapability(
+    list=types.TasksListCapability(),
+    cancel=types.TasksCancelCapability(),
+    requests=types.ServerTasksRequestsCapability(tools=types.TasksToolsCapability(call=types.TasksCallCapability())),
+)
 
 
 class _LogLevels:
@@ -152,6 +178,7 @@ class VisitorServer:
         self._feed = feed
         self._meta_caps = meta_caps
         self._log_levels = _LogLevels()
+        self._tasks = VisitorTasks(door, meta_caps)
         with warnings.catch_warnings():
             # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -179,6 +206,11 @@ class VisitorServer:
                     "resources/read": _PRIVATE,
                 },
             )
+        server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.get_task)
+        server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.task_result)
+        server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.cancel_task)
+        server.add_request_handler("tasks/list", types.PaginatedRequestParams, self.list_tasks)
+        server.middleware.append(self._task_calls)
         self.server = untraced(server)
         """The SDK's server; its OpenTelemetry middleware is kept only when tracing is set up."""
 
@@ -189,7 +221,8 @@ class VisitorServer:
     ) -> types.ListToolsResult:
         session = self._session(ctx)
         listed = await self._door.list_tools(session)
-        return types.ListToolsResult(tools=without_host_keys(listed.tools), _meta=listed.meta())
+        tools = hidden_for_modern(listed.tools) if _modern(ctx) else listed.tools
+        return types.ListToolsResult(tools=without_host_keys(tools), _meta=listed.meta())
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -222,6 +255,57 @@ class VisitorServer:
                 return tool_error(exc, structured=False)  # the tool is not resolved: it may declare an outputSchema
         client = PushClient(ctx, session.id, self._log_levels.get(session.id))
         return await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+
+    # -- tasks (2025-11-25; see visitor.tasks) ---------------------------------------------------
+
+    async def _task_calls(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: a task-augmented `tools/call` of a 2025-11-25 client is answered here
+        with the child's `CreateTaskResult` (the SDK's handler chain would check it as a
+        `CallToolResult`); every other request goes on."""
+        params = ctx.params
+        if ctx.method != "tools/call" or _modern(ctx) or not isinstance(params, Mapping) or params.get("task") is None:
+            return await call_next(ctx)
+        session = self._session(ctx)
+        try:
+            return await self._tasks.create(session, params)
+        except MCPError:
+            raise
+        except Exception as exc:
+            known = explained(exc) or as_unavailable(exc)
+            if known is None:
+                logger.error("session %s: a task-augmented call failed unexpectedly", session.id, exc_info=exc)
+            return tool_error(known or exc).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> types.Result:
+        return await self._task_op(ctx, "tasks/get", lambda s: self._tasks.get(s, params.task_id))
+
+    async def task_result(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
+    ) -> types.Result:
+        return await self._task_op(ctx, "tasks/result", lambda s: self._tasks.result(s, params.task_id))
+
+    async def cancel_task(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
+    ) -> types.Result:
+        return await self._task_op(ctx, "tasks/cancel", lambda s: self._tasks.cancel(s, params.task_id))
+
+    async def list_tasks(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.Result:
+        return await self._task_op(ctx, "tasks/list", self._tasks.listed)
+
+    async def _task_op(
+        self, ctx: ServerRequestContext[Any, Any], what: str, op: Callable[[Session], Awaitable[types.Result]]
+    ) -> types.Result:
+        if _modern(ctx):  # 2026-07-28 has no core tasks; the SDK serves no tasks extension
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", data=what)
+        session = self._session(ctx)
+        try:
+            return await op(session)
+        except MCPError:
+            raise
+        except Exception as exc:
+            raise _rpc_error(exc, what) from None
 
     async def set_level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
