@@ -23,6 +23,7 @@ import json
 import re
 import secrets
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -212,8 +213,11 @@ _REVOKED = """
 class PostgresSessionStore:
     """Sessions in `mcp_host.sessions`; they outlive the host process and are shared by replicas."""
 
-    def __init__(self, pool: PgPool) -> None:
+    def __init__(self, pool: PgPool, *, on_ended: Callable[[str], None] = lambda session_id: None) -> None:
+        """`on_ended(session_id)`: told when `end` ends a live session on this replica (its
+        per-session child instances stop; the composition root wires it)."""
         self._pool = pool
+        self._on_ended = on_ended
 
     async def open(
         self,
@@ -270,7 +274,10 @@ class PostgresSessionStore:
             "UPDATE mcp_host.sessions SET ended_at = now() WHERE id = $1 AND ended_at IS NULL",
             session_id,
         )
-        return status == "UPDATE 1"
+        if status != "UPDATE 1":
+            return False
+        self._on_ended(session_id)
+        return True
 
     async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
         rows = await self._pool.fetch(
@@ -305,7 +312,8 @@ class _Entry:
 class InMemorySessionStore:
     """Sessions in a dict, for unit tests of logic; same contract as `PostgresSessionStore`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, on_ended: Callable[[str], None] = lambda session_id: None) -> None:
+        self._on_ended = on_ended
         self._entries: dict[str, _Entry] = {}
         # The twin of a credential row's `revoked_at`: (owner id, subject) revoked.
         self._revoked: set[tuple[str, Subject]] = set()
@@ -368,6 +376,7 @@ class InMemorySessionStore:
         if entry is None or entry.session.ended_at is not None:
             return False
         entry.session = entry.session.model_copy(update={"ended_at": datetime.now(UTC)})
+        self._on_ended(session_id)
         return True
 
     async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:

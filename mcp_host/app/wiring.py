@@ -211,6 +211,8 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
     pool = ChildPool(
         child_limits(settings),
         max_children=settings.children.max_running,
+        max_session_instances=settings.children.max_session_instances,
+        session_idle_timeout_s=settings.children.session_idle_timeout_s,
         on_spawn=on_spawn,
         on_exit=ledger.forget,
         on_list_changed=list_changed,
@@ -352,7 +354,8 @@ async def _shared(
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = CachedSessionStore(
-        PostgresSessionStore(database.pool),
+        # An ended session's per-session child instances stop at once (on this replica).
+        PostgresSessionStore(database.pool, on_ended=early.pool.end_session),
         ttl_s=settings.access.auth_cache_ttl_s,
         outage_grace_s=settings.access.auth_outage_grace_s,
     )

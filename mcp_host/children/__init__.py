@@ -4,8 +4,18 @@ Below: `sandbox`. Above: access and the doors.
 """
 
 from .call_routing import InFlight
-from .factory import ChildFactory, SocketPaths
+from .factory import ChildFactory, ChildSource, SocketPaths
 from .lifecycle import Child, ChildLimits, ChildPool, ChildState
 from .stderr import LogKind
 
-__all__ = ["Child", "ChildFactory", "ChildLimits", "ChildPool", "ChildState", "InFlight", "LogKind", "SocketPaths"]
+__all__ = [
+    "Child",
+    "ChildFactory",
+    "ChildLimits",
+    "ChildPool",
+    "ChildSource",
+    "ChildState",
+    "InFlight",
+    "LogKind",
+    "SocketPaths",
+]

@@ -3,15 +3,16 @@
 Above: `children` (each child's MCP client session hands its sampling, elicitation, roots and
 logging callbacks here). Below: `visitor_client` (the client of each call in flight).
 
-One child serves many visitor sessions at once over one stdio stream, and MCP's stdio wire
-does not say which of our requests a server→client request is about. So:
+MCP's stdio wire does not say which of our requests a server→client request is about. So:
 - every forwarded call carries a random id in `_meta["mcp-host/call"]`; a child that echoes it
   in its request's `_meta` (the plugin kit does) is routed to exactly that call;
-- otherwise, when every call the child is serving right now comes from one session, the
-  request goes to that session's latest call;
-- otherwise nobody gets it: the child gets an error saying the host cannot tell which visitor
-  it is for. A question meant for visitor A is never put to visitor B (SECURITY.md E4).
-A request that arrives when no call is in flight is refused the same way.
+- otherwise a per-session child's request goes to its own session's latest call in flight (the
+  child serves that one session only, so it cannot be about anyone else);
+- otherwise — a shared child that names no call, or no call of the session in flight — nobody
+  gets it: a request is refused with an error that tells the plugin's author to name the call,
+  and a log message stays in the host log. The host never guesses between visitors, nor from
+  "the one session calling right now": a question meant for visitor A is never put to visitor
+  B, and A's log never reaches B (SECURITY.md E4).
 
 What passes on passes `meta.without_host_keys` first (after routing, which reads the call's id): a
 child's request or log message never carries the host's `_meta` keys (its `mcp-host/call` id
@@ -108,10 +109,15 @@ class InFlight:
 class CallRouter:
     """The calls one child is serving, and the client each came from."""
 
-    def __init__(self, plugin_id: str, *, request_timeout_s: float, budget: int = 16) -> None:
+    def __init__(
+        self, plugin_id: str, *, request_timeout_s: float, budget: int = 16, session_id: str | None = None
+    ) -> None:
         """`budget`: requests one call may put to its visitor's client. Sampling spends the
-        visitor's model tokens and elicitation their attention: a plugin cannot flood either."""
+        visitor's model tokens and elicitation their attention: a plugin cannot flood either.
+        `session_id`: the visitor session a per-session child serves (its unnamed requests go to
+        that session's calls); None for a shared or owner-context child (only named calls)."""
         self._plugin_id = plugin_id
+        self._session_id = session_id
         self._timeout_s = request_timeout_s
         self.budget = budget
         self._calls: dict[str, InFlight] = {}
@@ -131,30 +137,29 @@ class CallRouter:
         return len(self._calls)
 
     def target(self, meta: Mapping[str, Any] | None) -> InFlight | None:
+        """The call a request or log message with `meta` belongs to, or None: the named call;
+        unnamed, the latest call of a per-session child's own session."""
         named = (meta or {}).get(CALL_KEY)
         if isinstance(named, str) and named:
             call = self._calls.get(named)
             return call if call is not None and call.client is not None else None
-        calls = [c for c in self._calls.values() if c.client is not None]
-        if not calls or len({c.client.session_key for c in calls if c.client is not None}) != 1:
-            return None
-        return calls[-1]
+        if self._session_id is None:
+            return None  # a shared child serves many sessions: a message that names no call is no one's
+        own = [c for c in self._calls.values() if c.client is not None and c.client.session_key == self._session_id]
+        return own[-1] if own else None
 
     async def _ask(self, request: InputRequest, meta: Mapping[str, Any] | None) -> InputResponse | types.ErrorData:
         what = request.method
         call = self.target(meta)
         if call is None or call.client is None:
             logger.warning(
-                "%s: sent %s that matches no single call in flight (%d in flight); refused",
+                "%s: sent %s that belongs to no call in flight (%d in flight, %s); refused",
                 self._plugin_id,
                 what,
                 len(self._calls),
+                "per-session child" if self._session_id is not None else "shared child",
             )
-            return types.ErrorData(
-                code=types.INVALID_REQUEST,
-                message=f"{what} must be sent while serving a call; with several sessions' calls in flight, "
-                f"name the call with _meta[{CALL_KEY!r}]",
-            )
+            return types.ErrorData(code=types.INVALID_REQUEST, message=self._unrouted(what))
         if not call.spend(self.budget):
             logger.warning("%s: a call asked its visitor more than %d times; refused", self._plugin_id, self.budget)
             return types.ErrorData(
@@ -171,6 +176,14 @@ class CallRouter:
             return exc.error
         except TimeoutError:
             return types.ErrorData(code=types.REQUEST_TIMEOUT, message="the visitor's client did not answer in time")
+
+    def _unrouted(self, what: str) -> str:
+        if self._session_id is not None:
+            return f"{what} must be sent while serving a call of this session"
+        return (
+            f"{what} must name the call it is about with _meta[{CALL_KEY!r}] (this plugin's child is "
+            "shared by every session; declare `instances: per_session` in its manifest otherwise)"
+        )
 
     async def sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
@@ -197,10 +210,21 @@ class CallRouter:
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         call = self.target(params.meta)
         if call is None or call.client is None:
-            logger.debug("%s: log message outside any single call; kept in the host log only", self._plugin_id)
+            logger.info(
+                "%s: log message that belongs to no call; kept in the host log only: %s",
+                self._plugin_id,
+                _brief(params),
+            )
             return
         try:
             with call.passing_log():
                 await call.client.log(without_host_keys(params))
         except Exception:  # a visitor that went away must not break the child's session
             logger.debug("%s: a log message could not be passed on", self._plugin_id, exc_info=True)
+
+
+def _brief(params: types.LoggingMessageNotificationParams) -> str:
+    """A log message for the host log: its level, logger and data, escaped and cut."""
+    text = params.data if isinstance(params.data, str) else repr(params.data)
+    shown = text[:300].encode("unicode_escape").decode("ascii")
+    return f"[{params.level}{'/' + params.logger[:80] if params.logger else ''}] {shown}"

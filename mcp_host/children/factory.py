@@ -1,9 +1,14 @@
-"""`ChildFactory`: a plugin's child, made in the pool with the launch its manifest, the host's
-settings and its back-channel socket give.
+"""`ChildFactory`: a plugin's child for a scope, made in the pool with the launch its manifest,
+the host's settings and its back-channel socket give.
 
 Above: the composition root (which builds one per host) and the parts that call a child by
-plugin — bindings, the visitor and owner doors, the connector gateway. Below: `ChildPool`
-(one child per plugin id, created on first ask) and `sandbox.launch_for` (the command line).
+plugin — bindings, listings, the visitor and owner doors, the connector gateway. Below:
+`ChildPool` (children by plugin id and scope, created on first ask) and `sandbox.launch_for`
+(the command line).
+
+The scope is the visitor session a call is for, or None for owner context (owner calls,
+connectors, the startup listing). A shared plugin has one child whatever the scope; a
+per-session plugin (`Manifest.per_session`) one per visitor session plus one for the owner.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from mcp_host.settings import Settings
 
 from .lifecycle import Child, ChildPool
 
-__all__ = ["ChildFactory", "SocketPaths"]
+__all__ = ["ChildFactory", "ChildSource", "SocketPaths"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,18 +38,41 @@ class SocketPaths(Protocol):
     def socket_for(self, plugin_id: str) -> Path | None: ...
 
 
+class ChildSource(Protocol):
+    """Where the parts that call children get them (`ChildFactory`; a test may give its own)."""
+
+    def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child: ...
+
+    def lister(self, plugin: Plugin, session_id: str | None = None) -> Child: ...
+
+
 class ChildFactory:
-    """`factory(plugin)`: the child of `plugin` in `pool`, created (not started) on first ask."""
+    """`factory(plugin, session_id)`: the child of `plugin` for that scope in `pool`, created
+    (not started) on first ask."""
 
     def __init__(self, pool: ChildPool, settings: Settings, sockets: SocketPaths) -> None:
         self._pool = pool
         self._settings = settings
         self._sockets = sockets
 
-    def __call__(self, plugin: Plugin) -> Child:
-        """Raises Unavailable when the pool already runs as many children as it may."""
+    def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
+        """The child that serves `session_id` (None: owner context). Raises Unavailable when the
+        pool already runs as many children, or busy per-session instances, as it may."""
         socket = self._sockets.socket_for(plugin.manifest.id)
-        return self._pool.child(plugin.manifest.id, lambda: launch_for(plugin, self._settings, host_socket=socket))
+        scope = session_id if plugin.manifest.per_session else None
+        return self._pool.child(
+            plugin.manifest.id, lambda: launch_for(plugin, self._settings, host_socket=socket), scope
+        )
+
+    def lister(self, plugin: Plugin, session_id: str | None = None) -> Child:
+        """The child whose lists (tools, prompts, resources) `session_id` sees: its own instance
+        while that runs, else the owner-context one — a Node process per session only to list
+        tools would cost more than the lists are worth. Starts nothing itself."""
+        if session_id is not None and plugin.manifest.per_session:
+            own = self._pool.get(plugin.manifest.id, session_id)
+            if own is not None and own.running:
+                return own
+        return self(plugin)
 
     async def prestart(self, plugins: Sequence[Plugin], *, timeout_s: float) -> None:
         """Start the children of `plugins` concurrently and list their tools (each child keeps

@@ -20,6 +20,7 @@ there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.m
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import os
@@ -45,6 +46,7 @@ from mcp_host.sandbox import Launch
 from mcp_host.wire import framed_transport
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
+from .instances import SessionInstances
 from .stderr import ChildLog, StderrDrain
 
 __all__ = ["Child", "ChildHealth", "ChildLimits", "ChildPool", "ChildState"]
@@ -117,7 +119,10 @@ class _Start:
 
 
 class Child:
-    """One plugin's process and MCP session; safe to share between many concurrent callers."""
+    """One plugin's process and MCP session; safe to share between many concurrent callers.
+
+    `session_id`: the visitor session this child serves alone (a per-session instance), or None
+    (a shared child, or a per-session plugin's owner-context instance)."""
 
     def __init__(
         self,
@@ -130,9 +135,18 @@ class Child:
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
         on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
+        session_id: str | None = None,
+        log: ChildLog | None = None,
+        on_ended: Callable[[Child], None] = lambda child: None,
     ) -> None:
+        """`log`: where its lines are kept (the pool gives every instance of a plugin one log);
+        `on_ended`: told after each of its processes has ended (`health()` says how)."""
         self.plugin_id = plugin_id
-        self.router = CallRouter(plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget)
+        self.session_id = session_id
+        self._on_ended = on_ended
+        self.router = CallRouter(
+            plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget, session_id=session_id
+        )
         """Where the child's server→client requests and log messages go: the call they are about."""
         self._on_list_changed = on_list_changed
         self._launch = launch
@@ -149,6 +163,7 @@ class Child:
         self._previous_run.set()  # no process yet
         self._stop = anyio.Event()
         self._pipe_closed = False  # a call found this process's pipe closed
+        self._retired = False
         self._state = ChildState.STOPPED
         self._cause: str | None = None
         self._failures = 0
@@ -160,7 +175,7 @@ class Child:
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_from = 0  # the start (`_starts`) whose process gave `_tools`
         self._last_exit: tuple[str, float] | None = None
-        self.log = ChildLog(
+        self.log = log or ChildLog(
             plugin_id,
             keep=limits.log_keep_lines,
             line_bytes=limits.stderr_line_bytes,
@@ -197,6 +212,16 @@ class Child:
     @property
     def running(self) -> bool:
         return self._session is not None
+
+    @property
+    def busy(self) -> bool:
+        """A call is in flight, registered, or waiting for the process to start."""
+        return self._in_flight > 0 or self.router.in_flight() > 0 or self._start_lock.locked()
+
+    @property
+    def last_used(self) -> float:
+        """When (monotonic) a call last began or ended."""
+        return self._last_used
 
     # -- calls --------------------------------------------------------------------------
 
@@ -340,6 +365,12 @@ class Child:
         """Ask the running process (if any) to stop; returns at once."""
         self._stop.set()
 
+    def retire(self) -> None:
+        """Stop for good: the pool forgot this instance, so it must not start again (a later
+        use of the plugin for its session makes a new one, counted by the pool)."""
+        self._retired = True
+        self._stop.set()
+
     def _use(self) -> _InUse:
         return _InUse(self)
 
@@ -351,6 +382,8 @@ class Child:
         async with self._start_lock:
             if self._session is not None:
                 return self._session
+            if self._retired:
+                raise Unavailable("the capability's instance for this session was stopped; try again")
             # A previous process may still be winding down (its session was found dead by a
             # call before its own task noticed the exit): one process per child at a time, and
             # its end, which may set a backoff, comes before the backoff is read.
@@ -385,6 +418,7 @@ class Child:
                 start.done.set()
         finally:
             ended.set()
+            self._on_ended(self)
 
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()
@@ -568,9 +602,14 @@ class _InUse:
         self._child = child
 
     async def __aenter__(self) -> ClientSession:
-        session = await self._child._session_for_call()
+        # Counted before the start is awaited, so a starting child is never taken for idle
+        # (stopped to make room for another session's instance) under its first caller.
         self._child._in_flight += 1
-        return session
+        try:
+            return await self._child._session_for_call()
+        except BaseException:
+            self._child._in_flight -= 1
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
         self._child._in_flight -= 1
@@ -623,19 +662,35 @@ async def _terminate(process: Process) -> None:
 
 
 class ChildPool:
-    """All children of one host; an async context manager owning their task group."""
+    """All children of one host, keyed by (plugin id, scope); an async context manager owning
+    their task group.
+
+    Scope None is a shared plugin's one child, or a per-session plugin's owner-context
+    instance: at most `max_children` of those, kept for the host's life. A visitor session's id
+    is a per-session instance (`SessionInstances`): at most `max_session_instances`, the least
+    recently used idle one stopped to make room, each stopped after `session_idle_timeout_s`
+    without a call and forgotten once stopped (a crashed one is kept for its backoff until
+    evicted or its session ends).
+    """
 
     def __init__(
         self,
         limits: ChildLimits,
         *,
         max_children: int,
+        max_session_instances: int = 32,
+        session_idle_timeout_s: float | None = None,
         on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
         on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
     ) -> None:
+        """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`')."""
         self._limits = limits
+        idle_s = limits.idle_timeout_s if session_idle_timeout_s is None else session_idle_timeout_s
+        self._session_limits = dataclasses.replace(limits, idle_timeout_s=idle_s)
+        self.sessions: SessionInstances[Child] = SessionInstances(max_session_instances)
+        """The per-session instances."""
         self._on_list_changed = on_list_changed
         """(plugin id, "tools" | "prompts" | "resources" | "resource:<uri>"): a child said so."""
         self._max = max_children
@@ -643,6 +698,7 @@ class ChildPool:
         self._on_exit = on_exit
         self._on_tools_changed = on_tools_changed
         self._children: dict[str, Child] = {}
+        self._logs: dict[str, ChildLog] = {}
         self._tg: TaskGroup | None = None
 
     async def __aenter__(self) -> ChildPool:
@@ -652,34 +708,65 @@ class ChildPool:
 
     async def __aexit__(self, *exc: Any) -> None:
         assert self._tg is not None
-        for child in self._children.values():
+        for child in [*self._children.values(), *self.sessions.all()]:
             child.stop()
         await self._tg.__aexit__(None, None, None)
         self._tg = None
 
-    def child(self, plugin_id: str, launch: Callable[[], Launch]) -> Child:
-        """The child of `plugin_id`, created (not started) on first ask."""
+    def child(self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None = None) -> Child:
+        """The child of `plugin_id` for `session_id` (None: the shared or owner-context one),
+        created (not started) on first ask.
+
+        Raises Unavailable when the pool already runs as many children (or, for a session,
+        per-session instances with a call in flight) as it may.
+        """
+        if session_id is not None:
+            return self.sessions.get(plugin_id, session_id) or self.sessions.add(
+                self._new(plugin_id, launch, session_id)
+            )
         child = self._children.get(plugin_id)
         if child is None:
-            if self._tg is None:
-                raise RuntimeError("ChildPool must be entered before use")
             if len(self._children) >= self._max:
                 raise Unavailable("the host runs as many capabilities as it may")
-            child = Child(
-                plugin_id,
-                launch,
-                self._limits,
-                self._tg,
-                on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
-                on_exit=self._on_exit,
-                on_tools_changed=self._on_tools_changed,
-                on_list_changed=self._on_list_changed,
-            )
-            self._children[plugin_id] = child
+            child = self._children[plugin_id] = self._new(plugin_id, launch, None)
         return child
 
-    def get(self, plugin_id: str) -> Child | None:
+    def _new(self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None) -> Child:
+        if self._tg is None:
+            raise RuntimeError("ChildPool must be entered before use")
+        limits = self._limits if session_id is None else self._session_limits
+        log = self._logs.get(plugin_id)
+        if log is None:
+            log = self._logs[plugin_id] = ChildLog(
+                plugin_id,
+                keep=limits.log_keep_lines,
+                line_bytes=limits.stderr_line_bytes,
+                errors_per_s=limits.errors_logged_per_s,
+                errors_burst=limits.errors_logged_burst,
+            )
+        return Child(
+            plugin_id,
+            launch,
+            limits,
+            self._tg,
+            on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
+            on_exit=self._on_exit,
+            on_tools_changed=self._on_tools_changed,
+            on_list_changed=self._on_list_changed,
+            session_id=session_id,
+            log=log,
+            on_ended=self.sessions.ended if session_id is not None else lambda child: None,
+        )
+
+    def get(self, plugin_id: str, session_id: str | None = None) -> Child | None:
+        """The child of `plugin_id` for `session_id` (None: shared or owner context), if made."""
+        if session_id is not None:
+            return self.sessions.get(plugin_id, session_id)
         return self._children.get(plugin_id)
 
+    def end_session(self, session_id: str) -> None:
+        """The visitor session ended: stop and forget its per-session instances."""
+        self.sessions.end_session(session_id)
+
     def running_count(self) -> int:
-        return sum(1 for c in self._children.values() if c.running)
+        return sum(1 for c in [*self._children.values(), *self.sessions.all()] if c.running)

@@ -47,6 +47,9 @@ class CatalogueEntry(BaseModel):
     visitor_tools: list[str]
     status: Status
     cause: str | None = None
+    instances: int | None = None
+    """A per-session plugin (`instances: per_session`): how many visitor sessions' instances
+    run now (its owner-context instance is `status`); None for a shared plugin."""
 
 
 class RejectedTool(BaseModel):
@@ -178,6 +181,23 @@ class Catalogue:
             else:
                 status = "not_started" if health.state == ChildState.STOPPED else "healthy"
             cause = withheld or (health.cause if health is not None and status == "failing" else None)
-            out.append(entry_for(plugin, status, cause))
+            entry = entry_for(plugin, status, cause)
+            out.append(self._with_instances(plugin, entry) if plugin.manifest.per_session else entry)
         out.extend(invalid_entry(error) for error in self._report.errors)
         return out
+
+    def _with_instances(self, plugin: Plugin, entry: CatalogueEntry) -> CatalogueEntry:
+        """A per-session plugin's entry: its owner-context instance's health (above), how many
+        visitor sessions' instances run, and — while one of them is down after a crash — that
+        it fails, with the last failure of any instance."""
+        pid = plugin.manifest.id
+        instances = self._pool.sessions.of(pid)
+        running = sum(1 for c in instances if c.running)
+        status, cause = entry.status, entry.cause
+        if status == "not_started" and running:
+            status = "healthy"
+        failure = self._pool.sessions.last_failure(pid)
+        if failure is not None and any(c.health().cause for c in instances):
+            status = "failing"
+            cause = cause or f"a visitor session's instance: {failure[0]}"
+        return entry.model_copy(update={"status": status, "cause": cause, "instances": running})

@@ -27,14 +27,14 @@ Reconciliation rules (issue 2):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp.types as types
 
-from mcp_host.children import Child
+from mcp_host.children import ChildSource
 from mcp_host.errors import HostError
 from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema, shown
 from mcp_host.policy import PinBook, collision_key
@@ -73,10 +73,11 @@ class Toolset:
 class Bindings:
     """Assembles toolsets; remembers per-capability causes for the catalogue."""
 
-    def __init__(
-        self, child_of: Callable[[Plugin], Child], *, list_timeout_s: float, pins: PinBook | None = None
-    ) -> None:
-        self._child_of = child_of
+    def __init__(self, children: ChildSource, *, list_timeout_s: float, pins: PinBook | None = None) -> None:
+        """`children`: each plugin's child for a session (`ChildSource.lister`: a per-session
+        plugin's list is its session's own instance's while that runs, else its owner-context
+        instance's). Vetting and pinning are per plugin, whichever instance listed."""
+        self._child_of = children
         self._list_timeout_s = list_timeout_s
         self.pins = pins
         """The tool pins; None shows every safe tool. Set before the first visitor is served."""
@@ -126,17 +127,19 @@ class Bindings:
         tools = {tool.name: tool for tool in pinned[0]}
         return tuple(n for n in names if n not in tools or not self.pins.approved(pid, tools[n]))
 
-    async def assemble(self, capabilities: Sequence[Plugin], *, fresh: bool) -> Toolset:
-        """The toolset of `capabilities`: listed now (`fresh`), or from the last real lists.
+    async def assemble(self, capabilities: Sequence[Plugin], *, fresh: bool, session_id: str | None = None) -> Toolset:
+        """The toolset of `capabilities` for `session_id` (None: owner context): listed now
+        (`fresh`), or from the last real lists.
 
-        Children whose list is unknown (or all, when `fresh`) are asked concurrently.
+        Children whose list is unknown (or all, when `fresh`) are asked concurrently; no
+        per-session instance is started to be listed.
         """
         lists: dict[str, tuple[types.Tool, ...]] = {}
         unavailable: dict[str, str] = {}
         to_ask: list[Plugin] = []
         for plugin in capabilities:
             try:
-                cached = None if fresh else self._child_of(plugin).tools
+                cached = None if fresh else self._child_of.lister(plugin, session_id).tools
             except HostError as exc:  # e.g. the pool is full
                 unavailable[plugin.manifest.id] = exc.message
                 continue
@@ -147,10 +150,10 @@ class Bindings:
 
         async def collect(plugin: Plugin) -> None:
             try:
-                child = self._child_of(plugin)
+                child = self._child_of.lister(plugin, session_id)
                 real = await child.list_tools(timeout_s=self._list_timeout_s)
             except HostError as exc:
-                existing = self._peek_cause(plugin)
+                existing = self._peek_cause(plugin, session_id)
                 unavailable[plugin.manifest.id] = existing or exc.message
                 return
             lists[plugin.manifest.id] = await self._vet(plugin, real)
@@ -271,9 +274,9 @@ class Bindings:
         await self._vet(plugin, tools)
         return True
 
-    def _peek_cause(self, plugin: Plugin) -> str | None:
+    def _peek_cause(self, plugin: Plugin, session_id: str | None) -> str | None:
         try:
-            return self._child_of(plugin).health().cause
+            return self._child_of.lister(plugin, session_id).health().cause
         except HostError:
             return None
 

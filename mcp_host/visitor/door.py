@@ -30,7 +30,7 @@ child is not called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
-from mcp_host.children import Child
+from mcp_host.children import Child, ChildSource
 from mcp_host.connectors import RequirementGate
 from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
 from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
@@ -106,7 +106,7 @@ class VisitorDoor:
         self,
         plugins: Registry,
         bindings: Bindings,
-        child_of: Callable[[Plugin], Child],
+        child_of: ChildSource,
         *,
         grants: GrantBook,
         quota: QuotaGate,
@@ -155,10 +155,12 @@ class VisitorDoor:
     async def surface(self, session: Session, *, fresh: bool = True) -> Surface:
         """The prompts and resources of the capabilities this session can reach: listed now
         (`fresh`), or from the children's last lists (to route a get or read)."""
-        return await self._listings.surface(await self.reachable(session), fresh=fresh)
+        return await self._listings.surface(await self.reachable(session), fresh=fresh, session_id=session.id)
 
-    def child_for(self, plugin_id: str) -> Child:
-        return self._child_of(self._by_id[plugin_id])
+    def child_for(self, plugin_id: str, session_id: str | None = None) -> Child:
+        """The child of capability `plugin_id` that serves `session_id` (a per-session plugin's
+        own instance for that session, started on first use); None: owner context."""
+        return self._child_of(self._by_id[plugin_id], session_id)
 
     @property
     def listings(self) -> Listings:
@@ -173,7 +175,7 @@ class VisitorDoor:
         states = await self._quota_states(session, reachable)
         used_up = {pid for pid, state in states.items() if state.remaining <= 0}
         listed = [p for p in reachable if p.manifest.id not in used_up or self._quota_tools(p)]
-        toolset = await self._bindings.assemble(listed, fresh=True)
+        toolset = await self._bindings.assemble(listed, fresh=True, session_id=session.id)
         hidden = set(await self._requirements.hidden_tools(session.owner_id, listed))
         for plugin in listed:
             if plugin.manifest.id in used_up:  # only the tools that use the quota up leave
@@ -231,7 +233,7 @@ class VisitorDoor:
         the owner's approval of a destructive tool, used up here): the plugin and its tool.
         `called` learns the tool as soon as the name resolves (its boundary shapes a refusal by it).
         Raises UnknownTool, QuotaExhausted, Unavailable or a hold's refusal."""
-        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False)
+        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False, session_id=session.id)
         binding = toolset.tools.get(name)
         if binding is not None and name in await self._requirements.hidden_tools(
             session.owner_id, [self._by_id[binding.capability]]
@@ -266,7 +268,7 @@ class VisitorDoor:
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
         plugin, tool = await self.admit(session, name, arguments, called)
-        child = self._child_of(plugin)
+        child = self._child_of(plugin, session.id)  # a per-session plugin: this session's own instance
         scope = CallScope(session.owner_id, session)
         with child.router.serving(client) as call:
             if not named_ops(plugin):

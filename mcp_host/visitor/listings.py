@@ -12,12 +12,16 @@ is exposed by neither (as with tools), and the log says which. A `prompts/get` o
 - for a URI nobody listed, the one visible child whose resource template matches it (two
   matching children: neither), or the only visible child serving resources at all.
 Anything else answers "not found" — the same answer for "not allowed" and "not there".
+
+A per-session plugin's lists are its session's own instance's while that runs, else its
+owner-context instance's (`ChildSource.lister`): no instance is started only to be listed. Only
+the lists of shared and owner-context children are kept between requests.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -25,7 +29,7 @@ import anyio
 import mcp.types as types
 from mcp.shared.uri_template import UriTemplate
 
-from mcp_host.children import Child
+from mcp_host.children import Child, ChildSource
 from mcp_host.errors import HostError, UnknownTool
 from mcp_host.plugins import Plugin
 
@@ -79,7 +83,7 @@ class _ChildItems:
 
 
 class Listings:
-    def __init__(self, child_of: Callable[[Plugin], Child], *, timeout_s: float) -> None:
+    def __init__(self, child_of: ChildSource, *, timeout_s: float) -> None:
         self._child_of = child_of
         self._timeout_s = timeout_s
         self._last: dict[str, _ChildItems] = {}
@@ -88,16 +92,17 @@ class Listings:
         """The child said its prompts or resources changed: the next use lists them again."""
         self._last.pop(plugin_id, None)
 
-    async def surface(self, visible: Sequence[Plugin], *, fresh: bool = True) -> Surface:
-        """What `visible` list: asked afresh (`fresh`, for the list methods), or from each
-        child's last lists while that child runs and has not said they changed (for routing a
-        get or read, which then costs one round trip, not one per child)."""
+    async def surface(self, visible: Sequence[Plugin], *, fresh: bool = True, session_id: str | None = None) -> Surface:
+        """What `visible` list to `session_id` (None: owner context): asked afresh (`fresh`, for
+        the list methods), or from each child's last lists while that child runs and has not
+        said they changed (for routing a get or read, which then costs one round trip, not one
+        per child)."""
         found: dict[str, _ChildItems] = {}
 
         async def collect(plugin: Plugin) -> None:
             pid = plugin.manifest.id
             try:
-                found[pid] = await self._items(plugin, fresh=fresh)
+                found[pid] = await self._items(plugin, fresh=fresh, session_id=session_id)
             except HostError as exc:
                 logger.info("%s: prompts and resources left out: %s", pid, exc.message)
 
@@ -112,10 +117,11 @@ class Listings:
             serving_resources=[pid for pid, items in ordered if items.serves_resources],
         )
 
-    async def _items(self, plugin: Plugin, *, fresh: bool) -> _ChildItems:
+    async def _items(self, plugin: Plugin, *, fresh: bool, session_id: str | None) -> _ChildItems:
         pid = plugin.manifest.id
-        child = self._child_of(plugin)
-        last = self._last.get(pid)
+        child = self._child_of.lister(plugin, session_id)
+        kept = child.session_id is None  # a session's own instance's lists are not kept
+        last = self._last.get(pid) if kept else None
         if not fresh and last is not None and child.running and child.health().starts == last.starts:
             return last
         caps = await child.capabilities()  # starts the child when it is not running
@@ -129,7 +135,8 @@ class Listings:
                 child, types.ListResourceTemplatesRequest, types.ListResourceTemplatesResult, "resource_templates"
             )
             items = replace(items, resources=tuple(resources), templates=tuple(shapes), serves_resources=True)
-        self._last[pid] = items
+        if kept:
+            self._last[pid] = items
         return items
 
     async def _pages(self, child: Child, request_type: Any, result_type: Any, attribute: str) -> list[Any]:

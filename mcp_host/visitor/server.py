@@ -431,7 +431,7 @@ class VisitorServer:
         try:
             session, owner = await self._owner_of(ctx, pick)
             forwarded = params.model_copy(update={"meta": self._item_meta(ctx, session)})
-            result = await self._door.child_for(owner).forward(
+            result = await self._door.child_for(owner, session.id).forward(
                 request(forwarded), result_type, timeout_s=self._door.call_timeout_s
             )
         except Exception as exc:
@@ -472,7 +472,7 @@ class VisitorServer:
         """Ask the child that serves `uri` for its updates (one subscription serves every session)."""
         door = self._door
         found = await door.surface(session, fresh=False)
-        child = door.child_for(door.listings.resource_owner(found, uri))
+        child = door.child_for(door.listings.resource_owner(found, uri), session.id)
         served = (await child.capabilities()).resources
         if served is None or not served.subscribe:
             return  # the child sends its updates unasked, or never: the session still listens

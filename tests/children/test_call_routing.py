@@ -32,7 +32,7 @@ class _SlowLogClient:
 
 
 async def test_the_answer_waits_until_earlier_log_messages_are_passed_on() -> None:
-    router = CallRouter("p", request_timeout_s=5)
+    router = CallRouter("p", request_timeout_s=5, session_id="A")  # a per-session child of session A
     client = _SlowLogClient()
     order: list[str] = []
     with router.serving(client) as call:
@@ -53,7 +53,7 @@ async def test_the_answer_waits_until_earlier_log_messages_are_passed_on() -> No
 
 
 async def test_the_wait_is_bounded_and_free_without_log_messages() -> None:
-    router = CallRouter("p", request_timeout_s=5)
+    router = CallRouter("p", request_timeout_s=5, session_id="A")  # a per-session child of session A
     client = _SlowLogClient()
     with router.serving(client) as call:
         with anyio.fail_after(1):

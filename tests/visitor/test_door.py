@@ -69,6 +69,7 @@ async def test_colliding_tool_names_are_exposed_by_neither_and_catalogue_says_wh
                 visitor_tools=["same_name", "only_a"],
                 status="healthy",
                 cause="tool 'same_name' is also exposed by test.twin_b; neither copy is exposed",
+                instances=0,
             )
         )
         assert (

@@ -150,13 +150,24 @@ class _Client:
         self.asked.append("log")
 
 
-async def test_an_unnamed_request_goes_to_the_one_session_calling() -> None:
-    router = CallRouter("p", request_timeout_s=5)
+async def test_an_unnamed_request_of_a_per_session_child_goes_to_its_session() -> None:
+    router = CallRouter("p", request_timeout_s=5, session_id="A")  # session A's own instance
     a = _Client("A")
     with router.serving(a), router.serving(a):
         answer = await router.elicit(None, QUESTION.params)  # type: ignore[arg-type]
     assert isinstance(answer, types.ElicitResult)
     assert a.asked == ["elicitation/create"]
+
+
+async def test_an_unnamed_request_of_a_shared_child_goes_to_nobody_even_with_one_session_calling() -> None:
+    router = CallRouter("p", request_timeout_s=5)
+    a = _Client("A")
+    with router.serving(a):
+        answer = await router.elicit(None, QUESTION.params)  # type: ignore[arg-type]
+        await router.log(types.LoggingMessageNotificationParams(level="info", data="x"))
+    assert isinstance(answer, types.ErrorData)
+    assert "mcp-host/call" in answer.message and "per_session" in answer.message
+    assert a.asked == []
 
 
 async def test_an_unnamed_request_with_two_sessions_calling_goes_to_nobody() -> None:
@@ -197,7 +208,7 @@ async def test_one_session_cannot_park_more_than_its_share() -> None:
 
 
 async def test_a_call_may_ask_its_visitor_only_so_often() -> None:
-    router = CallRouter("p", request_timeout_s=5, budget=3)
+    router = CallRouter("p", request_timeout_s=5, budget=3, session_id="A")
     a = _Client("A")
     with router.serving(a):
         answers = [await router.elicit(None, QUESTION.params) for _ in range(5)]  # type: ignore[arg-type]

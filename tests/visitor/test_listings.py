@@ -27,6 +27,7 @@ class _Child:
         self.asked: list[str] = []
         self.starts = 1
         self.running = True
+        self.session_id: str | None = None
 
     def health(self) -> ChildHealth:
         return ChildHealth(ChildState.RUNNING, None, 1, self.starts)
@@ -43,6 +44,19 @@ class _Child:
         return types.ListResourceTemplatesResult(resource_templates=[])
 
 
+class _Children:
+    """A `ChildSource` over stand-ins: one per plugin id, whatever the session."""
+
+    def __init__(self, children: dict[str, _Child]) -> None:
+        self._children = children
+
+    def __call__(self, plugin: Plugin, session_id: str | None = None) -> Any:
+        return self._children[plugin.manifest.id]
+
+    def lister(self, plugin: Plugin, session_id: str | None = None) -> Any:
+        return self._children[plugin.manifest.id]
+
+
 def _plugin(folder: str) -> Plugin:
     return Plugin(load_manifest(PLUGINS / folder), PLUGINS / folder, builtin=False)
 
@@ -53,7 +67,7 @@ async def test_a_name_or_uri_two_children_list_is_exposed_by_neither() -> None:
         a.manifest.id: _Child(["test://same", "test://a"], ["hello", "only_a"]),
         b.manifest.id: _Child(["test://same"], ["hello"]),
     }
-    listings = Listings(lambda p: children[p.manifest.id], timeout_s=5)  # type: ignore[arg-type,return-value]
+    listings = Listings(_Children(children), timeout_s=5)
     surface = await listings.surface([a, b])
     assert sorted(surface.resources) == ["test://a"]
     assert sorted(surface.prompts) == ["only_a"]
@@ -67,7 +81,7 @@ async def test_a_name_or_uri_two_children_list_is_exposed_by_neither() -> None:
 async def test_routing_reuses_the_last_lists_until_the_child_changes() -> None:
     a = _plugin("twin_a")
     child = _Child(["test://a"], [])
-    listings = Listings(lambda p: child, timeout_s=5)  # type: ignore[arg-type,return-value]
+    listings = Listings(_Children({a.manifest.id: child}), timeout_s=5)
     await listings.surface([a])  # a list call: asks the child
     asked = len(child.asked)
     await listings.surface([a], fresh=False)  # routing a read: no new question

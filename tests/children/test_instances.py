@@ -1,0 +1,222 @@
+"""Per-session instances: one child per (plugin, visitor session) for a session-unaware server,
+one more for the owner's context, one for all for a shared plugin; bounded host-wide (least
+recently used idle one stopped first, never a busy one), stopped when idle or when the session
+ends, and forgotten once stopped.
+
+The table's rules as logic over stand-ins first, then through a real host with the
+`sessionless` fixture (a plain SDK server that counts calls in its process).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_host.children.instances import SessionInstances
+from mcp_host.errors import Unavailable
+from tests.hosting import PLUGINS, RunningHost, host_settings, running_host, wait_until
+
+pytestmark = pytest.mark.anyio
+
+SESSIONLESS = "test.sessionless"
+
+
+# -- the table, as logic -----------------------------------------------------------------------
+
+
+@dataclass
+class _Health:
+    last_exit: str | None = None
+    last_exit_at: float | None = None
+
+
+@dataclass
+class _Instance:
+    plugin_id: str
+    session_id: str | None
+    last_used: float = 0.0
+    busy: bool = False
+    running: bool = True
+    retired: bool = False
+    exit: _Health | None = None
+
+    def health(self) -> _Health:
+        return self.exit or _Health()
+
+    def retire(self) -> None:
+        self.retired = True
+
+
+def test_at_the_cap_the_least_recently_used_idle_instance_makes_room() -> None:
+    table: SessionInstances[_Instance] = SessionInstances(2)
+    old, recent = _Instance("p", "s1", last_used=1.0), _Instance("p", "s2", last_used=2.0)
+    table.add(old)
+    table.add(recent)
+    new = table.add(_Instance("q", "s3", last_used=3.0))
+    assert (old.retired, recent.retired) == (True, False)
+    assert (table.get("p", "s1"), table.get("p", "s2"), table.get("q", "s3")) == (None, recent, new)
+    assert len(table) == 2
+
+
+def test_a_busy_instance_is_never_stopped_and_a_table_of_busy_ones_refuses() -> None:
+    table: SessionInstances[_Instance] = SessionInstances(2)
+    oldest_busy = table.add(_Instance("p", "s1", last_used=1.0, busy=True))
+    idle = table.add(_Instance("p", "s2", last_used=5.0))
+    table.add(_Instance("p", "s3", busy=True))
+    assert (oldest_busy.retired, idle.retired) == (False, True)
+    with pytest.raises(Unavailable) as refused:
+        table.add(_Instance("p", "s4"))
+    assert refused.value.message == (
+        "the host runs as many per-session instances as it may (2), each serving a call; try again shortly"
+    )
+    assert table.get("p", "s4") is None and len(table) == 2
+
+
+def test_a_cleanly_stopped_instance_is_forgotten_a_crashed_one_kept_with_its_cause() -> None:
+    table: SessionInstances[_Instance] = SessionInstances(4)
+    idle = table.add(_Instance("p", "s1", exit=_Health("idle", 1.0)))
+    crashed = table.add(_Instance("p", "s2", exit=_Health("exited; exit code 1", 2.0)))
+    table.ended(idle)
+    table.ended(crashed)
+    assert (table.get("p", "s1"), table.get("p", "s2")) == (None, crashed)
+    assert idle.retired and not crashed.retired
+    assert table.last_failure("p") == ("exited; exit code 1", 2.0)
+    assert table.last_failure("q") is None
+    # A replaced instance's end does not forget its successor.
+    successor = table.add(_Instance("p", "s1"))
+    table.ended(idle)
+    assert table.get("p", "s1") is successor
+
+
+def test_ending_a_session_forgets_its_instances_only() -> None:
+    table: SessionInstances[_Instance] = SessionInstances(4)
+    mine = [table.add(_Instance("p", "s1")), table.add(_Instance("q", "s1"))]
+    other = table.add(_Instance("p", "s2"))
+    table.end_session("s1")
+    assert [i.retired for i in mine] == [True, True] and not other.retired
+    assert list(table.all()) == [other] and table.of("p") == [other]
+
+
+# -- through a real host ------------------------------------------------------------------------
+
+
+def _variant(tmp_path: Path, instances: str) -> Path:
+    """A copy of the sessionless fixture that declares `instances`."""
+    folder = tmp_path / f"sessionless_{instances}"
+    shutil.copytree(PLUGINS / "sessionless", folder)
+    manifest = folder / "manifest.yaml"
+    manifest.write_text(manifest.read_text() + f"instances: {instances}\n")
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _counts(host: RunningHost, session: dict[str, Any], times: int) -> list[int]:
+    """The counter `count` returns `times` in a row in `session` (its process's own count)."""
+    async with host.client(session) as client:
+        results = [(await client.call_tool("count", {})).structured_content for _ in range(times)]
+    return [r["count"] for r in results if r is not None]
+
+
+def _pid(host: RunningHost, session: dict[str, Any] | None) -> int:
+    """The host's pid of the sessionless child of `session` (None: owner context)."""
+    child = host.host.pool.get(SESSIONLESS, session["session_id"] if session else None)
+    assert child is not None
+    pid = child.health().pid
+    assert pid is not None
+    return pid
+
+
+async def test_each_session_has_its_own_instance_and_state_and_the_owner_another(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["sessionless"])) as host:
+        a, b = await host.new_session(), await host.new_session()
+        counted_a = await _counts(host, a, 2)
+        counted_b = await _counts(host, b, 2)
+        counted_a += await _counts(host, a, 1)
+        # The owner-context instance listed the tools (no session had an instance yet).
+        pids = {_pid(host, a), _pid(host, b), _pid(host, None)}
+        assert len(host.host.spawned) == 3
+    assert counted_a == [1, 2, 3] and counted_b == [1, 2]
+    assert len(pids) == 3
+
+
+async def test_a_shared_plugin_has_one_child_for_every_session(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, [str(_variant(tmp_path, "shared"))])  # an absolute path
+    async with running_host(settings) as host:
+        a, b = await host.new_session(), await host.new_session()
+        counted = await _counts(host, a, 2) + await _counts(host, b, 2)
+        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
+        assert len(host.host.spawned) == 1
+    assert counted == [1, 2, 3, 4]
+
+
+async def test_an_idle_instance_stops_and_leaves_the_pool(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, ["sessionless"], child_session_idle_timeout_s=0.3)
+    async with running_host(settings) as host:
+        a = await host.new_session()
+        assert await _counts(host, a, 1) == [1]
+        pid = _pid(host, a)
+        pool = host.host.pool
+        await wait_until(lambda: pool.get(SESSIONLESS, a["session_id"]) is None, within_s=10)
+        await wait_until(lambda: not _alive(pid))
+        assert pool.get(SESSIONLESS) is not None  # the owner-context instance keeps the host's idle time
+        assert await _counts(host, a, 1) == [1]  # the next use starts a new one
+        assert _pid(host, a) != pid
+
+
+async def test_ending_a_session_stops_its_instances_at_once(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["sessionless"])) as host:
+        a, b = await host.new_session(), await host.new_session()
+        await _counts(host, a, 1)
+        await _counts(host, b, 1)
+        pid_a, pid_b = _pid(host, a), _pid(host, b)
+        assert await host.host.sessions.end(a["session_id"])
+        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
+        await wait_until(lambda: not _alive(pid_a))
+        assert _alive(pid_b) and host.host.pool.get(SESSIONLESS, b["session_id"]) is not None
+
+
+async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, ["sessionless"], max_session_instances=1)
+    async with running_host(settings) as host:
+        a, b = await host.new_session(), await host.new_session()
+        await _counts(host, a, 1)
+        pid_a = _pid(host, a)
+        async with host.client(a) as client_a, host.client(b) as client_b:
+            async with anyio.create_task_group() as tg:
+                started = anyio.Event()
+
+                async def long_call() -> None:
+                    started.set()
+                    await client_a.call_tool("sleep", {"seconds": 1.5})
+
+                tg.start_soon(long_call)
+                await started.wait()
+                own_a = host.host.pool.get(SESSIONLESS, a["session_id"])
+                assert own_a is not None
+                await wait_until(lambda: own_a.busy)
+                refused = await client_b.call_tool("count", {})
+            assert refused.structured_content == {
+                "code": "unavailable",
+                "message": "the host runs as many per-session instances as it may (1), each serving a call; "
+                "try again shortly",
+            }
+            assert _alive(pid_a)  # the busy instance was left alone
+            served = await client_b.call_tool("count", {})  # A is idle now: its instance makes room
+        assert served.structured_content is not None and served.structured_content["count"] == 1
+        await wait_until(lambda: not _alive(pid_a))
+        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
