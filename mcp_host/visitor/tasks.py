@@ -171,7 +171,8 @@ class VisitorTasks:
         }
         if arguments is not None:
             forwarded["arguments"] = arguments
-        raw = await self._child(plugin.manifest.id).raw_request("tools/call", forwarded, timeout_s=self._timeout)
+        child = self._child(plugin.manifest.id, session)
+        raw = await child.raw_request("tools/call", forwarded, timeout_s=self._timeout)
         created = self._checked(types.CreateTaskResult, raw, "tools/call")
         self._book.remember(session.id, plugin.manifest.id, created.task.task_id, created.task.ttl)
         logger.info("session %s: %s started task %s", session.id, name[:80], created.task.task_id[:80])
@@ -191,15 +192,15 @@ class VisitorTasks:
         """The session's own tasks, as their children list them (one page)."""
         tasks: list[types.Task] = []
         for plugin_id, ids in self._book.of_session(session.id).items():
-            listed = await self._list_child(plugin_id)
+            listed = await self._list_child(plugin_id, session)
             tasks.extend(t for t in listed if t.task_id in ids)
         return types.ListTasksResult(tasks=tasks)
 
-    async def _list_child(self, plugin_id: str) -> list[types.Task]:
+    async def _list_child(self, plugin_id: str, session: Session) -> list[types.Task]:
         tasks: list[types.Task] = []
         cursor: str | None = None
         for _ in range(20):
-            raw = await self._child(plugin_id).raw_request(
+            raw = await self._child(plugin_id, session).raw_request(
                 "tasks/list", {"cursor": cursor} if cursor else {}, timeout_s=self._timeout
             )
             page = self._checked(types.ListTasksResult, raw, "tasks/list")
@@ -212,13 +213,16 @@ class VisitorTasks:
     async def _forward(self, session: Session, method: str, task_id: str, result_type: type[_R]) -> _R:
         plugin_id = self._book.owner(session.id, task_id)
         try:
-            raw = await self._child(plugin_id).raw_request(method, {"taskId": task_id}, timeout_s=self._timeout)
+            raw = await self._child(plugin_id, session).raw_request(
+                method, {"taskId": task_id}, timeout_s=self._timeout
+            )
         except TransportFailure:
             raise MCPError(INVALID_PARAMS, _NOT_FOUND) from None  # the child no longer has it
         return without_host_keys(self._checked(result_type, raw, method))
 
-    def _child(self, plugin_id: str) -> Child:
-        return self._door.child_for(plugin_id)
+    def _child(self, plugin_id: str, session: Session) -> Child:
+        """The child that runs `session`'s tasks of `plugin_id` (a per-session plugin's own instance)."""
+        return self._door.child_for(plugin_id, session.id)
 
     @property
     def _timeout(self) -> float:
