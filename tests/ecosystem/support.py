@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
@@ -135,9 +135,9 @@ class Ecosystem:
         return await self.running.new_session()
 
 
-def ecosystem_host(name: str = "eco") -> Any:
-    """A module-scoped fixture `name`: one host (on a database of its own) per test module,
-    its tools pending at start approved by the owner before any test runs."""
+def ecosystem_host(name: str = "eco", scope: Literal["module", "session"] = "module") -> Any:
+    """A fixture `name` of `scope`: one host on a database of its own, its tools pending at
+    start approved by the owner before any test runs."""
 
     async def serving(postgres_server: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ecosystem]:
         folder = tmp_path_factory.mktemp(name)
@@ -147,7 +147,7 @@ def ecosystem_host(name: str = "eco") -> Any:
             await approve_all(ecosystem)
             yield ecosystem
 
-    return pytest.fixture(serving, scope="module", name=name)
+    return pytest.fixture(serving, scope=scope, name=name)
 
 
 # -- the owner --------------------------------------------------------------------------------
@@ -256,7 +256,12 @@ class InspectorRun:
     stderr: str
 
     def json(self) -> Any:
+        """What it printed on stdout, parsed."""
         return json.loads(self.stdout)
+
+    def result(self) -> Any:
+        """The MCP result it printed (`--format json` wraps it: {"result": …})."""
+        return self.json()["result"]
 
 
 async def inspector(session: dict[str, Any], era: str, home: Path, *arguments: str) -> InspectorRun:
