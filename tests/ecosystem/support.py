@@ -124,6 +124,7 @@ class Ecosystem:
 
     running: RunningHost
     pending_at_start: list[dict[str, Any]]  # tools_pending before any visitor session
+    rejected_at_start: list[dict[str, Any]]  # what it said the host drops, with causes
     approved: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # the tool_approve answers
     refused: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # approvals that failed
 
@@ -142,8 +143,8 @@ def ecosystem_host(name: str = "eco", scope: Literal["module", "session"] = "mod
     async def serving(postgres_server: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Ecosystem]:
         folder = tmp_path_factory.mktemp(name)
         async with fresh_database(postgres_server) as url, running_host(ecosystem_settings(folder, url)) as running:
-            pending = await pending_at_start(running)
-            ecosystem = Ecosystem(running, pending)
+            review = await pending_at_start(running)
+            ecosystem = Ecosystem(running, list(review.get("pending", [])), list(review.get("rejected", [])))
             await approve_all(ecosystem)
             yield ecosystem
 
@@ -180,21 +181,21 @@ def pending_names(pending: list[dict[str, Any]]) -> dict[str, set[str]]:
     return names
 
 
-async def pending_at_start(running: RunningHost, within_s: float = 30.0) -> list[dict[str, Any]]:
+async def pending_at_start(running: RunningHost, within_s: float = 30.0) -> dict[str, Any]:
     """`tools_pending` of a fresh host, before any visitor session: asked until every expected
-    tool is in it (the host lists its plugins' tools as it starts them), at most `within_s`;
-    what it holds then otherwise (the tests say what is missing)."""
-    pending: list[dict[str, Any]] = []
+    tool is in it (the host lists its plugins' tools in the background as it starts; under a
+    second on an idle machine), at most `within_s`; what it holds then otherwise (the tests say
+    what is missing)."""
+    answer: dict[str, Any] = {}
     with anyio.move_on_after(within_s):
         async with owner_client(running) as owner:
             while True:
                 _, answer = await owner_call(owner, "tools_pending")
-                pending = list(answer.get("pending", []))
-                names = pending_names(pending)
+                names = pending_names(answer.get("pending", []))
                 if all(expected <= names.get(plugin, set()) for plugin, expected in EXPECTED_TOOLS.items()):
                     break
                 await anyio.sleep(0.25)
-    return pending
+    return answer
 
 
 def approvable(entry: dict[str, Any]) -> bool:

@@ -35,6 +35,7 @@ async def test_every_tool_of_the_four_servers_is_pending_before_any_visitor_and_
     pending = pending_names(eco.pending_at_start)
     missing = {plugin: sorted(expected - pending.get(plugin, set())) for plugin, expected in EXPECTED_TOOLS.items()}
     assert {plugin: names for plugin, names in missing.items() if names} == {}
+    assert eco.rejected_at_start == []  # none dropped (their draft-07 schemas included)
     assert eco.refused == {}
     approved = {tool for plugin, tool in eco.approved if plugin in EXPECTED_TOOLS}
     assert ALL_EXPECTED <= approved
