@@ -6,7 +6,7 @@ child's raw request (`Child.raw_request`: the SDK's client has tasks as types on
 reject a `CreateTaskResult` as a malformed `CallToolResult`).
 
 The host remembers which session and plugin own each task id (`TaskBook`): a task id another
-session made, or one the host never handed out, is `not found` (-32602), and `tasks/list`
+session made, or one the host never handed out, is `not found` (invalid params), and `tasks/list`
 shows only the session's own tasks. What it remembers is bounded: `per_session` live tasks per
 session (a further task-augmented call is refused `unavailable` before the child is called),
 `in_all` in total (the oldest is forgotten), and each task for its ttl (capped at `max_ttl_s`;
@@ -110,7 +110,7 @@ class TaskBook:
             self._forget(next(iter(self._tasks)))
 
     def owner(self, session_id: str, task_id: str) -> str:
-        """The plugin of the session's task `task_id`; MCPError -32602 when it is not the session's."""
+        """The plugin of the session's task `task_id`; MCPError (invalid params) when it is not the session's."""
         self._expire()
         for (plugin_id, tid), owned in self._tasks.items():
             if tid == task_id and owned.session_id == session_id:

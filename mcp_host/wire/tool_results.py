@@ -6,7 +6,7 @@ contract's: the host's `_meta["mcp-host/error"]`, else a plugin's structured `{c
 A refusal always carries `{code, message}` in `_meta["mcp-host/error"]` and as text; as
 structured content only for a tool without an `outputSchema` (clients check structured content
 against that schema even on an error: the TypeScript SDK client and the MCP Inspector fail the
-call with -32602 otherwise).
+call with an invalid-params error otherwise).
 
 Above: the doors (visitor door, owner door, back-channel). Below: `errors`, the SDK's types.
 """

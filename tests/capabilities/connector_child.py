@@ -15,6 +15,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, RequestParamsMeta
 
 from mcp_host_kit import CONNECTION_KEY
+from mcp_host_kit.contract import refusal_of
 
 
 @dataclass
@@ -50,5 +51,5 @@ async def connector_child(server: Path, category: str, folder: Path) -> AsyncIte
 def refusal(result: CallToolResult) -> dict[str, Any] | None:
     """The `{code, message}` of a refused call (asserting it was refused)."""
     assert result.is_error is True
-    structured: dict[str, Any] | None = result.structured_content
-    return structured
+    found = refusal_of(result)  # the host's key in `_meta`, else a plugin's structured pair
+    return None if found is None else found.model_dump()

@@ -22,6 +22,7 @@ from mcp.types import CallToolResult
 
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.policy.turns import judge
+from mcp_host_kit.contract import refusal_of
 from tests.hosting import BUILTINS, RunningHost, host_fixture, host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import PASSWORDS, Radicale, new_calendar, running_radicale
@@ -179,11 +180,13 @@ async def test_standalone_the_policy_refuses_bad_starts_before_any_calendar_call
 
 
 def _code(result: CallToolResult) -> str:
-    return str((result.structured_content or {}).get("code"))
+    found = refusal_of(result)  # the host's key in `_meta`, else the plugin's structured pair
+    return str(found.code if found else None)
 
 
 def _message(result: CallToolResult) -> str:
-    return str((result.structured_content or {}).get("message"))
+    found = refusal_of(result)
+    return str(found.message if found else None)
 
 
 # -- through the host ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host_kit import SESSION_KEY
+from mcp_host_kit.contract import refusal_of
 from owner_facade import OWNER_PATH
 from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.processes import needs_bwrap
@@ -47,6 +48,9 @@ def _load_server() -> ModuleType:
 
 async def call(client: Client, name: str, /, meta: dict[str, Any] | None = None, **args: Any) -> tuple[bool, Any]:
     result = await client.call_tool(name, args, meta=meta)  # type: ignore[arg-type]
+    found = refusal_of(result)  # a refusal: the host's key in `_meta`, else the plugin's structured pair
+    if found is not None:
+        return True, found.model_dump()
     return bool(result.is_error), result.structured_content
 
 

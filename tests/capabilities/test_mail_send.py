@@ -25,6 +25,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from inline_snapshot import snapshot
 from mcp import Client
 
+from mcp_host_kit.contract import refusal_of
 from tests.hosting import BUILTINS, RunningHost, free_port, host_fixture
 from tests.owner_facade.test_door import owner_client
 from tests.processes import needs_bwrap
@@ -91,8 +92,8 @@ def _load_server() -> ModuleType:
 
 def refusal(result: types.CallToolResult) -> dict[str, Any] | None:
     assert result.is_error is True
-    structured: dict[str, Any] | None = result.structured_content
-    return structured
+    found = refusal_of(result)  # the host's key in `_meta`, else a plugin's structured pair
+    return None if found is None else found.model_dump()
 
 
 async def test_standalone_checks_the_arguments_and_reaches_no_connector() -> None:

@@ -22,6 +22,7 @@ from mcp.client.session import SamplingFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host_kit import SESSION_KEY
+from mcp_host_kit.contract import refusal_of
 from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
@@ -46,8 +47,8 @@ SERVER = _load_server()
 
 def refusal(result: types.CallToolResult) -> dict[str, Any] | None:
     assert result.is_error is True
-    structured: dict[str, Any] | None = result.structured_content
-    return structured
+    found = refusal_of(result)  # the host's key in `_meta`, else a plugin's structured pair
+    return None if found is None else found.model_dump()
 
 
 # -- the transcript and the prompt ---------------------------------------------------------
