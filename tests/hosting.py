@@ -19,11 +19,13 @@ import pytest
 import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
 from mcp_host.app.asgi import create_app
 from mcp_host.app.wiring import Host
 from mcp_host.edge.http_server import server_config
 from mcp_host.settings import Settings
+from mcp_host_kit.contract import refusal_of
 from tests.conftest import fresh_database
 
 TESTS = Path(__file__).resolve().parent
@@ -156,3 +158,10 @@ async def wait_serving(
                 except httpx2.TransportError:
                     pass
                 await anyio.sleep(0.1)
+
+
+def refusal(result: CallToolResult) -> dict[str, str] | None:
+    """The `{code, message}` of a refused call, wherever it travels (the host's `_meta` key, else
+    a plugin's structured content); None for a result that is no refusal."""
+    found = refusal_of(result)
+    return None if found is None else found.model_dump()

@@ -272,6 +272,11 @@ class Tracebacks:
         return summary
 
     def _summary(self, exception: str) -> str:
+        # The type by its class name, as rich prints it, whether or not rich wrote the
+        # traceback (a sandboxed child's venv holds only the SDK's packages: no rich).
+        kind, colon, rest = exception.partition(":")
+        if "." in kind and " " not in kind:
+            exception = kind.rsplit(".", 1)[1] + colon + rest
         frames = " < ".join(reversed(self._frames))
         return f"{exception} (at {frames})" if frames else exception
 

@@ -129,22 +129,27 @@ class Catalogue:
         entry = next((e for e in self.entries() if e.id == plugin_id and e.status != "invalid"), None)
         if entry is None:
             return None
-        child = self._pool.get(plugin_id)
-        if child is None:
+        owner = self._pool.get(plugin_id)
+        # A per-session plugin's instances share one log; its health is theirs together: the
+        # starts of every instance the pool still knows, the latest exit, a running pid.
+        children = [c for c in (owner, *self._pool.sessions.of(plugin_id)) if c is not None]
+        if not children:
             return CapabilityLogs(
                 capability=plugin_id, status=entry.status, cause=entry.cause, pid=None, starts=0,
                 last_exit=None, last_exit_at=None, lines=[],
             )  # fmt: skip
-        health = child.health()
+        healths = [c.health() for c in children]
+        exits = [h for h in healths if h.last_exit is not None]
+        last = max(exits, key=lambda h: h.last_exit_at or 0.0) if exits else None
         return CapabilityLogs(
             capability=plugin_id,
             status=entry.status,
             cause=entry.cause,
-            pid=health.pid,
-            starts=health.starts,
-            last_exit=health.last_exit,
-            last_exit_at=_at(health.last_exit_at) if health.last_exit_at is not None else None,
-            lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in child.log.recent(lines)],
+            pid=next((h.pid for h in healths if h.pid is not None), None),
+            starts=sum(h.starts for h in healths),
+            last_exit=last.last_exit if last else None,
+            last_exit_at=_at(last.last_exit_at) if last and last.last_exit_at is not None else None,
+            lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in children[0].log.recent(lines)],
         )
 
     def rejected(self) -> list[RejectedTool]:

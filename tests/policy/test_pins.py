@@ -23,7 +23,7 @@ from mcp_host.plugins.manifest import Manifest
 from mcp_host.policy.pins import MemoryPins, Pins, definition_hash, definition_of
 from mcp_host.store.database import PgPool
 from mcp_host_kit.contract import Refusal, refusal_of
-from tests.hosting import PLUGINS, host_settings, running_host
+from tests.hosting import PLUGINS, host_settings, refusal, running_host
 
 pytestmark = pytest.mark.anyio
 NONE = Refusal(code="", message="")  # what a result that is no refusal reads as here
@@ -315,7 +315,7 @@ async def test_plugin_tools_are_hidden_and_refused_as_unknown_until_the_owner_ap
             assert (await client.list_tools()).tools == []
             refused = await client.call_tool("echo", {"text": "hi"})
             assert refused.is_error is True
-            assert refused.structured_content == {
+            assert refusal(refused) == {
                 "code": "unknown",
                 "message": "no tool named 'echo' is available in this session",
             }
@@ -363,7 +363,7 @@ async def test_a_schema_only_change_after_approval_hides_the_tool_until_approved
             await client.call_tool("morph", {})
             assert [t.name for t in (await client.list_tools()).tools] == ["morph"]
             refused = await client.call_tool("target", {"to": "x"})
-            assert refused.structured_content == {
+            assert refusal(refused) == {
                 "code": "unknown",
                 "message": "no tool named 'target' is available in this session",
             }

@@ -11,7 +11,7 @@ from inline_snapshot import snapshot
 
 from mcp_host.owner.catalogue import CatalogueEntry
 from mcp_host_kit.contract import Refusal, refusal_of
-from tests.hosting import PLUGINS, host_settings, running_host
+from tests.hosting import PLUGINS, host_settings, refusal, running_host
 
 pytestmark = pytest.mark.anyio
 NONE = Refusal(code="", message="")  # what a result that is no refusal reads as here
@@ -54,7 +54,7 @@ async def test_colliding_tool_names_are_exposed_by_neither_and_catalogue_says_wh
         async with host.client(session) as client:
             assert sorted(t.name for t in (await client.list_tools()).tools) == ["only_a", "only_b"]
             refused = await client.call_tool("same_name", {})
-            assert refused.structured_content == {
+            assert refusal(refused) == {
                 "code": "unknown",
                 "message": "no tool named 'same_name' is available in this session",
             }
@@ -87,7 +87,7 @@ async def test_names_that_differ_only_in_case_dash_or_underscore_collide_and_cat
             refused = await client.call_tool("Only-A", {})
         causes = {e.id: e.cause for e in host.host.catalogue.entries()}
     assert listed == ["own_tool", "same_name"]
-    assert refused.structured_content == {
+    assert refusal(refused) == {
         "code": "unknown",
         "message": "no tool named 'Only-A' is available in this session",
     }
@@ -164,7 +164,7 @@ async def test_visitor_meta_over_a_cap_is_refused_as_invalid_arguments(
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         _, result = await _whoami(host, meta)
         assert result.is_error is True
-        assert result.structured_content == {"code": "invalid_arguments", "message": message}
+        assert refusal(result) == {"code": "invalid_arguments", "message": message}
 
 
 async def test_child_sees_only_declared_environment(
@@ -204,11 +204,11 @@ async def test_role_granted_capability_is_hidden_from_public_sessions(
             refused = await client.call_tool("only_a", {})
             missing = await client.call_tool("only_z", {})
             # exactly what a tool that exists nowhere gets (the name it was asked for aside)
-            assert refused.structured_content == {
+            assert refusal(refused) == {
                 "code": "unknown",
                 "message": "no tool named 'only_a' is available in this session",
             }
-            assert missing.structured_content == {
+            assert refusal(missing) == {
                 "code": "unknown",
                 "message": "no tool named 'only_z' is available in this session",
             }

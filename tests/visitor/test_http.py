@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from mcp import MCPError
 
-from tests.hosting import RunningHost, host_settings, running_host
+from tests.hosting import RunningHost, host_settings, refusal, running_host
 
 pytestmark = pytest.mark.anyio
 
@@ -188,7 +188,7 @@ async def test_unknown_tool_is_a_tool_error_and_session_stays_usable(tmp_path: P
         async with host.client(session, "legacy") as client:
             result = await client.call_tool("no_such_tool", {})
             assert result.is_error is True
-            assert result.structured_content == {
+            assert refusal(result) == {
                 "code": "unknown",
                 "message": "no tool named 'no_such_tool' is available in this session",
             }
