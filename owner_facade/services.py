@@ -6,6 +6,7 @@ Above: `tools` and `door`. Below: `mcp_host`'s public surface only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.connectors import Connections, ConnectorGateway
@@ -14,7 +15,14 @@ from mcp_host.plugins import Plugin, PluginKind, Registry
 from mcp_host.policy import AuditLog, HoldBook, PinBook
 from mcp_host.store import ConfigBackend
 
-__all__ = ["OwnerServices"]
+__all__ = ["OwnerServices", "ReviewProgress"]
+
+
+class ReviewProgress(Protocol):
+    """The review at start that lists every capability's tools for the owner
+    (`mcp_host.visitor.OwnerReview`)."""
+
+    async def settled(self, *, within_s: float) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,8 @@ class OwnerServices:
     owners: OwnerStore
     pins: PinBook | None = None
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
+    review: ReviewProgress | None = None
+    """The review at start (None with pinning off): `tools_pending` waits for it, bounded."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

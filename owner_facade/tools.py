@@ -50,6 +50,8 @@ __all__ = ["TOOLS", "Answer", "OwnerTool"]
 
 A = TypeVar("A", bound=BaseModel)
 Answer = dict[str, Any] | types.CallToolResult
+# How long `tools_pending` waits for the review at start (its children starting) to finish.
+_REVIEW_WAIT_S = 20.0
 Summary = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
@@ -355,11 +357,17 @@ async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Ans
     and the tools visitors are shown now that approving one would hide (`collides_with`); and the
     tools the host drops whatever the owner approves (`rejected`: unsafe name, text or schema),
     each with its cause and its name escaped."""
+    # Right after a start the children are still being listed: answer once they have been
+    # (bounded), so a fresh host shows every plugin's tools rather than an empty list.
+    reviewed = await s.review.settled(within_s=_REVIEW_WAIT_S) if s.review is not None else True
     rejected = [{**tool.model_dump(mode="json"), "status": "rejected"} for tool in s.catalogue.rejected()]
     if s.pins is None:
         return {"pinning": False, "pending": [], "rejected": rejected}
     pending = [_pending(s, t) for t in await s.pins.pending()]
-    return {"pinning": True, "pending": pending, "rejected": rejected}
+    answer: dict[str, Any] = {"pinning": True, "pending": pending, "rejected": rejected}
+    if not reviewed:
+        answer["note"] = "the host is still listing its plugins' tools; ask again for the rest"
+    return answer
 
 
 async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:

@@ -446,6 +446,7 @@ def _owner_door(settings: Settings, early: Early, shared: _Shared, catalogue: Ca
             holds=shared.holds,
             owners=shared.owners,
             pins=shared.pins,
+            review=shared.review,
         )
     )
 

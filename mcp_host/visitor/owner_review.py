@@ -40,6 +40,15 @@ class OwnerReview:
         self._background = background
         self._running: set[str] = set()
         self._again: set[str] = set()
+        self._first = anyio.Event()
+
+    async def settled(self, *, within_s: float) -> bool:
+        """Wait (at most `within_s`) for the review at start to have listed every capability;
+        whether it has. The owner's `tools_pending` waits for it, so a fresh host answers with
+        every plugin's tools rather than an empty list while the first children start."""
+        with anyio.move_on_after(within_s):
+            await self._first.wait()
+        return self._first.is_set()
 
     async def all(self, capabilities: Sequence[Plugin]) -> None:
         """List and vet every one of `capabilities` (a child's last list when it has one)."""
@@ -49,9 +58,12 @@ class OwnerReview:
             async with limiter:
                 await self._review(plugin, fresh=False)
 
-        async with anyio.create_task_group() as tg:
-            for plugin in capabilities:
-                tg.start_soon(one, plugin)
+        try:
+            async with anyio.create_task_group() as tg:
+                for plugin in capabilities:
+                    tg.start_soon(one, plugin)
+        finally:
+            self._first.set()
         logger.debug("tools of %d capabilities listed for the owner's review", len(capabilities))
 
     def changed(self, plugin_id: str) -> None:

@@ -181,20 +181,11 @@ def pending_names(pending: list[dict[str, Any]]) -> dict[str, set[str]]:
     return names
 
 
-async def pending_at_start(running: RunningHost, within_s: float = 30.0) -> dict[str, Any]:
-    """`tools_pending` of a fresh host, before any visitor session: asked until every expected
-    tool is in it (the host lists its plugins' tools in the background as it starts; under a
-    second on an idle machine), at most `within_s`; what it holds then otherwise (the tests say
-    what is missing)."""
-    answer: dict[str, Any] = {}
-    with anyio.move_on_after(within_s):
-        async with owner_client(running) as owner:
-            while True:
-                _, answer = await owner_call(owner, "tools_pending")
-                names = pending_names(answer.get("pending", []))
-                if all(expected <= names.get(plugin, set()) for plugin, expected in EXPECTED_TOOLS.items()):
-                    break
-                await anyio.sleep(0.25)
+async def pending_at_start(running: RunningHost) -> dict[str, Any]:
+    """`tools_pending` of a fresh host, before any visitor session, asked once: it answers once
+    the host has listed its plugins' tools at start (it waits for that review, bounded)."""
+    async with owner_client(running) as owner:
+        _, answer = await owner_call(owner, "tools_pending")
     return answer
 
 

@@ -30,7 +30,7 @@ async def test_tools_pending_lists_a_fresh_plugins_tools_before_any_session_what
 ) -> None:
     settings = host_settings(tmp_path, database_url, ["echo", "guarded"], pin_tools=True)
     async with running_host(settings) as running:
-        await _reviewed(running, "test.echo", "test.guarded")
+        # Asked at once: the answer waits for the host's listing at start, not the owner.
         async with owner_client(running) as client:
             failed, pending = await call(client, "tools_pending")
             _, sessions = await call(client, "sessions_list")
