@@ -35,6 +35,7 @@ import anyio
 import mcp.types as types
 from anyio.abc import Process, TaskGroup
 from mcp import MCPError
+from mcp.client import NotificationBinding
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
@@ -506,6 +507,14 @@ class Child:
                     elicitation_callback=self.router.elicit,
                     list_roots_callback=self.router.list_roots,
                     logging_callback=self.router.log,
+                    # The SDK's client drops what its core tables lack, task status included.
+                    notification_bindings=[
+                        NotificationBinding(
+                            method="notifications/tasks/status",
+                            params_type=types.TaskStatusNotificationParams,
+                            handler=self.router.task_status,
+                        )
+                    ],
                     sampling_capabilities=types.SamplingCapability(),
                 ) as session:
                     try:

@@ -30,7 +30,7 @@ child is not called.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,15 +208,18 @@ class VisitorDoor:
         meta: Mapping[str, Any] | None,
         progress: ProgressFnT | None,
         client: VisitorClient | None = None,
+        *,
+        offered: Callable[[types.Tool], bool] | None = None,
     ) -> types.CallToolResult:
         """`client`: the visitor's client, which the child's elicitation and sampling requests
-        (and `inference.generate`) reach while the call runs; None refuses them.
+        (and `inference.generate`) reach while the call runs; None refuses them. `offered`: whether
+        this session's protocol era is offered a tool at all (one it is not is `unknown`).
 
         A refusal carries `{code, message}` as structured content only where every client accepts
         it (`Called.accepts`; `errors.error_result` says why)."""
         called = Called()
         try:
-            return await self._call(session, name, arguments, meta, progress, client, called)
+            return await self._call(session, name, arguments, meta, progress, client, called, offered)
         except Exception as exc:
             known = explained(exc) or as_unavailable(exc)
             if known is None:
@@ -227,7 +230,12 @@ class VisitorDoor:
             return tool_error(known or exc) if called.accepts(refusal) else refusal
 
     async def admit(
-        self, session: Session, name: str, arguments: dict[str, Any] | None, called: Called | None = None
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        called: Called | None = None,
+        offered: Callable[[types.Tool], bool] | None = None,
     ) -> tuple[Plugin, types.Tool]:
         """The gates a call passes before its child is called (binding, connectors, quota, and
         the owner's approval of a destructive tool, used up here): the plugin and its tool.
@@ -239,6 +247,9 @@ class VisitorDoor:
             session.owner_id, [self._by_id[binding.capability]]
         ):
             binding = None  # the owner's connection cannot do what it needs: as if it were not there
+        if binding is not None and offered is not None and not offered(binding.tool):
+            logger.info("session %s: tool %r refused as unknown (not offered in its era)", session.id, name[:80])
+            raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         if binding is None:
             logger.info(
                 "session %s: tool %r refused as unknown (%s)",
@@ -265,9 +276,10 @@ class VisitorDoor:
         progress: ProgressFnT | None,
         client: VisitorClient | None,
         called: Called,
+        offered: Callable[[types.Tool], bool] | None,
     ) -> types.CallToolResult:
         kept = visitor_meta(meta, self._meta_caps)
-        plugin, tool = await self.admit(session, name, arguments, called)
+        plugin, tool = await self.admit(session, name, arguments, called, offered)
         child = self._child_of(plugin, session.id)  # a per-session plugin: this session's own instance
         scope = CallScope(session.owner_id, session)
         with child.router.serving(client) as call:
@@ -284,13 +296,14 @@ class VisitorDoor:
                     )
                 if QuotaExhausted.code in grant.refusals:
                     raise exhausted(plugin.manifest.id, session.subject)
-        await self._receipt(session, plugin.manifest.id, tool.name, result)
+        await self.receipt(session, plugin.manifest.id, tool.name, result)
         # The child does not speak for the host (its serverInfo stamp; an `mcp-host/error` of its
         # own, a forged refusal): dropped here, where the child's result is told from the host's.
         return without_host_keys(result)
 
-    async def _receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
-        """Record that the call completed; a failure to record changes nothing for the visitor."""
+    async def receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
+        """Record that the call (or task, `visitor.tasks`) completed; a failure to record changes
+        nothing for the visitor."""
         if self._turns is None:
             return
         try:

@@ -14,7 +14,10 @@ Everything a child can do in MCP reaches the session's client and back:
   2025-11-25 client, as `InputRequiredResult` rounds for a 2026-07-28 client;
 - cancellation: a cancelled call is cancelled in the child (`notifications/cancelled`);
 - list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
-  streams for 2026-07-28 clients, only for sessions that see the child.
+  streams for 2026-07-28 clients, only for sessions that see the child;
+- MCP tasks (2025-11-25, `visitor.tasks`): task status notifications to the connection that
+  made the task, a task's elicitation and sampling on the stream of its `tasks/result`; a
+  2026-07-28 session is neither offered nor let call a task-required tool.
 A child never speaks for the host: every result a child gave (lists, prompts, resources,
 completions here; tool results in `visitor.door`, before the host writes its own refusal's
 `mcp-host/error`) passes `meta.without_host_keys` before it is answered, so a child's
@@ -64,7 +67,7 @@ from .change_feed import ChangeFeed
 from .door import VisitorDoor
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
-from .tasks import VisitorTasks, hidden_for_modern
+from .tasks import VisitorTasks, hidden_for_modern, offered_in_modern
 
 __all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
 
@@ -247,7 +250,7 @@ class VisitorServer:
                     ctx.session.client_capabilities,
                     params,
                     lambda client: self._door.call_tool(
-                        session, params.name, params.arguments, meta, relay_progress, client
+                        session, params.name, params.arguments, meta, relay_progress, client, offered=offered_in_modern
                     ),
                     log_sink(ctx, None),
                 )
@@ -267,7 +270,7 @@ class VisitorServer:
             return await call_next(ctx)
         session = self._session(ctx)
         try:
-            return await self._tasks.create(session, params)
+            return await self._tasks.create(session, params, ctx.session)
         except MCPError:
             raise
         except Exception as exc:
@@ -282,7 +285,12 @@ class VisitorServer:
     async def task_result(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
     ) -> types.Result:
-        return await self._task_op(ctx, "tasks/result", lambda s: self._tasks.result(s, params.task_id))
+        # The child's requests about the task reach the visitor on this request's stream.
+        return await self._task_op(
+            ctx,
+            "tasks/result",
+            lambda s: self._tasks.result(s, params.task_id, PushClient(ctx, s.id, self._log_levels.get(s.id))),
+        )
 
     async def cancel_task(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams

@@ -1,24 +1,33 @@
 """MCP tasks through a visitor session (`visitor.tasks`).
 
-Real host, the sandboxed `tasker` child (raw JSON-RPC: the SDK's server has no tasks), a
-2025-11-25 client speaking raw JSON-RPC over streamable HTTP (the SDK's client cannot receive a
-`CreateTaskResult`): create, poll, result, cancel, list, and another session's task is `not
-found`. A 2026-07-28 session (the SDK's client) is not offered the task-required tool.
-Last, server-everything's `simulate-research-query` when the ecosystem is installed.
+Real host, the sandboxed `tasker` child (raw JSON-RPC: the SDK's server has no tasks; one
+shared child, so the host alone keeps sessions apart), a 2025-11-25 client speaking raw
+JSON-RPC over streamable HTTP (the SDK's client cannot receive a `CreateTaskResult`): create,
+poll, result, cancel, list, and another session's task is `not found`; each session hears the
+status notifications of its own tasks only, on its standalone stream; a task's elicitation
+reaches the visitor awaiting that task's result, and no other; a task's result is a turn
+receipt. A 2026-07-28 session (the SDK's client) is neither offered the task-required tool nor
+let call it. Last, server-everything's `simulate-research-query` when the ecosystem is
+installed, plain and with its elicitation.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from mcp.types import TextContent
 
-from tests.hosting import PLUGINS, host_settings, running_host
+from mcp_host.errors import UnknownTool
+from mcp_host.policy import PostgresTurns
+from mcp_host.policy.turns import Receipt
+from tests.hosting import PLUGINS, host_settings, refusal, running_host
 
 pytestmark = pytest.mark.anyio
 
@@ -32,10 +41,14 @@ class Legacy:
         self._http, self._url, self._next = http, url, 0
         self._headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
-    async def open(self) -> dict[str, Any]:
+    async def open(self, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
         init = await self.request(
             "initialize",
-            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": capabilities or {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
         )
         await self._post({"jsonrpc": "2.0", "method": "notifications/initialized"})
         self._headers["mcp-protocol-version"] = "2025-11-25"
@@ -44,6 +57,36 @@ class Legacy:
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         self._next += 1
         return await self._post({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params or {}})
+
+    async def listen(self, heard: list[dict[str, Any]], changed: Callable[[], None]) -> None:
+        """Keep the session's standalone stream open, each notification into `heard`."""
+        async with self._http.stream("GET", self._url, headers=self._headers) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    heard.append(json.loads(line[5:]))
+                    changed()
+
+    async def answering(
+        self, method: str, params: dict[str, Any], answer: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Send a request; each request the server puts on its stream meanwhile is answered
+        with `answer(request)`. The request's own answer."""
+        self._next += 1
+        own = self._next
+        message = {"jsonrpc": "2.0", "id": own, "method": method, "params": params}
+        async with self._http.stream("POST", self._url, json=message, headers=self._headers) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                got = json.loads(line[5:])
+                if got.get("id") == own and "method" not in got:
+                    return dict(got)
+                if "method" in got and "id" in got:
+                    reply = {"jsonrpc": "2.0", "id": got["id"], "result": await answer(got)}
+                    await self._post(reply)
+        raise AssertionError("the stream ended without an answer")
 
     async def _post(self, message: dict[str, Any]) -> dict[str, Any]:
         response = await self._http.post(self._url, json=message, headers=self._headers)
@@ -60,10 +103,36 @@ class Legacy:
         return dict(response.json())
 
 
-async def _legacy(host: Any, session: dict[str, Any], http: httpx2.AsyncClient) -> tuple[Legacy, dict[str, Any]]:
+async def _legacy(
+    host: Any, session: dict[str, Any], http: httpx2.AsyncClient, capabilities: dict[str, Any] | None = None
+) -> tuple[Legacy, dict[str, Any]]:
     http.headers["authorization"] = f"Bearer {session['token']}"
     client = Legacy(http, session["mcp_url"])
-    return client, await client.open()
+    return client, await client.open(capabilities)
+
+
+class Heard:
+    """What one session's standalone stream brought, and a way to wait for a notification."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._changed = anyio.Event()
+
+    def changed(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def statuses(self) -> list[tuple[str, str]]:
+        return [
+            (m["params"]["taskId"], m["params"]["status"])
+            for m in self.messages
+            if m.get("method") == "notifications/tasks/status"
+        ]
+
+    async def until(self, status: tuple[str, str]) -> None:
+        with anyio.fail_after(10):
+            while status not in self.statuses():
+                await self._changed.wait()
 
 
 async def _until_done(client: Legacy, task_id: str) -> dict[str, Any]:
@@ -112,6 +181,75 @@ async def test_a_task_passes_through_bound_to_its_session(tmp_path: Path, databa
             assert unknown["error"]["message"] == "task not found"
 
 
+async def test_a_tasks_status_notifications_reach_only_its_own_session(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["tasker"])) as host:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http_a,
+            httpx2.AsyncClient(timeout=30) as http_b,
+            anyio.create_task_group() as tg,
+        ):
+            a, _ = await _legacy(host, await host.new_session(), http_a)
+            b, _ = await _legacy(host, await host.new_session(), http_b)
+            heard_a, heard_b = Heard(), Heard()
+            tg.start_soon(a.listen, heard_a.messages, heard_a.changed)
+            tg.start_soon(b.listen, heard_b.messages, heard_b.changed)
+            await a.request("tools/list")  # the standalone streams are open before any task runs
+            await b.request("tools/list")
+
+            a_task = (await a.request("tools/call", {"name": "research", "arguments": {}, "task": {}}))["result"]
+            await heard_a.until((a_task["task"]["taskId"], "completed"))
+            b_task = (await b.request("tools/call", {"name": "research", "arguments": {}, "task": {}}))["result"]
+            await heard_b.until((b_task["task"]["taskId"], "completed"))
+            tg.cancel_scope.cancel()
+    assert heard_a.statuses() == [(a_task["task"]["taskId"], "completed")]
+    assert heard_b.statuses() == [(b_task["task"]["taskId"], "completed")]
+
+
+async def test_a_tasks_elicitation_reaches_the_visitor_awaiting_its_result(tmp_path: Path, database_url: str) -> None:
+    asked: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+
+    def answer_as(who: str) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        async def answer(request: dict[str, Any]) -> dict[str, Any]:
+            asked[who].append(request)
+            return {"action": "accept", "content": {"kind": who}}
+
+        return answer
+
+    async with running_host(host_settings(tmp_path, database_url, ["tasker"])) as host:
+        async with httpx2.AsyncClient(timeout=30) as http_a, httpx2.AsyncClient(timeout=30) as http_b:
+            session_a = await host.new_session()
+            a, _ = await _legacy(host, session_a, http_a, {"elicitation": {}})
+            b, _ = await _legacy(host, await host.new_session(), http_b, {"elicitation": {}})
+            opened = await host.http.post(
+                f"{host.url}/v1/sessions/{session_a['session_id']}/turns",
+                json={"message": "research owls"},
+                headers={"Authorization": f"Bearer {session_a['token']}"},
+            )
+            assert opened.status_code == 201
+            ask = {"name": "research", "arguments": {"topic": "owls", "ask": True}, "task": {}}
+            a_id = (await a.request("tools/call", ask))["result"]["task"]["taskId"]
+            b_id = (await b.request("tools/call", ask))["result"]["task"]["taskId"]
+            assert (await a.request("tasks/get", {"taskId": a_id}))["result"]["status"] == "input_required"
+
+            results: dict[str, dict[str, Any]] = {}
+
+            async def result(who: str, client: Legacy, task_id: str) -> None:
+                results[who] = await client.answering("tasks/result", {"taskId": task_id}, answer_as(who))
+
+            async with anyio.create_task_group() as tg:  # both ask the one shared child at once
+                tg.start_soon(result, "a", a, a_id)
+                tg.start_soon(result, "b", b, b_id)
+            receipts = await PostgresTurns(host.host.database.pool).receipts(session_a["session_id"], 1)
+
+    for who, task_id in (("a", a_id), ("b", b_id)):
+        structured = results[who]["result"]["structuredContent"]
+        assert structured == {"topic": "owls", "answer": {"action": "accept", "content": {"kind": who}}}
+        assert [r["params"]["_meta"] for r in asked[who]] == [
+            {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+        ]
+    assert receipts == [Receipt("test.tasker", "research", True)]
+
+
 async def test_a_2026_session_is_not_offered_a_task_required_tool(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -120,6 +258,22 @@ async def test_a_2026_session_is_not_offered_a_task_required_tool(
             names = [t.name for t in (await client.list_tools()).tools]
     assert names == ["plain"]
     assert any("requires MCP tasks" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_2026_session_calling_a_task_required_tool_by_name_is_refused_unknown(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["tasker"])) as host:
+        async with host.client(await host.new_session(), "auto") as client:
+            called = await client.call_tool("research", {"topic": "owls"})
+            plain = await client.call_tool("plain", {})
+    # Not forwarded: the child would have refused a call without a task as a protocol error.
+    assert called.is_error
+    assert refusal(called) == {
+        "code": UnknownTool.code,
+        "message": "no tool named 'research' is available in this session",
+    }
+    assert plain.content == [TextContent(type="text", text="plain")]
 
 
 @pytest.mark.skipif(not ECOSYSTEM.is_dir(), reason=".cache/ecosystem is missing (scripts/install-ecosystem)")
@@ -143,3 +297,29 @@ async def test_server_everythings_research_query_runs_as_a_task(tmp_path: Path, 
 
 
 assert PLUGINS.is_dir()
+
+
+@pytest.mark.skipif(not ECOSYSTEM.is_dir(), reason=".cache/ecosystem is missing (scripts/install-ecosystem)")
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is missing")
+async def test_server_everythings_ambiguous_research_query_asks_its_visitor(tmp_path: Path, database_url: str) -> None:
+    asked: list[dict[str, Any]] = []
+
+    async def clarify(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"action": "accept", "content": {"interpretation": "historical"}}
+
+    settings = host_settings(tmp_path, database_url, [], child_memory_bytes=16 << 30).model_copy(
+        update={"plugins": [ECOSYSTEM]}
+    )
+    async with running_host(settings) as host, httpx2.AsyncClient(timeout=60) as http:
+        client, _ = await _legacy(host, await host.new_session(), http, {"elicitation": {}})
+        created = await client.request(
+            "tools/call",
+            {"name": "simulate-research-query", "arguments": {"topic": "owls", "ambiguous": True}, "task": {}},
+        )
+        task_id = created["result"]["task"]["taskId"]
+        result = (await client.answering("tasks/result", {"taskId": task_id}, clarify))["result"]
+    assert [(r["method"], r["params"]["_meta"]) for r in asked] == [
+        ("elicitation/create", {"io.modelcontextprotocol/related-task": {"taskId": task_id}})
+    ]
+    assert "# Research Report: owls (historical)" in result["content"][0]["text"]
