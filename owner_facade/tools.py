@@ -107,6 +107,8 @@ async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) ->
                 "claim_gate": m.claim_gate.model_dump(mode="json") if m.claim_gate is not None else None,
                 "status": entry.status if entry is not None else "not_started",
                 "cause": entry.cause if entry is not None else None,
+                # A per-session plugin: how many visitor sessions' instances run now (None: shared).
+                "instances": entry.instances if entry is not None else None,
             }
         )
     return {"capabilities": listed}
@@ -445,7 +447,8 @@ _TABLE: list[OwnerTool[Any]] = [
     OwnerTool(
         "capabilities_list",
         "Every plugin with what its manifest declares: tools, config (with the owner's values), "
-        "requirements and whether they are connected, quota, claim gate, status. Starts no plugin.",
+        "requirements and whether they are connected, quota, claim gate, status, and for a plugin "
+        "with one instance per visitor session how many run now (instances). Starts no plugin.",
         NoArguments,
         _capabilities_list,
     ),

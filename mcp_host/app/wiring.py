@@ -38,7 +38,7 @@ from mcp_host.access import (
     ensure_owner_token,
 )
 from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, OpSockets, named_ops
-from mcp_host.children import ChildFactory, ChildLimits, ChildPool
+from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import FailureThrottle, ProtocolSessionLimits, ProtocolSessions, RpcEdge, ThrottleLimits
 from mcp_host.owner import Catalogue, OwnerCalls
@@ -127,9 +127,9 @@ class Early:
     children: ChildFactory
     grants: GrantBook
     spawned: Sequence[int]
-    list_changes_sent: MemoryObjectSendStream[tuple[str, str]]
-    list_changes: MemoryObjectReceiveStream[tuple[str, str]]
-    """(plugin id, what) for each "list changed" a child sent; `wired` relays them. The
+    list_changes_sent: MemoryObjectSendStream[ListChange]
+    list_changes: MemoryObjectReceiveStream[ListChange]
+    """Each "list changed" (or resource updated) a child sent; `wired` relays them. The
     lifespan closes both ends."""
 
 
@@ -200,13 +200,13 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         spawned.append(pid)
         ledger.record(pid, plugin_id)
 
-    changes_in, changes_out = anyio.create_memory_object_stream[tuple[str, str]](_LIST_CHANGES_BUFFERED)
+    changes_in, changes_out = anyio.create_memory_object_stream[ListChange](_LIST_CHANGES_BUFFERED)
 
-    def list_changed(plugin_id: str, what: str) -> None:
+    def list_changed(change: ListChange) -> None:
         try:
-            changes_in.send_nowait((plugin_id, what))
+            changes_in.send_nowait(change)
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            logger.debug("%s: a %s list_changed was not relayed", plugin_id, what)
+            logger.debug("%s: a %s list_changed was not relayed", change.plugin_id, change.what)
 
     pool = ChildPool(
         child_limits(settings),
@@ -285,19 +285,21 @@ def _session_manager(
 
 
 async def _relay_list_changes(
-    changes: MemoryObjectReceiveStream[tuple[str, str]],
+    changes: MemoryObjectReceiveStream[ListChange],
     door: VisitorDoor,
     feed: ChangeFeed,
     review: OwnerReview | None,
 ) -> None:
     """Each child's "list changed", to the visitor door's caches and to the listening sessions;
-    a changed tool list is also listed again for the owner's review (pinning on)."""
-    async for plugin_id, what in changes:
-        if what in ("prompts", "resources"):
-            door.listings.forget(plugin_id)
-        elif what == "tools" and review is not None:
-            review.changed(plugin_id)
-        feed.publish(plugin_id, what)
+    a changed tool list is also listed again for the owner's review (pinning on). A session's
+    own instance's change touches neither: its lists are not kept, and the owner reviews the
+    owner-context instance's list (the session's next list vets its own)."""
+    async for change in changes:
+        if change.session_id is None and change.what in ("prompts", "resources"):
+            door.listings.forget(change.plugin_id)
+        elif change.session_id is None and change.what == "tools" and review is not None:
+            review.changed(change.plugin_id)
+        feed.publish(change)
 
 
 async def _first_lists(
@@ -499,7 +501,7 @@ async def wired(
     channel = _back_channel(settings, early, shared)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = _visitor_door(settings, early, shared, meta_caps)
-    feed = ChangeFeed(door.sees, background)
+    feed = ChangeFeed(door.sees, background, early.pool.runs_own)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)

@@ -3,7 +3,9 @@ call a child's server-to-client request belongs to, and the factory that makes a
 Below: `sandbox`. Above: access and the doors.
 """
 
+from .backoff import RunOfFailures
 from .call_routing import InFlight
+from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
 from .lifecycle import Child, ChildLimits, ChildPool, ChildState
 from .stderr import LogKind
@@ -16,6 +18,8 @@ __all__ = [
     "ChildSource",
     "ChildState",
     "InFlight",
+    "ListChange",
     "LogKind",
+    "RunOfFailures",
     "SocketPaths",
 ]

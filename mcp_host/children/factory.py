@@ -61,7 +61,10 @@ class ChildFactory:
         socket = self._sockets.socket_for(plugin.manifest.id)
         scope = session_id if plugin.manifest.per_session else None
         return self._pool.child(
-            plugin.manifest.id, lambda: launch_for(plugin, self._settings, host_socket=socket), scope
+            plugin.manifest.id,
+            lambda: launch_for(plugin, self._settings, host_socket=socket),
+            scope,
+            per_session=plugin.manifest.per_session,
         )
 
     def lister(self, plugin: Plugin, session_id: str | None = None) -> Child:
@@ -70,7 +73,7 @@ class ChildFactory:
         tools would cost more than the lists are worth. Starts nothing itself."""
         if session_id is not None and plugin.manifest.per_session:
             own = self._pool.get(plugin.manifest.id, session_id)
-            if own is not None and own.running:
+            if own is not None and own.running:  # as `ChildPool.runs_own`, which the change feed asks
                 return own
         return self(plugin)
 

@@ -8,8 +8,11 @@ The table holds at most `cap` instances. Making room stops the least recently us
 with no call in flight (nor a start under way); when every one is busy the new session's use
 is refused `unavailable`, saying why. An instance is forgotten (and never started again) when
 its process stops cleanly (idle, or stopped to make room) and when its session ends; one that
-crashed is kept, so its backoff holds for that session's next calls, until it is evicted or
-its session ends. The table never grows past `cap`, whatever the number of sessions.
+crashed is kept (the owner's `capability_logs` shows its exit) until it is evicted or its
+session ends. The restart backoff is not an instance's but the plugin's
+(`backoff.RunOfFailures`, shared by all its children): a new session's instance of a
+crash-looping plugin waits it out like the others. The table never grows past `cap`,
+whatever the number of sessions.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ _CLEAN_EXITS = ("stopped", "idle")
 class _Health(Protocol):
     @property
     def last_exit(self) -> str | None: ...
-    @property
-    def last_exit_at(self) -> float | None: ...
 
 
 class Instance(Protocol):
@@ -60,7 +61,6 @@ class SessionInstances(Generic[C]):
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self._table: dict[tuple[str, str], C] = {}
-        self._failures: dict[str, tuple[str, float | None]] = {}
 
     def get(self, plugin_id: str, session_id: str) -> C | None:
         return self._table.get((plugin_id, session_id))
@@ -92,14 +92,11 @@ class SessionInstances(Generic[C]):
         self._forget(victim)
 
     def ended(self, child: C) -> None:
-        """A process of `child` ended: forgotten when it stopped cleanly, its cause kept when it
-        crashed (the catalogue shows the last failure of any instance of a plugin)."""
+        """A process of `child` ended: forgotten when it stopped cleanly, kept when it crashed."""
         health = child.health()
         if health.last_exit is None or health.last_exit in _CLEAN_EXITS:
             if child.session_id is not None and self._table.get((child.plugin_id, child.session_id)) is child:
                 self._forget(child)
-            return
-        self._failures[child.plugin_id] = (health.last_exit, health.last_exit_at)
 
     def end_session(self, session_id: str) -> None:
         """Stop and forget every instance of `session_id`."""
@@ -117,10 +114,6 @@ class SessionInstances(Generic[C]):
     def of(self, plugin_id: str) -> list[C]:
         """The instances of `plugin_id` the table holds (running, starting, or crashed)."""
         return [c for (pid, _), c in self._table.items() if pid == plugin_id]
-
-    def last_failure(self, plugin_id: str) -> tuple[str, float | None] | None:
-        """Why an instance of `plugin_id` last crashed, and when (seconds since the epoch)."""
-        return self._failures.get(plugin_id)
 
     def __len__(self) -> int:
         return len(self._table)

@@ -46,7 +46,9 @@ from mcp_host.plugins import printable
 from mcp_host.sandbox import Launch
 from mcp_host.wire import framed_transport
 
+from .backoff import RunOfFailures
 from .call_routing import CALL_KEY, CallRouter, InFlight
+from .changes import ListChange
 from .instances import SessionInstances
 from .stderr import ChildLog, StderrDrain
 
@@ -60,6 +62,10 @@ _MAX_LIST_PAGES = 20
 _STOP_GRACE_S = 1.0
 # How long a call's answer waits for the log messages the child sent before it to be passed on.
 _LOGS_PASSED_S = 1.0
+# A live task keeps its process busy at most this long (its ttl, if shorter): `visitor.tasks`
+# forgets a task after its ttl, capped at a day.
+_TASK_KEPT_S = 86_400.0
+_TASK_ENDED = ("completed", "failed", "cancelled")
 
 
 class ChildState(enum.StrEnum):
@@ -135,15 +141,21 @@ class Child:
         on_spawn: Callable[[int], None] = lambda pid: None,
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
-        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
+        on_list_changed: Callable[[ListChange], None] = lambda change: None,
         session_id: str | None = None,
         log: ChildLog | None = None,
         on_ended: Callable[[Child], None] = lambda child: None,
+        failures: RunOfFailures | None = None,
+        owner_context: bool = False,
     ) -> None:
         """`log`: where its lines are kept (the pool gives every instance of a plugin one log);
-        `on_ended`: told after each of its processes has ended (`health()` says how)."""
+        `on_ended`: told after each of its processes has ended (`health()` says how);
+        `failures`: the plugin's run of failures (the pool gives every instance of a plugin one:
+        a crash loop's backoff holds for all of them); `owner_context`: a per-session plugin's
+        owner-context instance (its list changes reach only the sessions that list through it)."""
         self.plugin_id = plugin_id
         self.session_id = session_id
+        self.owner_context = owner_context
         self._on_ended = on_ended
         self.router = CallRouter(
             plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget, session_id=session_id
@@ -165,10 +177,11 @@ class Child:
         self._stop = anyio.Event()
         self._pipe_closed = False  # a call found this process's pipe closed
         self._retired = False
-        self._state = ChildState.STOPPED
-        self._cause: str | None = None
-        self._failures = 0
-        self._next_start_at = 0.0
+        self._state = ChildState.STOPPED  # FAILING is derived from the run of failures (`health`)
+        self._run_of = failures or RunOfFailures()
+        self._tasks: dict[str, float] = {}
+        """Live tasks of the running process: task id -> when (monotonic) the host stops
+        waiting to see it end (its ttl). Such a process is busy, even with no call in flight."""
         self._starts = 0
         self._timeouts = 0
         self._in_flight = 0
@@ -189,11 +202,16 @@ class Child:
 
     def health(self) -> ChildHealth:
         pid = self._process.pid if self._process is not None else None
-        retry_in_s = max(0.0, self._next_start_at - time.monotonic())
         last_exit, last_exit_at = self._last_exit or (None, None)
+        run = self._run_of
         return ChildHealth(
-            self._state, self._cause, pid, self._starts, self._failures, retry_in_s, last_exit, last_exit_at
+            self._state_now(), run.cause, pid, self._starts, run.count, run.retry_in_s(), last_exit, last_exit_at
         )
+
+    def _state_now(self) -> ChildState:
+        if self._state == ChildState.STOPPED and self._run_of.failing(self._limits.crash_loop_threshold):
+            return ChildState.FAILING
+        return self._state
 
     @property
     def tools(self) -> tuple[types.Tool, ...] | None:
@@ -208,7 +226,7 @@ class Child:
             return None
         if self._state in (ChildState.STARTING, ChildState.RUNNING):
             return self._tools if self._tools_from == self._starts else None
-        return self._tools if self._failures else None
+        return self._tools if self._run_of.count else None
 
     @property
     def running(self) -> bool:
@@ -216,8 +234,40 @@ class Child:
 
     @property
     def busy(self) -> bool:
-        """A call is in flight, registered, or waiting for the process to start."""
-        return self._in_flight > 0 or self.router.in_flight() > 0 or self._start_lock.locked()
+        """A call is in flight, registered, or waiting for the process to start, or a task runs."""
+        return self._in_flight > 0 or self.router.in_flight() > 0 or self._start_lock.locked() or self._live_tasks()
+
+    def _follow_tasks(self, method: str, params: dict[str, Any], result: dict[str, Any]) -> None:
+        """Keep track of the process's live tasks from the task requests the host forwards: a
+        task the process took on (a task-augmented `tools/call`) keeps it busy, neither stopped
+        for idleness nor to make room for another session's instance (either would end the
+        task), until the host sees the task end (a terminal status from `tasks/get`,
+        `tasks/cancel` or `tasks/list`, or its `tasks/result`) or its ttl passes."""
+        if method == "tools/call":
+            task = result.get("task")
+            if isinstance(task, dict) and isinstance(task.get("taskId"), str) and self._session is not None:
+                ttl_ms = task.get("ttl")
+                ttl_s = _TASK_KEPT_S if not isinstance(ttl_ms, int) else min(max(ttl_ms, 0) / 1000.0, _TASK_KEPT_S)
+                self._live_tasks()  # the expired ones go first: the table stays bounded by the ttls
+                self._tasks[task["taskId"]] = time.monotonic() + ttl_s
+        elif method == "tasks/result":
+            self._task_ended(params.get("taskId"))
+        elif method in ("tasks/get", "tasks/cancel") and result.get("status") in _TASK_ENDED:
+            self._task_ended(result.get("taskId"))
+        elif method == "tasks/list" and isinstance(listed := result.get("tasks"), list):
+            for task in listed:
+                if isinstance(task, dict) and task.get("status") in _TASK_ENDED:
+                    self._task_ended(task.get("taskId"))
+
+    def _task_ended(self, task_id: object) -> None:
+        if isinstance(task_id, str) and self._tasks.pop(task_id, None) is not None:
+            self._last_used = time.monotonic()  # its idle time starts now
+
+    def _live_tasks(self) -> bool:
+        now = time.monotonic()
+        for task_id in [t for t, until in self._tasks.items() if until <= now]:
+            del self._tasks[task_id]
+        return bool(self._tasks)
 
     @property
     def last_used(self) -> float:
@@ -304,9 +354,11 @@ class Child:
             if raw is None:
                 raise Unavailable("the capability stopped while answering; try again")
             try:
-                return await raw.send_raw_request(method, params, {"timeout": timeout_s})
+                result = await raw.send_raw_request(method, params, {"timeout": timeout_s})
             except MCPError as exc:
                 raise self._map_error(exc, method, timeout_s) from exc
+            self._follow_tasks(method, params, result)  # still in use: no idle moment in between
+            return result
 
     async def _send(
         self,
@@ -336,8 +388,7 @@ class Child:
             # Only an answered call (its result, an isError one too) proves the child works: a
             # crash-looping child answers initialize and tools/list after every restart.
             self._timeouts = 0
-            self._failures = 0
-            self._cause = None
+            self._run_of.answered()
             if isinstance(result, types.CallToolResult) and result.is_error:
                 self.log.tool_error(request.params.name, _error_text(result))
         return result
@@ -389,10 +440,12 @@ class Child:
             # call before its own task noticed the exit): one process per child at a time, and
             # its end, which may set a backoff, comes before the backoff is read.
             await self._previous_run.wait()
-            wait = self._next_start_at - time.monotonic()
+            wait = self._run_of.retry_in_s()
             if wait > 0:
-                # Refused before any spawn: a crash loop costs the host nothing while it waits.
-                what = "keeps failing" if self._state == ChildState.FAILING else "is restarting after a failure"
+                # Refused before any spawn: a crash loop costs the host nothing while it waits,
+                # however many sessions' instances ask (the run of failures is the plugin's).
+                failing = self._state_now() == ChildState.FAILING
+                what = "keeps failing" if failing else "is restarting after a failure"
                 raise Unavailable(f"the capability {what}; retry in {wait:.1f} s")
             start = _Start()
             self._stop = anyio.Event()
@@ -470,6 +523,7 @@ class Child:
                 await _terminate(process)
             self._on_exit(process.pid)
             self._process = None
+            self._tasks.clear()  # they ended with the process
             if reason is None:  # cancelled: the host is shutting down
                 reason = "stopped"
             crashed = reason not in ("stopped", "idle")
@@ -556,7 +610,7 @@ class Child:
                 limit = self._limits.idle_timeout_s
                 while True:
                     await anyio.sleep(min(limit, 5.0))
-                    if self._in_flight == 0 and time.monotonic() - self._last_used >= limit:
+                    if self._in_flight == 0 and not self._live_tasks() and time.monotonic() - self._last_used >= limit:
                         result = "idle"
                         tg.cancel_scope.cancel()
                         return
@@ -569,21 +623,13 @@ class Child:
     def _finish(self, start: _Start, reason: str, started_at: float, *, crashed: bool) -> None:
         self._last_exit = (reason, time.time())
         if time.monotonic() - started_at >= self._limits.stable_after_s:
-            self._failures = 0  # it stayed up long enough: whatever ended it starts a new count
-            if not crashed:
-                self._cause = None
+            self._run_of.stayed_up(crashed=crashed)
+        self._state = ChildState.STOPPED  # FAILING when the plugin's run of failures says so
         if crashed:
-            self._failures += 1
-            # 2 ** n overflows a float past n ~ 1000: the exponent is capped, the delay too.
-            doublings = min(self._failures - 2, 64)
-            delay = 0.0 if self._failures == 1 else self._limits.backoff_base_s * 2.0**doublings
-            self._next_start_at = time.monotonic() + min(delay, self._limits.backoff_max_s)
-            self._cause = reason
-            failing = self._failures >= self._limits.crash_loop_threshold
-            self._state = ChildState.FAILING if failing else ChildState.STOPPED
-            logger.error("%s: %s (failure %d in a row)", self.plugin_id, reason, self._failures)
+            run = self._run_of
+            run.crashed(reason, base_s=self._limits.backoff_base_s, max_s=self._limits.backoff_max_s)
+            logger.error("%s: %s (failure %d in a row)", self.plugin_id, reason, run.count)
         else:
-            self._state = ChildState.STOPPED
             logger.info("%s: %s", self.plugin_id, reason)
         if not start.done.is_set():
             start.error = reason
@@ -593,15 +639,18 @@ class Child:
         if isinstance(message, types.ToolListChangedNotification):
             self._tools = None
             self._on_tools_changed(self.plugin_id)
-            self._on_list_changed(self.plugin_id, "tools")
+            self._changed("tools")
         elif isinstance(message, types.PromptListChangedNotification):
-            self._on_list_changed(self.plugin_id, "prompts")
+            self._changed("prompts")
         elif isinstance(message, types.ResourceListChangedNotification):
-            self._on_list_changed(self.plugin_id, "resources")
+            self._changed("resources")
         elif isinstance(message, types.ResourceUpdatedNotification):
-            self._on_list_changed(self.plugin_id, f"resource:{message.params.uri}")
+            self._changed(f"resource:{message.params.uri}")
         elif isinstance(message, Exception):
             logger.warning("%s: wrote a line that is not JSON-RPC", self.plugin_id)
+
+    def _changed(self, what: str) -> None:
+        self._on_list_changed(ListChange(self.plugin_id, what, self.session_id, self.owner_context))
 
 
 class _InUse:
@@ -678,8 +727,8 @@ class ChildPool:
     instance: at most `max_children` of those, kept for the host's life. A visitor session's id
     is a per-session instance (`SessionInstances`): at most `max_session_instances`, the least
     recently used idle one stopped to make room, each stopped after `session_idle_timeout_s`
-    without a call and forgotten once stopped (a crashed one is kept for its backoff until
-    evicted or its session ends).
+    without a call and forgotten once stopped (a crashed one is kept until evicted or its
+    session ends). Every child of a plugin shares its log and its run of failures (`failures`).
     """
 
     def __init__(
@@ -692,7 +741,7 @@ class ChildPool:
         on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
-        on_list_changed: Callable[[str, str], None] = lambda plugin_id, what: None,
+        on_list_changed: Callable[[ListChange], None] = lambda change: None,
     ) -> None:
         """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`')."""
         self._limits = limits
@@ -701,13 +750,14 @@ class ChildPool:
         self.sessions: SessionInstances[Child] = SessionInstances(max_session_instances)
         """The per-session instances."""
         self._on_list_changed = on_list_changed
-        """(plugin id, "tools" | "prompts" | "resources" | "resource:<uri>"): a child said so."""
+        """A child said one of its lists, or a resource, changed."""
         self._max = max_children
         self._on_spawn = on_spawn
         self._on_exit = on_exit
         self._on_tools_changed = on_tools_changed
         self._children: dict[str, Child] = {}
         self._logs: dict[str, ChildLog] = {}
+        self._runs: dict[str, RunOfFailures] = {}
         self._tg: TaskGroup | None = None
 
     async def __aenter__(self) -> ChildPool:
@@ -722,9 +772,17 @@ class ChildPool:
         await self._tg.__aexit__(None, None, None)
         self._tg = None
 
-    def child(self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None = None) -> Child:
+    def child(
+        self,
+        plugin_id: str,
+        launch: Callable[[], Launch],
+        session_id: str | None = None,
+        *,
+        per_session: bool = False,
+    ) -> Child:
         """The child of `plugin_id` for `session_id` (None: the shared or owner-context one),
-        created (not started) on first ask.
+        created (not started) on first ask. `per_session`: the plugin has per-session instances
+        (so scope None is its owner-context instance).
 
         Raises Unavailable when the pool already runs as many children (or, for a session,
         per-session instances with a call in flight) as it may.
@@ -737,10 +795,12 @@ class ChildPool:
         if child is None:
             if len(self._children) >= self._max:
                 raise Unavailable("the host runs as many capabilities as it may")
-            child = self._children[plugin_id] = self._new(plugin_id, launch, None)
+            child = self._children[plugin_id] = self._new(plugin_id, launch, None, owner_context=per_session)
         return child
 
-    def _new(self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None) -> Child:
+    def _new(
+        self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None, *, owner_context: bool = False
+    ) -> Child:
         if self._tg is None:
             raise RuntimeError("ChildPool must be entered before use")
         limits = self._limits if session_id is None else self._session_limits
@@ -765,7 +825,19 @@ class ChildPool:
             session_id=session_id,
             log=log,
             on_ended=self.sessions.ended if session_id is not None else lambda child: None,
+            failures=self._runs.setdefault(plugin_id, RunOfFailures()),
+            owner_context=owner_context,
         )
+
+    def failures(self, plugin_id: str) -> RunOfFailures | None:
+        """The run of failures every child of `plugin_id` shares; None before its first child."""
+        return self._runs.get(plugin_id)
+
+    def runs_own(self, plugin_id: str, session_id: str) -> bool:
+        """Whether `session_id` has a running per-session instance of `plugin_id` (it lists
+        through that one, not through the owner-context instance: `ChildFactory.lister`)."""
+        own = self.sessions.get(plugin_id, session_id)
+        return own is not None and own.running
 
     def get(self, plugin_id: str, session_id: str | None = None) -> Child | None:
         """The child of `plugin_id` for `session_id` (None: shared or owner context), if made."""

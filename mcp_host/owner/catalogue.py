@@ -193,16 +193,15 @@ class Catalogue:
 
     def _with_instances(self, plugin: Plugin, entry: CatalogueEntry) -> CatalogueEntry:
         """A per-session plugin's entry: its owner-context instance's health (above), how many
-        visitor sessions' instances run, and — while one of them is down after a crash — that
-        it fails, with the last failure of any instance."""
+        visitor sessions' instances run, and — while the plugin's run of failures lasts (any
+        instance crashed, and none has answered a call or stayed up since) — that it fails,
+        with the last failure's cause."""
         pid = plugin.manifest.id
-        instances = self._pool.sessions.of(pid)
-        running = sum(1 for c in instances if c.running)
+        running = sum(1 for c in self._pool.sessions.of(pid) if c.running)
         status, cause = entry.status, entry.cause
         if status == "not_started" and running:
             status = "healthy"
-        failure = self._pool.sessions.last_failure(pid)
-        if failure is not None and any(c.health().cause for c in instances):
-            status = "failing"
-            cause = cause or f"a visitor session's instance: {failure[0]}"
+        run = self._pool.failures(pid)
+        if run is not None and run.count and run.cause:
+            status, cause = "failing", cause or run.cause
         return entry.model_copy(update={"status": status, "cause": cause, "instances": running})

@@ -2,11 +2,18 @@
 
 Above: `visitor.http` (registers each session's listeners: a 2025-11-25 client's connection,
 reached on its standalone stream; a 2026-07-28 client's `subscriptions/listen` streams). The
-children's notifications arrive through `ChildPool.on_list_changed`.
+children's notifications arrive through `ChildPool.on_list_changed` as `children.ListChange`.
 
 A child's `notifications/tools/list_changed` becomes a `tools/list_changed` for exactly the
-sessions whose visible capabilities include that child; likewise prompts, resources and a
-resource's update. A session that cannot see the child hears nothing of it.
+sessions whose lists come from that child; likewise prompts, resources and a resource's
+update. A session that cannot see the child hears nothing of it. Whose lists come from it:
+- a shared child: every session that sees the plugin;
+- a per-session instance: its own session only. Its resources, lists and updates are that
+  visitor's; another visitor told "resource X was updated" would learn what A's instance did;
+- a per-session plugin's owner-context instance: its list changes reach the sessions that see
+  the plugin and list through it (`ChildFactory.lister`: those with no running instance of
+  their own), and its resource updates reach no visitor (a session subscribes in, and reads
+  from, its own instance; the owner-context one's state is the owner's).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from mcp.server.subscriptions import (
 )
 
 from mcp_host.access import Session
+from mcp_host.children import ListChange
 
 __all__ = ["ChangeFeed", "SessionBus"]
 
@@ -73,9 +81,17 @@ def _notification(event: ServerEvent) -> types.ServerNotification:
 
 
 class ChangeFeed:
-    def __init__(self, sees: Callable[[Session, str], bool], task_group: TaskGroup) -> None:
-        """`sees(session, plugin_id)`: whether the session can see that child now."""
+    def __init__(
+        self,
+        sees: Callable[[Session, str], bool],
+        task_group: TaskGroup,
+        runs_own: Callable[[str, str], bool] = lambda plugin_id, session_id: False,
+    ) -> None:
+        """`sees(session, plugin_id)`: whether the session can see that child now;
+        `runs_own(plugin_id, session_id)`: whether the session has a running per-session
+        instance of that plugin (`ChildPool.runs_own`)."""
         self._sees = sees
+        self._runs_own = runs_own
         self._tg = task_group
         self._by_session: OrderedDict[str, _Listeners] = OrderedDict()
 
@@ -137,11 +153,17 @@ class ChangeFeed:
 
         return unsubscribe
 
-    def publish(self, plugin_id: str, what: str) -> None:
-        """A child said its `what` changed ("tools", "prompts", "resources", "resource:<uri>")."""
-        event = _event(what)
-        for listeners in list(self._by_session.values()):
-            if listeners.session.credential_revoked or not self._sees(listeners.session, plugin_id):
+    def publish(self, change: ListChange) -> None:
+        """A child said its `change.what` changed ("tools", "prompts", "resources",
+        "resource:<uri>"): told to the sessions whose lists come from that child."""
+        event = _event(change.what)
+        if change.session_id is not None:  # a per-session instance: its own session's only
+            own = self._by_session.get(change.session_id)
+            audience = [own] if own is not None else []
+        else:
+            audience = list(self._by_session.values())
+        for listeners in audience:
+            if not self._hears(listeners.session, change):
                 continue
             for deliver in list(listeners.streams):
                 deliver(event)  # the SDK's listen handler keeps only what the stream asked for
@@ -149,6 +171,14 @@ class ChangeFeed:
                 continue
             for connection_id, server_session in list(listeners.connections.items()):
                 self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
+
+    def _hears(self, session: Session, change: ListChange) -> bool:
+        if session.credential_revoked or not self._sees(session, change.plugin_id):
+            return False
+        if change.owner_context:
+            is_update = change.what.startswith("resource:")
+            return not is_update and not self._runs_own(change.plugin_id, session.id)
+        return True
 
     async def _notify(
         self, listeners: _Listeners, connection_id: str, server_session: ServerSession, event: ServerEvent

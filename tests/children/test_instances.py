@@ -19,8 +19,13 @@ import anyio
 import pytest
 
 from mcp_host.children.instances import SessionInstances
+from mcp_host.children.lifecycle import Child, ChildPool
 from mcp_host.errors import Unavailable
-from tests.hosting import PLUGINS, RunningHost, host_settings, running_host, wait_until
+from mcp_host.plugins.loading import load_plugins
+from mcp_host.sandbox.launch import Launch, launch_for
+from mcp_host.settings import Settings
+from tests.hosting import PLUGINS, RunningHost, host_settings, refusal, running_host, wait_until
+from tests.processes import CHILD_LIMITS
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +83,7 @@ def test_a_busy_instance_is_never_stopped_and_a_table_of_busy_ones_refuses() -> 
     assert table.get("p", "s4") is None and len(table) == 2
 
 
-def test_a_cleanly_stopped_instance_is_forgotten_a_crashed_one_kept_with_its_cause() -> None:
+def test_a_cleanly_stopped_instance_is_forgotten_a_crashed_one_kept() -> None:
     table: SessionInstances[_Instance] = SessionInstances(4)
     idle = table.add(_Instance("p", "s1", exit=_Health("idle", 1.0)))
     crashed = table.add(_Instance("p", "s2", exit=_Health("exited; exit code 1", 2.0)))
@@ -86,8 +91,6 @@ def test_a_cleanly_stopped_instance_is_forgotten_a_crashed_one_kept_with_its_cau
     table.ended(crashed)
     assert (table.get("p", "s1"), table.get("p", "s2")) == (None, crashed)
     assert idle.retired and not crashed.retired
-    assert table.last_failure("p") == ("exited; exit code 1", 2.0)
-    assert table.last_failure("q") is None
     # A replaced instance's end does not forget its successor.
     successor = table.add(_Instance("p", "s1"))
     table.ended(idle)
@@ -220,3 +223,107 @@ async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp
         assert served.structured_content is not None and served.structured_content["count"] == 1
         await wait_until(lambda: not _alive(pid_a))
         assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
+
+
+async def test_a_crash_loop_is_the_plugins_a_new_sessions_instance_waits_out_its_backoff(
+    tmp_path: Path, database_url: str
+) -> None:
+    # `boom` is per-session (no host ops); its `crash` ends the process. The run of failures is
+    # the plugin's: once two instances crashed, a third and a fourth session spawn nothing.
+    settings = host_settings(
+        tmp_path,
+        database_url,
+        ["boom"],
+        child_crash_loop_threshold=2,
+        child_restart_backoff_base_s=30.0,
+        child_restart_backoff_max_s=60.0,
+    )
+    async with running_host(settings) as host:
+        spawned = host.host.spawned
+        answers = []
+        for _ in range(4):
+            session = await host.new_session()
+            async with host.client(session) as client:
+                answers.append(refusal(await client.call_tool("crash", {})))
+            own = host.host.pool.get("test.boom", session["session_id"])
+            assert own is not None
+            await wait_until(lambda own=own: not own.running and not own.busy)  # type: ignore[misc]
+        # The owner-context instance that listed the tools, and two sessions' instances.
+        assert len(spawned) == 3
+        assert (
+            answers[:2] == [{"code": "unavailable", "message": "the capability stopped while answering; try again"}] * 2
+        )
+        for refused in answers[2:]:
+            assert refused is not None and refused["code"] == "unavailable"
+            assert refused["message"].startswith("the capability keeps failing; retry in ")
+        run = host.host.pool.failures("test.boom")
+        assert run is not None and run.count == 2 and run.retry_in_s() > 25
+        owner_context = host.host.pool.get("test.boom")
+        assert owner_context is not None and owner_context.running  # it still serves the lists
+        entry = {e.id: e for e in host.host.catalogue.entries()}["test.boom"]
+        assert (entry.status, entry.instances) == ("failing", 0)
+        assert entry.cause is not None and "exit code 3" in entry.cause
+
+
+# -- a live task keeps its instance ------------------------------------------------------------
+
+TASKER = "test.tasker"
+
+
+def _tasker_launch() -> Any:
+    """The launch of the `tasker` fixture (a raw JSON-RPC tasks server); the pool makes its
+    per-session instances whatever its manifest says (the factory reads that)."""
+    plugin = load_plugins(None, [PLUGINS / "tasker"]).plugins[0]
+    settings = Settings()
+
+    def launch() -> Launch:
+        return launch_for(plugin, settings)
+
+    return launch
+
+
+async def _task(child: Child, seconds: float) -> str:
+    """Start a `research` task of `seconds` in `child`: its task id (no call stays in flight)."""
+    params = {"name": "research", "arguments": {"seconds": seconds}, "task": {"ttl": 120_000}}
+    created = await child.raw_request("tools/call", params, timeout_s=20)
+    return str(created["task"]["taskId"])
+
+
+async def _plain(child: Child) -> None:
+    await child.raw_request("tools/call", {"name": "plain", "arguments": {}}, timeout_s=20)
+
+
+async def test_an_instance_running_a_task_is_not_stopped_for_idleness_until_the_task_ends() -> None:
+    launch = _tasker_launch()
+    async with ChildPool(CHILD_LIMITS, max_children=2, session_idle_timeout_s=0.2) as pool:
+        tasked = pool.child(TASKER, launch, "s1")
+        task_id = await _task(tasked, 60)
+        pid = tasked.health().pid
+        for control in ("s2", "s3"):  # two instances used after it go idle, one after the other
+            await _plain(pool.child(TASKER, launch, control))
+            await wait_until(lambda control=control: pool.get(TASKER, control) is None, within_s=10)  # type: ignore[misc]
+        assert pool.get(TASKER, "s1") is tasked
+        assert tasked.running and tasked.busy and tasked.health().pid == pid
+        cancelled = await tasked.raw_request("tasks/cancel", {"taskId": task_id}, timeout_s=20)
+        assert cancelled["status"] == "cancelled"  # the host sees the task end: idle from now
+        await wait_until(lambda: pool.get(TASKER, "s1") is None, within_s=10)
+        assert not tasked.running
+
+
+async def test_an_instance_running_a_task_is_not_stopped_to_make_room() -> None:
+    launch = _tasker_launch()
+    async with ChildPool(CHILD_LIMITS, max_children=2, max_session_instances=1) as pool:
+        tasked = pool.child(TASKER, launch, "s1")
+        task_id = await _task(tasked, 60)
+        assert tasked.busy  # the task alone: no call is in flight
+        with pytest.raises(Unavailable):
+            pool.child(TASKER, launch, "s2")
+        assert tasked.running and pool.get(TASKER, "s1") is tasked
+        # Seen ending through tasks/get (or tasks/result, tasks/list): it may make room again.
+        await tasked.raw_request("tasks/cancel", {"taskId": task_id}, timeout_s=20)
+        finished = await tasked.raw_request("tasks/get", {"taskId": task_id}, timeout_s=20)
+        assert finished["status"] == "cancelled" and not tasked.busy
+        other = pool.child(TASKER, launch, "s2")
+        await _plain(other)
+        assert pool.get(TASKER, "s1") is None
+        await wait_until(lambda: not tasked.running)

@@ -133,7 +133,27 @@ async def test_owner_lists_tools_and_capabilities_without_starting_a_child(
         "tools": [],
     }
     assert notes["claim_gate"] is None
+    assert notes["instances"] is None  # a kit plugin: one child for every session
     assert trail == [("capabilities_list", "ok")]
+
+
+async def test_capabilities_list_counts_a_per_session_plugins_running_instances(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["sessionless"])) as running:
+        async with owner_client(running) as client:
+            _, before = await call(client, "capabilities_list")
+            for _ in range(2):  # two visitor sessions, each with its own instance
+                async with running.client(await running.new_session()) as visitor:
+                    await visitor.call_tool("count", {})
+            _, after = await call(client, "capabilities_list")
+    shown = [
+        {k: c[k] for k in ("id", "status", "instances")} for c in (*before["capabilities"], *after["capabilities"])
+    ]
+    assert shown == [
+        {"id": "test.sessionless", "status": "not_started", "instances": 0},  # no review without pinning
+        {"id": "test.sessionless", "status": "healthy", "instances": 2},
+    ]
 
 
 async def test_owner_tool_runs_in_owner_context_after_its_arguments_pass_the_schema(

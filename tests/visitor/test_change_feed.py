@@ -1,7 +1,8 @@
 """The change feed: a child's list change reaches exactly the sessions that see that child.
 
 Logic only (listeners are callables and a recording stand-in for the SDK's ServerSession);
-test_passthrough.py proves both eras end to end through a real host.
+test_passthrough.py proves both eras end to end through a real host, and
+test_visitors_apart.py that a per-session instance's notices reach its own visitor only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from mcp.server.subscriptions import ResourceUpdated, ServerEvent, ToolsListChanged
 
 from mcp_host.access.sessions import RoleSnapshot, Session
+from mcp_host.children import ListChange
 from mcp_host.visitor.change_feed import ChangeFeed
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +60,7 @@ async def test_only_sessions_that_see_the_child_hear_of_it() -> None:
             feed.bus(session).subscribe(heard[name].append)
         feed.keep_connection(seeing, "c1", connections["seeing"])  # type: ignore[arg-type]
         feed.keep_connection(blind, "c2", connections["blind"])  # type: ignore[arg-type]
-        feed.publish("a", "tools")
+        feed.publish(ListChange("a", "tools"))
         await anyio.wait_all_tasks_blocked()
     assert heard == {"seeing": [ToolsListChanged()], "blind": [], "revoked": []}
     assert connections["seeing"].sent == ["notifications/tools/list_changed"]
@@ -71,13 +73,13 @@ async def test_a_resource_update_reaches_a_legacy_connection_only_when_subscribe
     async with anyio.create_task_group() as tg:
         feed = ChangeFeed(_sees, tg)
         feed.keep_connection(session, "c1", connection)  # type: ignore[arg-type]
-        feed.publish("a", "resource:test://one")
+        feed.publish(ListChange("a", "resource:test://one"))
         await anyio.wait_all_tasks_blocked()
         feed.subscribe_uri(session, "test://one")
-        feed.publish("a", "resource:test://one")
+        feed.publish(ListChange("a", "resource:test://one"))
         await anyio.wait_all_tasks_blocked()
         feed.unsubscribe_uri(session, "test://one")
-        feed.publish("a", "resource:test://one")
+        feed.publish(ListChange("a", "resource:test://one"))
         await anyio.wait_all_tasks_blocked()
     assert connection.sent == ["notifications/resources/updated"]
 
@@ -88,7 +90,7 @@ async def test_a_broken_connection_is_forgotten() -> None:
         feed = ChangeFeed(_sees, tg)
         feed.keep_connection(session, "c1", _Connection(broken=True))  # type: ignore[arg-type]
         assert feed.listening_count() == 1
-        feed.publish("a", "prompts")
+        feed.publish(ListChange("a", "prompts"))
         await anyio.wait_all_tasks_blocked()
         assert feed.listening_count() == 0
 
@@ -104,7 +106,7 @@ async def test_listeners_are_capped_per_session() -> None:
         for unsubscribe in unsubscribes:
             unsubscribe()
         assert feed.listening_count() == 0
-        feed.publish("a", "resource:test://x")
+        feed.publish(ListChange("a", "resource:test://x"))
     assert sink == []
     assert ResourceUpdated(uri="test://x") not in sink
 
@@ -119,7 +121,7 @@ async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch:
         feed.keep_connection(second, "c2", _Connection())  # type: ignore[arg-type]
         feed.keep_connection(third, "c3", _Connection())  # type: ignore[arg-type]
         assert feed.listening_count() == 2
-        feed.publish("a", "tools")
+        feed.publish(ListChange("a", "tools"))
         await anyio.wait_all_tasks_blocked()
         feed.bus(_session(4, ("a",))).subscribe(streamed.append)  # evicts third
         with pytest.raises(OverflowError):  # both left hold a listen stream
@@ -136,3 +138,50 @@ async def test_a_session_bus_publishes_to_that_session_only() -> None:
         feed.bus(other).subscribe(heard["other"].append)
         await feed.bus(mine).publish(ToolsListChanged())
     assert heard == {"mine": [ToolsListChanged()], "other": []}
+
+
+async def test_a_per_session_instances_change_reaches_its_own_session_only() -> None:
+    mine, other, blind = _session(1, ("a",)), _session(2, ("a",)), _session(3, ("b",))
+    heard: dict[str, list[ServerEvent]] = {"mine": [], "other": [], "blind": []}
+    connections = {"mine": _Connection(), "other": _Connection()}
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        for name, session in (("mine", mine), ("other", other), ("blind", blind)):
+            feed.bus(session).subscribe(heard[name].append)
+        feed.keep_connection(mine, "c1", connections["mine"])  # type: ignore[arg-type]
+        feed.keep_connection(other, "c2", connections["other"])  # type: ignore[arg-type]
+        for session in (mine, other):
+            feed.subscribe_uri(session, "test://one")
+        feed.publish(ListChange("a", "resource:test://one", session_id=mine.id))
+        feed.publish(ListChange("a", "tools", session_id=mine.id))
+        feed.publish(ListChange("a", "tools", session_id=blind.id))  # a session that no longer sees it
+        await anyio.wait_all_tasks_blocked()
+    assert heard == {"mine": [ResourceUpdated(uri="test://one"), ToolsListChanged()], "other": [], "blind": []}
+    assert connections["mine"].sent == ["notifications/resources/updated", "notifications/tools/list_changed"]
+    assert connections["other"].sent == []
+
+
+async def test_an_owner_context_instances_lists_reach_the_sessions_listing_through_it_and_its_updates_none() -> None:
+    own, through = _session(1, ("a",)), _session(2, ("a",))
+    heard: dict[str, list[ServerEvent]] = {"own": [], "through": []}
+    shared_heard: list[ServerEvent] = []
+
+    def runs_own(plugin_id: str, session_id: str) -> bool:
+        return (plugin_id, session_id) == ("a", own.id)  # `own` lists through its own instance
+
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg, runs_own)
+        for name, session in (("own", own), ("through", through)):
+            feed.bus(session).subscribe(heard[name].append)
+            feed.subscribe_uri(session, "test://one")
+        feed.publish(ListChange("a", "tools", owner_context=True))
+        feed.publish(ListChange("a", "resource:test://one", owner_context=True))
+        # A shared child (not owner context) of a plugin: every session that sees it, as before.
+        feed.bus(_session(3, ("a",))).subscribe(shared_heard.append)
+        feed.publish(ListChange("a", "resource:test://one"))
+        await anyio.wait_all_tasks_blocked()
+    assert heard == {
+        "own": [ResourceUpdated(uri="test://one")],
+        "through": [ToolsListChanged(), ResourceUpdated(uri="test://one")],
+    }
+    assert shared_heard == [ResourceUpdated(uri="test://one")]

@@ -1,7 +1,7 @@
 """Two visitors on one session-unaware server never meet: each gets only its own roots
-request, its own sampling request, its own log messages and its own in-process state (a
-per-session instance each); a shared child's requests and log messages that name no call reach
-no visitor at all.
+request, its own sampling request, its own log messages, its own in-process state and its own
+instance's notices, resource updated and tool list changed (a per-session instance each); a
+shared child's requests and log messages that name no call reach no visitor at all.
 
 Real host, real children, real SDK clients over streamable HTTP, both eras; the `sessionless`
 fixture is a plain SDK server (no plugin kit) that asks and logs without naming the call.
@@ -146,3 +146,71 @@ async def test_a_shared_childs_unnamed_requests_and_logs_reach_no_visitor(
         "test.sessionless: log message that belongs to no call; kept in the host log only: [info] probe a",
         "test.sessionless: sent roots/list that belongs to no call in flight (1 in flight, shared child); refused",
     ]
+
+
+class _Heard:
+    """What one visitor's connection was told: resource updates and tool list changes."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.tools_changed = 0
+        self.own_heard = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, types.ToolListChangedNotification):
+            self.tools_changed += 1
+        if self.updated and self.tools_changed:
+            self.own_heard.set()
+
+
+async def test_a_per_session_instances_notices_reach_its_own_visitor_only_legacy(
+    tmp_path: Path, database_url: str
+) -> None:
+    heard = {"a": _Heard(), "b": _Heard()}
+    async with running_host(host_settings(tmp_path, database_url, ["sessionless"])) as host:
+        sessions = {"a": await host.new_session(), "b": await host.new_session()}
+        async with (
+            host.client(sessions["a"], "legacy", message_handler=heard["a"].on_message) as client_a,
+            host.client(sessions["b"], "legacy", message_handler=heard["b"].on_message) as client_b,
+        ):
+            clients = {"a": client_a, "b": client_b}
+            with warnings.catch_warnings():  # resources/subscribe is 2025-11-25's
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                for client in clients.values():
+                    for tag in ("a", "b"):  # both would hear either, were it told to them
+                        await client.subscribe_resource(f"sessionless://{tag}")
+            for name in ("a", "b"):  # one after the other: A's notices are out before B touches
+                await clients[name].call_tool("touch", {"tag": name})
+                with anyio.fail_after(10):
+                    await heard[name].own_heard.wait()
+            # B has heard its own, sent after A's: had A's reached B, they would have come first.
+            await clients["a"].call_tool("count", {})  # and A's connection is still served
+    assert (heard["a"].updated, heard["a"].tools_changed) == (["sessionless://a"], 1)
+    assert (heard["b"].updated, heard["b"].tools_changed) == (["sessionless://b"], 1)
+
+
+async def test_a_per_session_instances_notices_reach_its_own_2026_listener_only(
+    tmp_path: Path, database_url: str
+) -> None:
+    events: dict[str, list[str]] = {"a": [], "b": []}
+    async with running_host(host_settings(tmp_path, database_url, ["sessionless"])) as host:
+        sessions = {"a": await host.new_session(), "b": await host.new_session()}
+        async with host.client(sessions["a"], "auto") as client_a, host.client(sessions["b"], "auto") as client_b:
+            clients = {"a": client_a, "b": client_b}
+            uris = ["sessionless://a", "sessionless://b"]
+            async with (
+                client_a.listen(tools_list_changed=True, resource_subscriptions=uris) as listen_a,
+                client_b.listen(tools_list_changed=True, resource_subscriptions=uris) as listen_b,
+            ):
+                listens = {"a": listen_a, "b": listen_b}
+                for name in ("a", "b"):
+                    await clients[name].call_tool("touch", {"tag": name})
+                    with anyio.fail_after(10):
+                        async for event in listens[name]:
+                            events[name].append(getattr(event, "uri", type(event).__name__))
+                            if len(events[name]) == 2:
+                                break
+    assert sorted(events["a"]) == ["ToolsListChanged", "sessionless://a"]
+    assert sorted(events["b"]) == ["ToolsListChanged", "sessionless://b"]
