@@ -178,8 +178,8 @@ class CallRouter:
 
     def target(self, meta: Mapping[str, Any] | None) -> InFlight | None:
         """The call a request or log message with `meta` belongs to, or None: the named call;
-        one about a task, the latest call awaiting that task's result; else the latest call of a
-        per-session child's own session."""
+        one about a task, the latest call awaiting that task's result; else (a task nobody
+        awaits included) the latest call of a per-session child's own session."""
         named = (meta or {}).get(CALL_KEY)
         if isinstance(named, str) and named:
             call = self._calls.get(named)
@@ -187,7 +187,10 @@ class CallRouter:
         task = related_task(meta)
         if task is not None:
             awaiting = [c for c in self._calls.values() if c.client is not None and c.task == task]
-            return awaiting[-1] if awaiting else None
+            if awaiting:
+                return awaiting[-1]
+            # A task no call awaits (or a forged task id): a per-session child's message is its
+            # own session's all the same; a shared child's is no one's.
         if self._session_id is None:
             return None  # a shared child serves many sessions: a message that names no call is no one's
         own = [c for c in self._calls.values() if c.client is not None and c.client.session_key == self._session_id]
