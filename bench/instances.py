@@ -11,7 +11,8 @@ Legs (one host, sandbox on, embedded PostgreSQL, default settings):
      (@modelcontextprotocol/server-memory from .cache/ecosystem, when installed): N sessions
      each start their instance; the sandbox's processes (bwrap, prlimit, the server) are summed
      per instance, RSS and PSS (PSS splits shared pages fairly: what an instance really adds).
-     "Fit in 1 GiB" is 1 GiB over the median PSS.
+     "Fit in 1 GiB" is 1 GiB over the median PSS; each session's first call (its instance
+     starting) is timed too. The instances of leg j count among the Python ones.
 Results go to bench-results/instances.json. Run by `scripts/bench`; `--quick` for fewer samples.
 """
 
@@ -104,22 +105,27 @@ async def _cold_and_warm(host: RunningHost, sessions: int, warm_calls: int) -> t
 
 async def _memory(host: RunningHost, tool: str, marker: str, sessions: int) -> dict[str, Any]:
     """Open `sessions` sessions, start each one's instance with one call, measure, end them."""
+    first_ns: list[int] = []
     async with AsyncExitStack() as stack:
         for _ in range(sessions):
             visitor = await host.open_session()
             client = await http_client(stack, visitor.mcp_url, ERA, visitor.token)
+            await client.list_tools()
+            started = time.perf_counter_ns()
             if tool == "read_graph":
                 result = await client.call_tool(tool, {})
                 if result.is_error:
                     raise RuntimeError(f"{tool} answered {result!r}")
             else:
                 await call_echo(client, tool)()
+            first_ns.append(time.perf_counter_ns() - started)
         await anyio.sleep(1.0)  # let each instance settle after its first call
         found = _sandboxes(host.proc.popen.pid, marker)
     if not found:
         raise RuntimeError(f"no sandbox of {marker!r} found under the host")
     pss = statistics.median(s["pss"] for s in found)
     return {
+        "first_call_ms_median": round(statistics.median(first_ns) / 1e6, 1),
         "instances": len(found),
         "rss_mib_median": round(statistics.median(s["rss"] for s in found) / MiB, 1),
         "pss_mib_median": round(pss / MiB, 1),
@@ -182,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  m {label}: skipped, {m['skipped']}")
         else:
             print(
-                f"  m {label}: {m['instances']} idle instances, RSS {m['rss_mib_median']} MiB, "
+                f"  m {label}: first call {m['first_call_ms_median']} ms; "
+                f"{m['instances']} idle instances, RSS {m['rss_mib_median']} MiB, "
                 f"PSS {m['pss_mib_median']} MiB each; {m['fit_in_1_gib']} fit in 1 GiB"
             )
     print(f"[bench] {result['duration_s']} s; results in {RESULTS.relative_to(REPO)}")
