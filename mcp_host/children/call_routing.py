@@ -129,14 +129,23 @@ class CallRouter:
     """The calls one child is serving, and the client each came from."""
 
     def __init__(
-        self, plugin_id: str, *, request_timeout_s: float, budget: int = 16, session_id: str | None = None
+        self,
+        plugin_id: str,
+        *,
+        request_timeout_s: float,
+        budget: int = 16,
+        session_id: str | None = None,
+        owner_context: bool = False,
     ) -> None:
         """`budget`: requests one call may put to its visitor's client. Sampling spends the
         visitor's model tokens and elicitation their attention: a plugin cannot flood either.
         `session_id`: the visitor session a per-session child serves (its unnamed requests go to
-        that session's calls); None for a shared or owner-context child (only named calls)."""
+        that session's calls); None for a shared or owner-context child (only named calls).
+        `owner_context`: a per-session plugin's owner-context instance (only what its refusals
+        and logs say differs)."""
         self._plugin_id = plugin_id
         self._session_id = session_id
+        self._owner_context = owner_context
         self._timeout_s = request_timeout_s
         self.budget = budget
         self._calls: dict[str, InFlight] = {}
@@ -216,12 +225,15 @@ class CallRouter:
         what = request.method
         call = await self._awaiting_task(meta)
         if call is None or call.client is None:
-            logger.warning(
+            # Many servers ask for roots as they start, with no call in flight: routine, not a
+            # warning. With calls in flight and none of them its own, it may be a misroute.
+            logger.log(
+                logging.WARNING if self._calls else logging.INFO,
                 "%s: sent %s that belongs to no call in flight (%d in flight, %s); refused",
                 self._plugin_id,
                 what,
                 len(self._calls),
-                "per-session child" if self._session_id is not None else "shared child",
+                self._kind(),
             )
             return types.ErrorData(code=types.INVALID_REQUEST, message=self._unrouted(what, related_task(meta)))
         if not call.spend(self.budget):
@@ -246,10 +258,17 @@ class CallRouter:
             return f"{what} about a task reaches the visitor only while they await its result (tasks/result)"
         if self._session_id is not None:
             return f"{what} must be sent while serving a call of this session"
+        if self._owner_context:
+            return f"{what} reaches no visitor from the owner's instance of a per-session plugin"
         return (
             f"{what} must name the call it is about with _meta[{CALL_KEY!r}] (this plugin's child is "
             "shared by every session; declare `instances: per_session` in its manifest otherwise)"
         )
+
+    def _kind(self) -> str:
+        if self._session_id is not None:
+            return "per-session child"
+        return "owner-context child" if self._owner_context else "shared child"
 
     async def sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams

@@ -158,7 +158,11 @@ class Child:
         self.owner_context = owner_context
         self._on_ended = on_ended
         self.router = CallRouter(
-            plugin_id, request_timeout_s=limits.input_timeout_s, budget=limits.input_budget, session_id=session_id
+            plugin_id,
+            request_timeout_s=limits.input_timeout_s,
+            budget=limits.input_budget,
+            session_id=session_id,
+            owner_context=owner_context,
         )
         """Where the child's server→client requests and log messages go: the call they are about."""
         self._on_list_changed = on_list_changed

@@ -65,3 +65,36 @@ async def test_the_wait_is_bounded_and_free_without_log_messages() -> None:
             await call.logs_passed(within_s=0.2)  # a visitor that never takes it costs the bound
             assert 0.2 <= anyio.current_time() - started < 2
             client.release.set()
+
+
+@pytest.mark.parametrize(
+    ("kind", "said", "level"),
+    [
+        ({}, "must name the call it is about", "INFO"),
+        ({"owner_context": True}, "reaches no visitor from the owner's instance of a per-session plugin", "INFO"),
+        ({"session_id": "A"}, "must be sent while serving a call of this session", "INFO"),
+    ],
+)
+async def test_a_request_at_start_is_refused_saying_why_for_each_kind_of_child(
+    kind: dict[str, object], said: str, level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Servers ask for roots as they start (server-filesystem, server-everything): no call is in
+    # flight, so nobody is asked; routine, logged at INFO, and the child learns why.
+    caplog.set_level("INFO", logger="mcp_host")
+    router = CallRouter("p", request_timeout_s=5, **kind)  # type: ignore[arg-type]
+
+    answer = await router.list_roots(None)  # type: ignore[arg-type]
+
+    assert isinstance(answer, types.ErrorData) and said in answer.message
+    assert [r.levelname for r in caplog.records if "belongs to no call in flight" in r.message] == [level]
+
+
+async def test_a_request_naming_no_call_while_others_are_in_flight_is_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    router = CallRouter("p", request_timeout_s=5)  # a shared child
+    with router.serving(_SlowLogClient()):
+        answer = await router.list_roots(None)  # type: ignore[arg-type]
+
+    assert isinstance(answer, types.ErrorData)
+    assert [r.levelname for r in caplog.records if "belongs to no call in flight" in r.message] == ["WARNING"]
