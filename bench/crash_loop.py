@@ -22,7 +22,8 @@ from typing import Any
 import anyio
 
 from mcp_host.app.wiring import child_limits
-from mcp_host.children.lifecycle import ChildPool, ChildState
+from mcp_host.children.lifecycle import ChildState
+from mcp_host.children.pool import ChildPool
 from mcp_host.errors import HostError
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import Launch, launch_for

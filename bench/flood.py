@@ -20,7 +20,8 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from mcp_host.children.lifecycle import ChildLimits, ChildPool
+from mcp_host.children.lifecycle import ChildLimits
+from mcp_host.children.pool import ChildPool
 from mcp_host.errors import HostError
 from mcp_host.sandbox.launch import Launch
 

@@ -249,7 +249,8 @@ import json
 
 import anyio
 
-from mcp_host.children.lifecycle import ChildLimits, ChildPool
+from mcp_host.children.lifecycle import ChildLimits
+from mcp_host.children.pool import ChildPool
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.settings import Settings

@@ -7,7 +7,8 @@ from .backoff import RunOfFailures
 from .call_routing import InFlight
 from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
-from .lifecycle import Child, ChildLimits, ChildPool, ChildState
+from .lifecycle import Child, ChildLimits, ChildState
+from .pool import ChildPool
 from .stderr import LogKind
 
 __all__ = [

@@ -25,7 +25,8 @@ from mcp_host.plugins import Plugin
 from mcp_host.sandbox import launch_for
 from mcp_host.settings import Settings
 
-from .lifecycle import Child, ChildPool
+from .lifecycle import Child
+from .pool import ChildPool
 
 __all__ = ["ChildFactory", "ChildSource", "SocketPaths"]
 

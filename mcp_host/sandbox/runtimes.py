@@ -9,9 +9,9 @@ process or opens a file descriptor.
   plugin kit: the base interpreter's tree at its own path, its own site-packages hidden; the
   host's virtualenv rebuilt at `/opt/mcp-host/venv` from its `pyvenv.cfg`, its python and,
   in its site-packages, only the entries of the distributions `SDK_DISTRIBUTIONS` need
-  (their requirements' closure, extras left out), so host-only packages (asyncpg,
-  cryptography, the host's own `mcp_host`) cannot be read; the kit at `/opt/mcp-host/lib`. A
-  host not in a virtualenv binds its interpreter's tree whole: its site-packages are the
+  (their requirements' closure), so host-only packages (asyncpg, psutil, pgserver, the
+  host's own `mcp_host`) cannot be read (cryptography can: `mcp.server` imports it); the
+  kit at `/opt/mcp-host/lib`. A host not in a virtualenv binds its interpreter's tree whole: its site-packages are the
   SDK's install, and cannot be told apart from the host's.
 - Any other command (`command_view`: node, a plugin's own `venv/bin/python`, a binary) gets
   none of that; only when the program it runs lives outside /usr (a Node or a base Python

@@ -19,7 +19,7 @@ import pytest
 from caldav.davclient import DAVClient
 from inline_snapshot import snapshot
 
-from mcp_host.children.lifecycle import ChildPool
+from mcp_host.children.pool import ChildPool
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings

@@ -20,7 +20,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from inline_snapshot import snapshot
 
-from mcp_host.children.lifecycle import ChildPool
+from mcp_host.children.pool import ChildPool
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings

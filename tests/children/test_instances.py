@@ -19,7 +19,8 @@ import anyio
 import pytest
 
 from mcp_host.children.instances import SessionInstances
-from mcp_host.children.lifecycle import Child, ChildPool
+from mcp_host.children.lifecycle import Child
+from mcp_host.children.pool import ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import Launch, launch_for

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from mcp_host.children.lifecycle import Child, ChildPool
+from mcp_host.children.lifecycle import Child
+from mcp_host.children.pool import ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import Plugin, load_plugins
 from mcp_host.sandbox.cgroups import SandboxCgroups

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from mcp_host.children.lifecycle import Child, ChildPool
+from mcp_host.children.lifecycle import Child
+from mcp_host.children.pool import ChildPool
 from mcp_host.errors import HostError
 from mcp_host.plugins.loading import Plugin, load_plugins
 from mcp_host.sandbox.budget import budget_for

@@ -1,0 +1,162 @@
+"""`ChildPool`: every child of one host, by plugin id and scope, and the task group they run in.
+
+Above: `ChildFactory` (which asks for a plugin's child for a scope), the catalogue (health of
+every instance) and the composition root (which enters the pool in the host's lifespan and ends
+a visitor session's instances). Below: `lifecycle.Child` (one process and its MCP session),
+`instances.SessionInstances` (the per-session ones, capped, least recently used stopped first)
+and `backoff.RunOfFailures` (one per plugin, shared by its instances).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from mcp_host.errors import Unavailable
+from mcp_host.sandbox import Launch
+
+from .backoff import RunOfFailures
+from .changes import ListChange
+from .instances import SessionInstances
+from .lifecycle import Child, ChildLimits
+from .stderr import ChildLog
+
+__all__ = ["ChildPool"]
+
+
+class ChildPool:
+    """All children of one host, keyed by (plugin id, scope); an async context manager owning
+    their task group.
+
+    Scope None is a shared plugin's one child, or a per-session plugin's owner-context
+    instance: at most `max_children` of those, kept for the host's life. A visitor session's id
+    is a per-session instance (`SessionInstances`): at most `max_session_instances`, the least
+    recently used idle one stopped to make room, each stopped after `session_idle_timeout_s`
+    without a call and forgotten once stopped (a crashed one is kept until evicted or its
+    session ends). Every child of a plugin shares its log and its run of failures (`failures`).
+    """
+
+    def __init__(
+        self,
+        limits: ChildLimits,
+        *,
+        max_children: int,
+        max_session_instances: int = 32,
+        session_idle_timeout_s: float | None = None,
+        on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
+        on_exit: Callable[[int], None] = lambda pid: None,
+        on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
+        on_list_changed: Callable[[ListChange], None] = lambda change: None,
+    ) -> None:
+        """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`')."""
+        self._limits = limits
+        idle_s = limits.idle_timeout_s if session_idle_timeout_s is None else session_idle_timeout_s
+        self._session_limits = dataclasses.replace(limits, idle_timeout_s=idle_s)
+        self.sessions: SessionInstances[Child] = SessionInstances(max_session_instances)
+        """The per-session instances."""
+        self._on_list_changed = on_list_changed
+        """A child said one of its lists, or a resource, changed."""
+        self._max = max_children
+        self._on_spawn = on_spawn
+        self._on_exit = on_exit
+        self._on_tools_changed = on_tools_changed
+        self._children: dict[str, Child] = {}
+        self._logs: dict[str, ChildLog] = {}
+        self._runs: dict[str, RunOfFailures] = {}
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> ChildPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._tg is not None
+        for child in [*self._children.values(), *self.sessions.all()]:
+            child.stop()
+        await self._tg.__aexit__(None, None, None)
+        self._tg = None
+
+    def child(
+        self,
+        plugin_id: str,
+        launch: Callable[[], Launch],
+        session_id: str | None = None,
+        *,
+        per_session: bool = False,
+    ) -> Child:
+        """The child of `plugin_id` for `session_id` (None: the shared or owner-context one),
+        created (not started) on first ask. `per_session`: the plugin has per-session instances
+        (so scope None is its owner-context instance).
+
+        Raises Unavailable when the pool already runs as many children (or, for a session,
+        per-session instances with a call in flight) as it may.
+        """
+        if session_id is not None:
+            return self.sessions.get(plugin_id, session_id) or self.sessions.add(
+                self._new(plugin_id, launch, session_id)
+            )
+        child = self._children.get(plugin_id)
+        if child is None:
+            if len(self._children) >= self._max:
+                raise Unavailable("the host runs as many capabilities as it may")
+            child = self._children[plugin_id] = self._new(plugin_id, launch, None, owner_context=per_session)
+        return child
+
+    def _new(
+        self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None, *, owner_context: bool = False
+    ) -> Child:
+        if self._tg is None:
+            raise RuntimeError("ChildPool must be entered before use")
+        limits = self._limits if session_id is None else self._session_limits
+        log = self._logs.get(plugin_id)
+        if log is None:
+            log = self._logs[plugin_id] = ChildLog(
+                plugin_id,
+                keep=limits.log_keep_lines,
+                line_bytes=limits.stderr_line_bytes,
+                errors_per_s=limits.errors_logged_per_s,
+                errors_burst=limits.errors_logged_burst,
+            )
+        return Child(
+            plugin_id,
+            launch,
+            limits,
+            self._tg,
+            on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
+            on_exit=self._on_exit,
+            on_tools_changed=self._on_tools_changed,
+            on_list_changed=self._on_list_changed,
+            session_id=session_id,
+            log=log,
+            on_ended=self.sessions.ended if session_id is not None else lambda child: None,
+            failures=self._runs.setdefault(plugin_id, RunOfFailures()),
+            owner_context=owner_context,
+        )
+
+    def failures(self, plugin_id: str) -> RunOfFailures | None:
+        """The run of failures every child of `plugin_id` shares; None before its first child."""
+        return self._runs.get(plugin_id)
+
+    def runs_own(self, plugin_id: str, session_id: str) -> bool:
+        """Whether `session_id` has a running per-session instance of `plugin_id` (it lists
+        through that one, not through the owner-context instance: `ChildFactory.lister`)."""
+        own = self.sessions.get(plugin_id, session_id)
+        return own is not None and own.running
+
+    def get(self, plugin_id: str, session_id: str | None = None) -> Child | None:
+        """The child of `plugin_id` for `session_id` (None: shared or owner context), if made."""
+        if session_id is not None:
+            return self.sessions.get(plugin_id, session_id)
+        return self._children.get(plugin_id)
+
+    def end_session(self, session_id: str) -> None:
+        """The visitor session ended: stop and forget its per-session instances."""
+        self.sessions.end_session(session_id)
+
+    def running_count(self) -> int:
+        return sum(1 for c in [*self._children.values(), *self.sessions.all()] if c.running)
