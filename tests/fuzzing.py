@@ -106,6 +106,13 @@ _VISITOR_CALLS: list[tuple[str, dict[str, Any]]] = [
         {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "who", "value": "a"}},
     ),
     ("logging/setLevel", {"level": "info"}),
+    # MCP tasks (2025-11-25; a 2026-07-28 session answers method not found): a task-augmented
+    # call, and the task methods with an id this session never made.
+    ("tools/call", {"name": "echo", "arguments": {"text": "hello"}, "task": {"ttl": 60000}}),
+    ("tasks/list", {}),
+    ("tasks/get", {"taskId": "task-1"}),
+    ("tasks/result", {"taskId": "task-1"}),
+    ("tasks/cancel", {"taskId": "task-1"}),
 ]
 _OWNER_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("ping", {}),
