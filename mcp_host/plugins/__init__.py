@@ -1,31 +1,66 @@
 """Plugins as declared: the manifest model, the text and schema checks, finding and loading plugin
-folders, and the registry (which plugins, by id and kind). Below: `wire`. Above: store, sandbox,
+folders, the registry (which plugins, by id and kind), and the sources a plugin is installed
+from (MCP Bundles, registry `server.json` entries). Below: `wire`. Above: store, sandbox,
 children.
 """
 
+from .bundles import (
+    SANDBOX_PLUGIN_DIR,
+    BundleCaps,
+    BundleManifest,
+    Launch,
+    UserConfigField,
+    UserConfigValue,
+    extract_bundle,
+    parse_bundle_manifest,
+    resolve_launch,
+)
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
 from .registry import PluginKind, Registry
+from .registry_entries import (
+    EnvironmentVariable,
+    PackageArgument,
+    RegistryServer,
+    StdioPackage,
+    parse_server_json,
+    stdio_package,
+)
 from .text_safety import check_text, check_tool_schema, printable, schema_validator, shown, text_problem
 
 __all__ = [
+    "BundleCaps",
+    "BundleManifest",
     "ClaimGate",
     "ConfigField",
+    "EnvironmentVariable",
+    "Launch",
     "LoadReport",
     "Manifest",
     "OwnerTool",
+    "PackageArgument",
     "Plugin",
     "PluginKind",
     "Quota",
     "Registry",
+    "RegistryServer",
+    "SANDBOX_PLUGIN_DIR",
+    "StdioPackage",
     "TOOL_NAME_RE",
+    "UserConfigField",
+    "UserConfigValue",
     "check_paths",
     "check_text",
     "check_tool_schema",
     "collision_key",
+    "extract_bundle",
     "load_plugins",
+    "parse_bundle_manifest",
+    "parse_server_json",
     "printable",
+    "resolve_launch",
     "schema_validator",
     "shown",
+    "stdio_package",
     "text_problem",
 ]
