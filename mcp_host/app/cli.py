@@ -29,6 +29,7 @@ from mcp_host.sandbox import limit_warnings, require_bwrap
 from mcp_host.settings import Settings, default_data_dir
 
 from .host_file import HostRecord, read_host_file
+from .plugin_commands import add_plugin_commands
 
 if TYPE_CHECKING:
     import mcp.types as types
@@ -561,6 +562,8 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--url", help="the host's base URL (default: from settings)")
     profile.add_argument("--data-dir", dest="data_dir", type=Path)
     profile.set_defaults(run=_owner_profile)
+
+    add_plugin_commands(sub, data_dir_help)
 
     remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
     remove.add_argument("plugin_id")

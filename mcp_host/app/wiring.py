@@ -42,7 +42,7 @@ from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import FailureThrottle, ProtocolSessionLimits, ProtocolSessions, RpcEdge, ThrottleLimits
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import LoadReport, Plugin, Registry, load_plugins
+from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
@@ -167,7 +167,8 @@ def security(settings: Settings) -> TransportSecuritySettings:
 
 def load(settings: Settings) -> LoadReport:
     """The plugins; raises SandboxUnavailable when the sandbox is on and bubblewrap missing."""
-    report = load_plugins(settings.builtin_dir, settings.plugins)
+    installed = installed_root(settings.data_dir)  # `mcp-host plugin add` puts plugins there
+    report = load_plugins(settings.builtin_dir, [*settings.plugins, *([installed] if installed else [])])
     for error in report.errors:
         logger.error("plugin skipped: %s", error)
     for plugin in report.plugins:  # loaded, read fail-closed; `mcp-host check` calls these errors

@@ -15,6 +15,7 @@ from .bundles import (
     parse_bundle_manifest,
     resolve_launch,
 )
+from .install import Installed, install_npm, install_pypi, installed, installed_root, plugins_dir, remove
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
 from .registry import PluginKind, Registry
@@ -26,25 +27,32 @@ from .registry_entries import (
     parse_server_json,
     stdio_package,
 )
+from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, parse_source
 from .text_safety import check_text, check_tool_schema, printable, schema_validator, shown, text_problem
 
 __all__ = [
     "BundleCaps",
     "BundleManifest",
+    "BundleSource",
     "ClaimGate",
     "ConfigField",
     "EnvironmentVariable",
+    "Installed",
     "Launch",
     "LoadReport",
     "Manifest",
+    "NpmSource",
     "OwnerTool",
     "PackageArgument",
     "Plugin",
     "PluginKind",
+    "PypiSource",
     "Quota",
     "Registry",
+    "RegistryEntrySource",
     "RegistryServer",
     "SANDBOX_PLUGIN_DIR",
+    "Source",
     "StdioPackage",
     "TOOL_NAME_RE",
     "UserConfigField",
@@ -54,10 +62,17 @@ __all__ = [
     "check_tool_schema",
     "collision_key",
     "extract_bundle",
+    "install_npm",
+    "install_pypi",
+    "installed",
+    "installed_root",
     "load_plugins",
     "parse_bundle_manifest",
     "parse_server_json",
+    "parse_source",
+    "plugins_dir",
     "printable",
+    "remove",
     "resolve_launch",
     "schema_validator",
     "shown",

@@ -187,7 +187,7 @@ def test_console_script_prints_usage_and_passes_the_exit_status_on(tmp_path: Pat
 
     assert (usage.returncode, usage.stdout.splitlines()[0]) == (
         0,
-        "usage: mcp-host [-h] {serve,check,caps,session,owner,uninstall} ...",
+        "usage: mcp-host [-h] {serve,check,caps,session,owner,plugin,uninstall} ...",
     )
     assert (refused.returncode, refused.stdout) == (
         1,

@@ -1,0 +1,94 @@
+"""`mcp-host plugin add|list|remove`: plugins installed from npm or PyPI into the data directory.
+
+Above: `cli` (which adds these sub-commands to its parser). Below: `plugins` (the SOURCE
+grammar, the installer, the manifest model). A failure is a `HostError` whose one sentence
+`cli.main` prints. A running host picks an added or removed plugin up at its next start (hot
+reload comes with a later part of issue 15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from mcp_host.errors import InvalidArguments
+from mcp_host.plugins import (
+    BundleSource,
+    NpmSource,
+    PypiSource,
+    install_npm,
+    install_pypi,
+    installed,
+    parse_source,
+    plugins_dir,
+    remove,
+)
+from mcp_host.settings import Settings
+
+__all__ = ["add_plugin_commands"]
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings(data_dir=args.data_dir) if args.data_dir is not None else Settings()
+
+
+def _add(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    source = parse_source(args.source)
+    if isinstance(source, NpmSource):
+        done = install_npm(source, settings.data_dir, plugin_id=args.id)
+    elif isinstance(source, PypiSource):
+        done = install_pypi(source, settings.data_dir, plugin_id=args.id)
+    else:
+        kind = "an MCP Bundle" if isinstance(source, BundleSource) else "a registry server.json"
+        raise InvalidArguments(f"installing {kind} is not supported yet; use npm:<package> or pypi:<package>")
+    print(f"installed {done.id} {done.version}".rstrip())
+    print(f"  folder:  {done.folder}")
+    print(f"  command: {shlex.join([done.command, *done.args])}")
+    print(
+        "  a host running with this data directory picks it up at its next start; its tools then wait in"
+        " tools_pending for your approval"
+    )
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    found = installed(settings.data_dir)
+    if not found:
+        print(f"no plugins installed in {plugins_dir(settings.data_dir)}")
+        return 0
+    for name, folder, manifest in found:
+        if manifest is None:
+            print(f"{name}  (manifest does not load; `mcp-host check {shlex.quote(str(folder))}` says why)")
+        else:
+            print(f"{manifest.id}  {manifest.version or '-'}  {manifest.title or '-'}")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    folder = remove(_settings(args).data_dir, args.plugin_id)
+    print(f"removed {args.plugin_id} ({folder}); a running host drops it at its next start")
+    print(f"  its store and config stay: `mcp-host uninstall {args.plugin_id} --yes` deletes them")
+    return 0
+
+
+def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str) -> None:
+    """Add `plugin add|list|remove` to the command line's sub-commands `sub`."""
+    plugin = sub.add_parser("plugin", help="install MCP servers from npm or PyPI as plugins")
+    commands = plugin.add_subparsers(dest="plugin_command", required=True)
+
+    def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        parser = commands.add_parser(name, help=help)
+        parser.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
+        parser.set_defaults(run=run)
+        return parser
+
+    add = command("add", "install a plugin into <data dir>/plugins", _add)
+    add.add_argument("source", metavar="SOURCE", help="npm:<package>[@<version>] or pypi:<package>[==<version>]")
+    add.add_argument("--id", help="the plugin id (default: from the package name, e.g. npm.scope.name)")
+    command("list", "list the plugins installed in <data dir>/plugins", _list)
+    rm = command("remove", "delete an installed plugin's folder", _remove)
+    rm.add_argument("plugin_id", metavar="ID")

@@ -1,0 +1,351 @@
+"""Installing a plugin from npm or PyPI into the host's data directory, listing and removing it.
+
+Above: `mcp-host plugin add|list|remove` and the host's start (`installed_root`, one more
+plugin root). Below: npm and pip, run as programs, and the manifest model (`manifest`), which
+the generated `manifest.yaml` is loaded back with before it counts.
+
+Every install happens in `<data dir>/plugins/.staging-<random>` (hidden: `loading` skips dot
+folders) and is renamed to `<data dir>/plugins/<id>` only once complete; any failure removes
+the staging folder, so nothing is left behind, and raises one sentence (`HostError`). npm runs
+with `--ignore-scripts` and pip with `--only-binary :all:`: no package code runs at install.
+The manifest grants nothing: `acl: role_granted`, no network, no host ops, no workspace, one
+instance per session.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import json
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mcp_host.errors import InvalidArguments, ManifestError, Unavailable
+
+from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, load_manifest
+from .sources import NpmSource, PypiSource, plugin_id_words
+from .text_safety import MAX_DESCRIPTION_BYTES, printable, text_problem
+
+__all__ = ["Installed", "install_npm", "install_pypi", "installed", "installed_root", "plugins_dir", "remove"]
+
+_STAGING_PREFIX = ".staging-"
+_TIMEOUT_S = 900
+_NPM_BIN_RE = re.compile(r"\A[A-Za-z0-9@._/-]{1,256}\Z")
+_SCRIPT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A plugin folder `add` made: its id, folder, and the command the host starts."""
+
+    id: str
+    folder: Path
+    command: str
+    args: tuple[str, ...]
+    version: str
+
+
+def plugins_dir(data_dir: Path) -> Path:
+    """Where installed plugins live: `<data dir>/plugins`."""
+    return data_dir / "plugins"
+
+
+def installed_root(data_dir: Path) -> Path | None:
+    """`<data dir>/plugins` when it holds an installed plugin (a root for `load_plugins`), else
+    None: a host that never installed one has no such root, which is fine."""
+    root = plugins_dir(data_dir)
+    if not root.is_dir():
+        return None
+    has = any(not c.name.startswith(".") and (c / MANIFEST_NAME).is_file() for c in root.iterdir())
+    return root if has else None
+
+
+def installed(data_dir: Path) -> list[tuple[str, Path, Manifest | None]]:
+    """Each installed plugin folder: its name, path and manifest (None when it does not load)."""
+    root = plugins_dir(data_dir)
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in sorted(root.iterdir()):
+        if folder.name.startswith(".") or not folder.is_dir():
+            continue
+        try:
+            manifest: Manifest | None = load_manifest(folder)
+        except ManifestError:
+            manifest = None
+        found.append((folder.name, folder, manifest))
+    return found
+
+
+def remove(data_dir: Path, plugin_id: str) -> Path:
+    """Delete the installed plugin `plugin_id`'s folder; returns it. Its store and config stay
+    (`mcp-host uninstall` drops them)."""
+    _check_id(plugin_id)
+    folder = plugins_dir(data_dir) / plugin_id
+    if not folder.is_dir() or folder.is_symlink():
+        raise InvalidArguments(f"no plugin {plugin_id} is installed in {plugins_dir(data_dir)}")
+    doomed = folder.with_name(f"{_STAGING_PREFIX}removed-{secrets.token_hex(6)}")
+    folder.rename(doomed)  # gone from the host's view at once; the delete may take a while
+    shutil.rmtree(doomed, ignore_errors=True)
+    return folder
+
+
+def install_npm(
+    source: NpmSource, data_dir: Path, *, plugin_id: str | None = None, spec: str | None = None
+) -> Installed:
+    """Install `source` with npm as a plugin folder; `spec` replaces what npm is given (a local
+    tarball, for tests offline) while `source.package` still names the package installed."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise Unavailable("npm is not installed; install Node.js 20+ with npm to add npm packages")
+    with _Staging(data_dir, _default_id(source) if plugin_id is None else plugin_id) as staging:
+        argv = [npm, "install", "--prefix", str(staging.path), "--ignore-scripts", "--no-audit", "--no-fund"]
+        _run([*argv, "--no-save", "--no-package-lock", "--loglevel=error", "--", spec or source.spec], "npm", source)
+        package_dir = staging.path / "node_modules" / source.package
+        meta = _json_file(package_dir / "package.json", source)
+        bin_path = _npm_bin(meta, source)
+        if not (package_dir / bin_path).resolve().is_relative_to(package_dir.resolve()):
+            raise InvalidArguments(f"{source.package}'s bin points outside its package")
+        if not (package_dir / bin_path).is_file():
+            raise InvalidArguments(f"{source.package}'s bin {printable(bin_path, 80)} is not a file in the package")
+        version = _str(meta.get("version"))
+        args = (f"node_modules/{source.package}/{bin_path.removeprefix('./')}",)
+        return staging.finish(source, version, "node", args, title=source.package, description=meta.get("description"))
+
+
+def install_pypi(
+    source: PypiSource, data_dir: Path, *, plugin_id: str | None = None, spec: str | None = None
+) -> Installed:
+    """Install `source` with pip into the plugin's own virtual environment; `spec` replaces
+    what pip is given (a local wheel, installed with --no-index, for tests offline)."""
+    with _Staging(data_dir, _default_id(source) if plugin_id is None else plugin_id) as staging:
+        _run([_base_python(), "-m", "venv", str(staging.path / "venv")], "venv", source)
+        pip = [str(staging.path / "venv" / "bin" / "python"), "-m", "pip", "install", "--only-binary", ":all:"]
+        pip += ["--disable-pip-version-check", "--no-input", "--quiet"]
+        if spec is not None and Path(spec).is_file():
+            pip.append("--no-index")
+        _run([*pip, "--", spec or source.spec], "pip", source)
+        dist_info = _dist_info(staging.path / "venv", source)
+        headers = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8", errors="replace"))
+        script = _console_script(dist_info, source)
+        args = (f"venv/bin/{script}",)
+        return staging.finish(
+            source,
+            _str(headers.get("Version")),
+            "venv/bin/python",
+            args,
+            title=headers.get("Name") or source.package,
+            description=headers.get("Summary"),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The staging folder
+
+
+class _Staging:
+    """`<root>/.staging-<random>` for one install: renamed to `<root>/<id>` by `finish`,
+    removed on any failure (and on success if `finish` was not reached)."""
+
+    def __init__(self, data_dir: Path, plugin_id: str) -> None:
+        _check_id(plugin_id)
+        self.root = plugins_dir(data_dir)
+        self.plugin_id = plugin_id
+        self.target = self.root / plugin_id
+        self.path = self.root / f"{_STAGING_PREFIX}{secrets.token_hex(8)}"
+
+    def __enter__(self) -> _Staging:
+        if self.target.exists() or self.target.is_symlink():
+            raise InvalidArguments(f"a plugin {self.plugin_id} is already installed at {self.target}; choose --id")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir()
+        except OSError as exc:
+            raise Unavailable(f"cannot make a folder in {self.root} ({exc.strerror or 'error'})") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def finish(
+        self,
+        source: NpmSource | PypiSource,
+        version: str,
+        command: str,
+        args: tuple[str, ...],
+        *,
+        title: object,
+        description: object,
+    ) -> Installed:
+        """Write and check the manifest, then move the folder into place."""
+        manifest: dict[str, Any] = {
+            "id": self.plugin_id,
+            "title": _shown_text(title, "title", MAX_TITLE_CHARS, multiline=False),
+            "version": _shown_text(version, "version", 64, multiline=False),
+            "description": _shown_text(description, "description", MAX_DESCRIPTION_BYTES // 4, multiline=True),
+            "acl": "role_granted",
+            "instances": "per_session",
+            "transport": {"command": command, "args": list(args), "sandbox": {"allow_net": False}},
+        }
+        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        header = (
+            f"# Installed by `mcp-host plugin add {printable(str(source), 300)}` on {today}:\n"
+            f"# {printable(source.package, 214)} {printable(version or '(unknown version)', 64)}"
+            f" from {'npm' if isinstance(source, NpmSource) else 'PyPI'}.\n"
+            "# No network, no host ops, no workspace; the owner approves its tools before visitors see them.\n"
+        )
+        body = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
+        (self.path / MANIFEST_NAME).write_text(header + body, encoding="utf-8")
+        try:
+            load_manifest(self.path)
+        except ManifestError as exc:  # our own manifest: the package's metadata did not fit it
+            raise InvalidArguments(
+                f"the generated manifest does not load ({exc.field or 'manifest'}: invalid)"
+            ) from None
+        try:
+            self.path.rename(self.target)
+        except OSError:
+            raise InvalidArguments(f"a plugin {self.plugin_id} appeared at {self.target} meanwhile") from None
+        return Installed(self.plugin_id, self.target, command, args, version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _check_id(plugin_id: str) -> None:
+    if not PLUGIN_ID_RE.match(plugin_id):
+        raise InvalidArguments(
+            f"{printable(plugin_id, 80)!r} is not a plugin id (dot-joined words of a-z 0-9 _, each starting"
+            " with a letter, at most 64)"
+        )
+
+
+def _default_id(source: NpmSource | PypiSource) -> str:
+    plugin_id = ".".join(plugin_id_words(source))
+    if not PLUGIN_ID_RE.match(plugin_id):
+        raise InvalidArguments(f"no plugin id can be made from {source.package}; choose one with --id")
+    return plugin_id
+
+
+def _run(argv: list[str], tool: str, source: NpmSource | PypiSource) -> None:
+    """Run `argv`; a failure raises one sentence with the tool's own first error line."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"{tool} did not finish installing {source} within {_TIMEOUT_S} s") from None
+    except OSError:
+        raise Unavailable(f"{tool} could not be started to install {source}") from None
+    if done.returncode != 0:
+        why = _first_error(done.stderr or done.stdout) or f"exit status {done.returncode}"
+        raise InvalidArguments(f"{tool} could not install {source}: {why}")
+
+
+def _first_error(output: str) -> str:
+    """The line of npm's or pip's output that says why (npm: its error code and summary; pip:
+    its ERROR line), printable and short."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for marker in ("npm error code", "npm error 404", "ERROR:", "npm error", "error:"):
+        for line in lines:
+            if line.startswith(marker):
+                return printable(line, 240)
+    return printable(lines[-1], 240) if lines else ""
+
+
+def _json_file(path: Path, source: NpmSource | PypiSource) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InvalidArguments(f"{source} installed no readable package.json for {source.package}") from None
+    if not isinstance(data, dict):
+        raise InvalidArguments(f"{source.package}'s package.json is not an object")
+    return data
+
+
+def _npm_bin(meta: dict[str, Any], source: NpmSource) -> str:
+    """The package's one program (`bin`): the entry named after the package when it has
+    several."""
+    raw = meta.get("bin")
+    if isinstance(raw, str):
+        bins = {source.package.rpartition("/")[2]: raw}
+    elif isinstance(raw, dict):
+        bins = {str(k): v for k, v in raw.items() if isinstance(v, str)}
+    else:
+        bins = {}
+    if not bins:
+        raise InvalidArguments(f"{source.package} declares no program (bin) to start as an MCP server")
+    unscoped = source.package.rpartition("/")[2]
+    if len(bins) > 1 and unscoped not in bins:
+        names = ", ".join(printable(name, 40) for name in sorted(bins))
+        raise InvalidArguments(f"{source.package} declares several programs ({names}); none is named {unscoped}")
+    path = bins[unscoped] if unscoped in bins else next(iter(bins.values()))
+    if not _NPM_BIN_RE.match(path) or ".." in path.split("/") or path.startswith("/"):
+        raise InvalidArguments(f"{source.package}'s bin is not a relative path inside the package")
+    return path
+
+
+def _base_python() -> str:
+    """The host's base interpreter (not its virtualenv's): a plugin's venv links to it, and the
+    sandbox binds it (`sandbox.runtimes`)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return str(base)
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _dist_info(venv: Path, source: PypiSource) -> Path:
+    wanted = _normal(source.package)
+    for dist_info in sorted(venv.glob("lib/python*/site-packages/*.dist-info")):
+        metadata = dist_info / "METADATA"
+        if not metadata.is_file():
+            continue
+        name = HeaderParser().parsestr(metadata.read_text(encoding="utf-8", errors="replace")).get("Name", "")
+        if _normal(name) == wanted:
+            return dist_info
+    raise InvalidArguments(f"pip installed no distribution named {source.package}")
+
+
+def _console_script(dist_info: Path, source: PypiSource) -> str:
+    """The distribution's one console script: the one named after it when it has several."""
+    parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string((dist_info / "entry_points.txt").read_text(encoding="utf-8"))
+    except (OSError, configparser.Error):
+        pass
+    scripts = sorted(parser["console_scripts"]) if parser.has_section("console_scripts") else []
+    if not scripts:
+        raise InvalidArguments(f"{source.package} declares no console script to start as an MCP server")
+    named = [s for s in scripts if _normal(s) == _normal(source.package)]
+    if len(scripts) > 1 and not named:
+        names = ", ".join(printable(s, 40) for s in scripts)
+        raise InvalidArguments(f"{source.package} declares several console scripts ({names}); none is named after it")
+    script = named[0] if named else scripts[0]
+    if not _SCRIPT_RE.match(script):
+        raise InvalidArguments(f"{source.package}'s console script name is not a plain file name")
+    return script
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _shown_text(value: object, field: str, limit: int, *, multiline: bool) -> str:
+    """`value` when it is text the manifest accepts, cut to `limit` characters; else ""."""
+    if not isinstance(value, str):
+        return ""
+    text = value.strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text if text_problem(text, field, multiline=multiline) is None else ""

@@ -1,0 +1,150 @@
+"""What `mcp-host plugin add SOURCE` may install: the SOURCE grammars and the typed sources.
+
+Above: `install` (which installs npm and PyPI sources) and the command line. Below: nothing but
+`re`. The grammars are strict and anchored: a SOURCE that does not match one of them is refused
+with one sentence (`InvalidArguments`) before anything runs, so no option, shell word, URL or
+path ever reaches npm or pip as a package name.
+
+- `npm:<package>[@<version>]`: a package name as npm spells it (`@scope/name` or `name`, lower
+  case, at most 214 characters), a version or dist-tag of letters, digits and `.+-_`.
+- `pypi:<package>[==<version>]`: a distribution name (PEP 508: letters, digits and `._-`, a
+  letter or digit at both ends), a PEP 440 version.
+- a path ending `.mcpb` (an MCP Bundle) or named `server.json` (an MCP registry entry):
+  recognised here, installed by a later part of issue 15.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_host.errors import InvalidArguments
+
+from .text_safety import printable
+
+__all__ = [
+    "BundleSource",
+    "NpmSource",
+    "PypiSource",
+    "RegistryEntrySource",
+    "Source",
+    "parse_source",
+]
+
+_NPM_WORD = r"[a-z0-9][a-z0-9._~-]*"
+_NPM_NAME_RE = re.compile(rf"\A(?=.{{1,214}}\Z)(?:@{_NPM_WORD}/)?{_NPM_WORD}\Z")
+_NPM_VERSION_RE = re.compile(r"\A[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}\Z")
+_PYPI_NAME_RE = re.compile(r"\A(?=.{1,100}\Z)[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\Z")
+_PYPI_VERSION_RE = re.compile(r"\A[0-9][0-9A-Za-z.+!_-]{0,63}\Z")
+_MAX_PATH = 4096
+
+
+@dataclass(frozen=True)
+class NpmSource:
+    """An npm package, at `version` (a version or dist-tag) or npm's latest."""
+
+    package: str
+    version: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """What `npm install` is given."""
+        return f"{self.package}@{self.version}" if self.version else self.package
+
+    def __str__(self) -> str:
+        return f"npm:{self.spec}"
+
+
+@dataclass(frozen=True)
+class PypiSource:
+    """A PyPI distribution, at `version` or pip's newest."""
+
+    package: str
+    version: str | None = None
+
+    @property
+    def spec(self) -> str:
+        """What `pip install` is given."""
+        return f"{self.package}=={self.version}" if self.version else self.package
+
+    def __str__(self) -> str:
+        return f"pypi:{self.spec}"
+
+
+@dataclass(frozen=True)
+class BundleSource:
+    """An MCP Bundle file (`.mcpb`)."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class RegistryEntrySource:
+    """An MCP registry entry (`server.json`)."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+Source = NpmSource | PypiSource | BundleSource | RegistryEntrySource
+
+
+def parse_source(text: str) -> Source:
+    """The source `text` names; `InvalidArguments` (one sentence) when it names none."""
+    if text.startswith("npm:"):
+        return _npm(text[4:])
+    if text.startswith("pypi:"):
+        return _pypi(text[5:])
+    if text.endswith(".mcpb") or text == "server.json" or text.endswith("/server.json"):
+        if len(text) > _MAX_PATH or not text.isprintable():
+            raise InvalidArguments("the source path is too long or holds unprintable characters")
+        path = Path(text)
+        return BundleSource(path) if text.endswith(".mcpb") else RegistryEntrySource(path)
+    raise InvalidArguments(
+        f"{printable(text, 80)!r} is not a source: use npm:<package>[@<version>], pypi:<package>[==<version>],"
+        " a path to an .mcpb bundle or a path to a server.json"
+    )
+
+
+def _npm(rest: str) -> NpmSource:
+    at = rest.find("@", 1)  # a scope's @ comes first
+    package, version = (rest[:at], rest[at + 1 :]) if at > 0 else (rest, None)
+    if not _NPM_NAME_RE.match(package):
+        raise InvalidArguments(
+            f"{printable(package, 80)!r} is not an npm package name (@scope/name or name: lower-case letters,"
+            " digits and . _ ~ -)"
+        )
+    if version is not None and not _NPM_VERSION_RE.match(version):
+        raise InvalidArguments(f"{printable(version, 80)!r} is not an npm version or tag (letters, digits and . + _ -)")
+    return NpmSource(package, version)
+
+
+def _pypi(rest: str) -> PypiSource:
+    package, sep, version = rest.partition("==")
+    if not _PYPI_NAME_RE.match(package):
+        raise InvalidArguments(
+            f"{printable(package, 80)!r} is not a PyPI package name (letters, digits and . _ -; pin with ==VERSION)"
+        )
+    if sep and not _PYPI_VERSION_RE.match(version):
+        raise InvalidArguments(f"{printable(version, 80)!r} is not a PyPI version (e.g. 1.2.0)")
+    return PypiSource(package, version if sep else None)
+
+
+def plugin_id_words(source: NpmSource | PypiSource) -> list[str]:
+    """The words of the default plugin id: the registry, then each part of the package name
+    (`@modelcontextprotocol/server-memory` → npm, modelcontextprotocol, server_memory)."""
+    registry = "npm" if isinstance(source, NpmSource) else "pypi"
+    parts = source.package.lstrip("@").split("/")
+    words = [registry]
+    for part in parts:
+        word = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", part.lower())).strip("_")
+        if not word:
+            continue
+        words.append(word if word[0].isalpha() else f"p{word}")
+    return words

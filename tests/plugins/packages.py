@@ -1,0 +1,64 @@
+"""Local packages for the installer's tests, made offline by the test set-up: an npm tarball
+(`npm pack` of tests/fixtures/packages/tiny-node, a dependency-free stdio MCP server with one
+tool, `shout`) and a wheel written with `zipfile` (tiny-python's `whisper_server`, one tool,
+`whisper`, console script `whisper-server`)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+from mcp_host.plugins import NpmSource, PypiSource
+
+PACKAGES = Path(__file__).resolve().parents[1] / "fixtures" / "packages"
+NPM_SOURCE = NpmSource("@tiny-test/shout-server")
+PYPI_SOURCE = PypiSource("whisper-server")
+
+
+def npm_tarball(folder: Path) -> Path:
+    """`npm pack` of tiny-node into `folder`: the .tgz `npm install` takes with no registry."""
+    npm = shutil.which("npm")
+    assert npm is not None
+    work = folder / "tiny-node"
+    shutil.copytree(PACKAGES / "tiny-node", work)
+    done = subprocess.run(
+        [npm, "pack", "--pack-destination", str(folder), "--loglevel=error"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return folder / done.stdout.strip().splitlines()[-1]
+
+
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel(folder: Path, *, scripts: dict[str, str] | None = None) -> Path:
+    """A wheel of whisper_server 1.0.0 (pure Python, no dependencies); `scripts` replaces its
+    console scripts (name -> entry point), `{}` for none."""
+    scripts = {"whisper-server": "whisper_server:main"} if scripts is None else scripts
+    info = "whisper_server-1.0.0.dist-info"
+    entry_points = "[console_scripts]\n" + "".join(f"{name} = {target}\n" for name, target in scripts.items())
+    files = {
+        "whisper_server.py": (PACKAGES / "tiny-python" / "whisper_server.py").read_bytes(),
+        f"{info}/METADATA": (
+            b"Metadata-Version: 2.1\nName: whisper-server\nVersion: 1.0.0\n"
+            b"Summary: A tiny stdio MCP server for the installer's tests: one tool, whisper.\n"
+        ),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": entry_points.encode(),
+    }
+    record = "".join(f"{name},{_digest(data)},{len(data)}\n" for name, data in files.items()) + f"{info}/RECORD,,\n"
+    path = folder / "whisper_server-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        archive.writestr(f"{info}/RECORD", record)
+    return path
