@@ -28,7 +28,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, Registry
 from mcp_host.store import ConfigBackend
 
 from .credentials import AccessCode, ApiKey, CredentialBook
@@ -74,7 +74,7 @@ class Access:
         on_revoked: OnRevoked = _ignore,
     ) -> None:
         self._pool = pool
-        self._plugins = tuple(plugins)
+        self._plugins = plugins if isinstance(plugins, Registry) else tuple(plugins)  # the registry: live
         self._sessions = sessions
         self._on_revoked = on_revoked
         self.roles = RoleBook(pool, config, plugins)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -26,7 +26,7 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, Registry
 from mcp_host.store import ConfigBackend
 
 from .roles import CapabilityConfig, RoleBook, check_capability_config, write_capability_config
@@ -120,7 +120,10 @@ class CredentialBook:
     def __init__(self, pool: PgPool, config: ConfigBackend, plugins: Sequence[Plugin], roles: RoleBook) -> None:
         self._pool = pool
         self._config = config
-        self._plugins = {p.manifest.id: p for p in plugins}
+        # live when `plugins` is the registry: a plugin installed while the host runs is known
+        self._plugins: Mapping[str, Plugin] = (
+            plugins.by_id if isinstance(plugins, Registry) else {p.manifest.id: p for p in plugins}
+        )
         self._roles = roles
 
     # -- access codes -----------------------------------------------------------------------

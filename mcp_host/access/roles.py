@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, Registry
 from mcp_host.store import ConfigBackend, ConfigScope, check_values, declared
 
 from .sessions import RoleSnapshot
@@ -149,7 +149,10 @@ class RoleBook:
     def __init__(self, pool: PgPool, config: ConfigBackend, plugins: Sequence[Plugin]) -> None:
         self._pool = pool
         self._config = config
-        self._plugins = {p.manifest.id: p for p in plugins}
+        # live when `plugins` is the registry: a plugin installed while the host runs is known
+        self._plugins: Mapping[str, Plugin] = (
+            plugins.by_id if isinstance(plugins, Registry) else {p.manifest.id: p for p in plugins}
+        )
 
     async def ensure_public(self, owner_id: str) -> None:
         """Make sure `owner_id` has the role `public`; an existing one is left as it is.

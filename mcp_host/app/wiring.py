@@ -507,7 +507,7 @@ async def wired(
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
     visitor_manager = _session_manager(server, settings, rules)
-    catalogue = Catalogue(report, early.pool, shared.bindings)
+    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins)
     owner_manager = _session_manager(
         build_owner_server(_owner_door(settings, early, shared, catalogue)), settings, rules
     )

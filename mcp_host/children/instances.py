@@ -103,6 +103,11 @@ class SessionInstances(Generic[C]):
         for child in [c for (_, sid), c in self._table.items() if sid == session_id]:
             self._forget(child)
 
+    def end_plugin(self, plugin_id: str) -> None:
+        """Stop and forget every instance of `plugin_id` (it was uninstalled)."""
+        for child in self.of(plugin_id):
+            self._forget(child)
+
     def _forget(self, child: C) -> None:
         assert child.session_id is not None
         self._table.pop((child.plugin_id, child.session_id), None)

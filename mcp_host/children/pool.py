@@ -158,5 +158,15 @@ class ChildPool:
         """The visitor session ended: stop and forget its per-session instances."""
         self.sessions.end_session(session_id)
 
+    def stop_plugin(self, plugin_id: str) -> None:
+        """Stop and forget every child of `plugin_id`, shared, owner-context and per-session (it
+        was uninstalled while the host runs); its log and run of failures go with them."""
+        self.sessions.end_plugin(plugin_id)
+        child = self._children.pop(plugin_id, None)
+        if child is not None:
+            child.retire()
+        self._logs.pop(plugin_id, None)
+        self._runs.pop(plugin_id, None)
+
     def running_count(self) -> int:
         return sum(1 for c in [*self._children.values(), *self.sessions.all()] if c.running)

@@ -10,6 +10,7 @@ approves (unsafe name, text or schema), with their causes (the owner's `tools_pe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -119,8 +120,13 @@ def invalid_entry(error: ManifestError) -> CatalogueEntry:
 
 
 class Catalogue:
-    def __init__(self, report: LoadReport, pool: ChildPool, bindings: Bindings) -> None:
+    def __init__(
+        self, report: LoadReport, pool: ChildPool, bindings: Bindings, plugins: Sequence[Plugin] | None = None
+    ) -> None:
+        """`plugins`: the loaded plugins, read live (the registry, which follows plugins
+        installed or removed while the host runs); None: the report's."""
         self._report = report
+        self._plugins: Sequence[Plugin] = report.plugins if plugins is None else plugins
         self._pool = pool
         self._bindings = bindings
 
@@ -156,7 +162,7 @@ class Catalogue:
         """The tools dropped from the last vetted list of each loaded plugin, by plugin and name."""
         rejected = self._bindings.rejected
         out: list[RejectedTool] = []
-        for plugin in self._report.plugins:
+        for plugin in self._plugins:
             pid = plugin.manifest.id
             out.extend(
                 RejectedTool(capability=pid, tool=printable(name, _NAME_SHOWN), cause=cause)
@@ -171,7 +177,7 @@ class Catalogue:
     def entries(self) -> list[CatalogueEntry]:
         out: list[CatalogueEntry] = []
         causes = self._bindings.causes
-        for plugin in self._report.plugins:
+        for plugin in self._plugins:
             child = self._pool.get(plugin.manifest.id)
             health = child.health() if child is not None else None
             withheld = causes.get(plugin.manifest.id)

@@ -119,8 +119,7 @@ class VisitorDoor:
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
         `turns`: where receipts of completed calls go; None records none."""
-        self._capabilities = plugins.capabilities
-        self._by_id = {p.manifest.id: p for p in self._capabilities}
+        self._plugins = plugins  # live: a plugin installed or removed while the host runs shows here
         self._bindings = bindings
         self._child_of = child_of
         self._grants = grants
@@ -138,7 +137,7 @@ class VisitorDoor:
         if session.credential_revoked:
             return []
         granted = set(session.role.capabilities)
-        return [p for p in self._capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
+        return [p for p in self._plugins.capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
 
     def claim_gates(self, session: Session) -> list[tuple[str, ClaimGate]]:
         """The claim gates of the capabilities this session may see, by capability id."""
@@ -160,7 +159,15 @@ class VisitorDoor:
     def child_for(self, plugin_id: str, session_id: str | None = None) -> Child:
         """The child of capability `plugin_id` that serves `session_id` (a per-session plugin's
         own instance for that session, started on first use); None: owner context."""
-        return self._child_of(self._by_id[plugin_id], session_id)
+        return self._child_of(self._capability(plugin_id), session_id)
+
+    def _capability(self, plugin_id: str) -> Plugin:
+        """The loaded capability `plugin_id`; Unavailable when it was removed meanwhile (the
+        owner uninstalled it while the host runs, after a list named it)."""
+        plugin = self._plugins.get(plugin_id, "capability")
+        if plugin is None:
+            raise Unavailable("the capability was removed")
+        return plugin
 
     @property
     def listings(self) -> Listings:
@@ -244,7 +251,7 @@ class VisitorDoor:
         toolset = await self._bindings.assemble(await self.reachable(session), fresh=False, session_id=session.id)
         binding = toolset.tools.get(name)
         if binding is not None and name in await self._requirements.hidden_tools(
-            session.owner_id, [self._by_id[binding.capability]]
+            session.owner_id, [self._capability(binding.capability)]
         ):
             binding = None  # the owner's connection cannot do what it needs: as if it were not there
         if binding is not None and offered is not None and not offered(binding.tool):
@@ -260,7 +267,7 @@ class VisitorDoor:
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         if called is not None:
             called.tool = binding.tool
-        plugin = self._by_id[binding.capability]
+        plugin = self._capability(binding.capability)
         await self._check_quota(plugin, session, binding.tool.name)
         if self._holds is not None and needs_hold(binding.tool):
             used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
@@ -358,11 +365,12 @@ class VisitorDoor:
         for pid in self._bindings.last_seen_in(name):
             if pid not in visible:
                 return f"exists in {pid}, which this session may not see"
-            manifest = self._by_id[pid].manifest if pid in self._by_id else None
+            found = self._plugins.get(pid, "capability")
+            manifest = found.manifest if found is not None else None
             if manifest is not None and (manifest.requires or name in manifest.visitor_tool_requires):
                 return f"{pid} needs a connector the owner has not connected, or one that cannot do what it needs"
             return f"exposed by {pid} but withheld: {self._bindings.causes.get(pid)}"
-        for plugin in self._capabilities:
+        for plugin in self._plugins.capabilities:
             if plugin.manifest.id not in visible and name in (plugin.manifest.visitor_tools or ()):
                 return f"declared by {plugin.manifest.id}, which this session may not see"
         return "no capability has it"

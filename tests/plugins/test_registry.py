@@ -40,3 +40,20 @@ def test_two_plugins_with_one_id_are_refused(registry: Registry) -> None:
     assert echo is not None
     with pytest.raises(ValueError, match="share an id"):
         Registry([echo, echo])
+
+
+def test_add_and_remove_while_running_are_seen_live() -> None:
+    report = load_plugins(BUILTINS, [PLUGINS / "echo"])
+    registry = Registry(report.plugins)
+    view = registry.by_id
+    notes = load_plugins(None, [PLUGINS / "notes"]).plugins
+    [added] = [p for p in notes if p.manifest.id == "notes"]
+    registry.add(added)
+    assert registry.get("notes", "capability") is added and view["notes"] is added
+    ids = [p.manifest.id for p in registry]
+    assert ids == sorted(ids) and added in registry.capabilities
+    with pytest.raises(ValueError, match="loaded already"):
+        registry.add(added)
+    assert registry.remove("notes") is added
+    assert registry.get("notes") is None and "notes" not in view and added not in registry.capabilities
+    assert registry.remove("notes") is None
