@@ -1,4 +1,5 @@
-"""`mcp-host plugin add|list|remove`: plugins installed from npm or PyPI into the data directory.
+"""`mcp-host plugin add|list|remove`: plugins installed from npm, PyPI, an MCP Bundle or a
+registry server.json into the data directory.
 
 Above: `cli` (which adds these sub-commands to its parser). Below: `plugins` (the SOURCE
 grammar, the installer, the manifest model). A failure is a `HostError` whose one sentence
@@ -13,13 +14,14 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import (
     BundleSource,
     NpmSource,
     PypiSource,
+    install_bundle,
     install_npm,
     install_pypi,
+    install_registry_entry,
     installed,
     parse_source,
     plugins_dir,
@@ -41,9 +43,10 @@ def _add(args: argparse.Namespace) -> int:
         done = install_npm(source, settings.data_dir, plugin_id=args.id)
     elif isinstance(source, PypiSource):
         done = install_pypi(source, settings.data_dir, plugin_id=args.id)
+    elif isinstance(source, BundleSource):
+        done = install_bundle(source, settings.data_dir, plugin_id=args.id)
     else:
-        kind = "an MCP Bundle" if isinstance(source, BundleSource) else "a registry server.json"
-        raise InvalidArguments(f"installing {kind} is not supported yet; use npm:<package> or pypi:<package>")
+        done = install_registry_entry(source, settings.data_dir, plugin_id=args.id)
     print(f"installed {done.id} {done.version}".rstrip())
     print(f"  folder:  {done.folder}")
     print(f"  command: {shlex.join([done.command, *done.args])}")
@@ -87,7 +90,11 @@ def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         return parser
 
     add = command("add", "install a plugin into <data dir>/plugins", _add)
-    add.add_argument("source", metavar="SOURCE", help="npm:<package>[@<version>] or pypi:<package>[==<version>]")
+    add.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="npm:<package>[@<version>], pypi:<package>[==<version>], a path to an .mcpb or to a server.json",
+    )
     add.add_argument("--id", help="the plugin id (default: from the package name, e.g. npm.scope.name)")
     command("list", "list the plugins installed in <data dir>/plugins", _list)
     rm = command("remove", "delete an installed plugin's folder", _remove)

@@ -16,6 +16,7 @@ from .bundles import (
     resolve_launch,
 )
 from .install import Installed, install_npm, install_pypi, installed, installed_root, plugins_dir, remove
+from .install_bundle import install_bundle, install_registry_entry
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
 from .registry import PluginKind, Registry
@@ -62,8 +63,10 @@ __all__ = [
     "check_tool_schema",
     "collision_key",
     "extract_bundle",
+    "install_bundle",
     "install_npm",
     "install_pypi",
+    "install_registry_entry",
     "installed",
     "installed_root",
     "load_plugins",

@@ -32,7 +32,7 @@ import yaml
 from mcp_host.errors import InvalidArguments, ManifestError, Unavailable
 
 from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, load_manifest
-from .sources import NpmSource, PypiSource, plugin_id_words
+from .sources import NpmSource, PypiSource, Source, plugin_id_words
 from .text_safety import MAX_DESCRIPTION_BYTES, printable, text_problem
 
 __all__ = ["Installed", "install_npm", "install_pypi", "installed", "installed_root", "plugins_dir", "remove"]
@@ -89,7 +89,7 @@ def installed(data_dir: Path) -> list[tuple[str, Path, Manifest | None]]:
 def remove(data_dir: Path, plugin_id: str) -> Path:
     """Delete the installed plugin `plugin_id`'s folder; returns it. Its store and config stay
     (`mcp-host uninstall` drops them)."""
-    _check_id(plugin_id)
+    check_id(plugin_id)
     folder = plugins_dir(data_dir) / plugin_id
     if not folder.is_dir() or folder.is_symlink():
         raise InvalidArguments(f"no plugin {plugin_id} is installed in {plugins_dir(data_dir)}")
@@ -104,22 +104,9 @@ def install_npm(
 ) -> Installed:
     """Install `source` with npm as a plugin folder; `spec` replaces what npm is given (a local
     tarball, for tests offline) while `source.package` still names the package installed."""
-    npm = shutil.which("npm")
-    if npm is None:
-        raise Unavailable("npm is not installed; install Node.js 20+ with npm to add npm packages")
-    with _Staging(data_dir, _default_id(source) if plugin_id is None else plugin_id) as staging:
-        argv = [npm, "install", "--prefix", str(staging.path), "--ignore-scripts", "--no-audit", "--no-fund"]
-        _run([*argv, "--no-save", "--no-package-lock", "--loglevel=error", "--", spec or source.spec], "npm", source)
-        package_dir = staging.path / "node_modules" / source.package
-        meta = _json_file(package_dir / "package.json", source)
-        bin_path = _npm_bin(meta, source)
-        if not (package_dir / bin_path).resolve().is_relative_to(package_dir.resolve()):
-            raise InvalidArguments(f"{source.package}'s bin points outside its package")
-        if not (package_dir / bin_path).is_file():
-            raise InvalidArguments(f"{source.package}'s bin {printable(bin_path, 80)} is not a file in the package")
-        version = _str(meta.get("version"))
-        args = (f"node_modules/{source.package}/{bin_path.removeprefix('./')}",)
-        return staging.finish(source, version, "node", args, title=source.package, description=meta.get("description"))
+    with Staging(data_dir, default_id(source) if plugin_id is None else plugin_id) as staging:
+        got = npm_into(staging.path, source, spec)
+        return staging.finish(source, f"{source.package} {got.version} from npm", got)
 
 
 def install_pypi(
@@ -127,45 +114,86 @@ def install_pypi(
 ) -> Installed:
     """Install `source` with pip into the plugin's own virtual environment; `spec` replaces
     what pip is given (a local wheel, installed with --no-index, for tests offline)."""
-    with _Staging(data_dir, _default_id(source) if plugin_id is None else plugin_id) as staging:
-        _run([_base_python(), "-m", "venv", str(staging.path / "venv")], "venv", source)
-        pip = [str(staging.path / "venv" / "bin" / "python"), "-m", "pip", "install", "--only-binary", ":all:"]
-        pip += ["--disable-pip-version-check", "--no-input", "--quiet"]
-        if spec is not None and Path(spec).is_file():
-            pip.append("--no-index")
-        _run([*pip, "--", spec or source.spec], "pip", source)
-        dist_info = _dist_info(staging.path / "venv", source)
-        headers = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8", errors="replace"))
-        script = _console_script(dist_info, source)
-        args = (f"venv/bin/{script}",)
-        return staging.finish(
-            source,
-            _str(headers.get("Version")),
-            "venv/bin/python",
-            args,
-            title=headers.get("Name") or source.package,
-            description=headers.get("Summary"),
-        )
+    with Staging(data_dir, default_id(source) if plugin_id is None else plugin_id) as staging:
+        got = pypi_into(staging.path, source, spec)
+        return staging.finish(source, f"{source.package} {got.version} from PyPI", got)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What an installer put in a staging folder: the command that starts it (relative to the
+    plugin folder), the environment and owner config it declares, and its metadata."""
+
+    command: str
+    args: tuple[str, ...]
+    version: str
+    title: object
+    description: object
+    env: tuple[tuple[str, str], ...] = ()
+    config: tuple[dict[str, Any], ...] = ()
+
+
+def npm_into(folder: Path, source: NpmSource, spec: str | None) -> Launched:
+    """Install `source` (or `spec`) with npm into `folder`; what starts it."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise Unavailable("npm is not installed; install Node.js 20+ with npm to add npm packages")
+    argv = [npm, "install", "--prefix", str(folder), "--ignore-scripts", "--no-audit", "--no-fund"]
+    _run([*argv, "--no-save", "--no-package-lock", "--loglevel=error", "--", spec or source.spec], "npm", source)
+    package_dir = folder / "node_modules" / source.package
+    meta = _json_file(package_dir / "package.json", source)
+    bin_path = _npm_bin(meta, source)
+    if not (package_dir / bin_path).resolve().is_relative_to(package_dir.resolve()):
+        raise InvalidArguments(f"{source.package}'s bin points outside its package")
+    if not (package_dir / bin_path).is_file():
+        raise InvalidArguments(f"{source.package}'s bin {printable(bin_path, 80)} is not a file in the package")
+    args = (f"node_modules/{source.package}/{bin_path.removeprefix('./')}",)
+    return Launched("node", args, _str(meta.get("version")), source.package, meta.get("description"))
+
+
+def pypi_into(folder: Path, source: PypiSource, spec: str | None) -> Launched:
+    """Install `source` (or `spec`) with pip into `folder`/venv; what starts it."""
+    _run([_base_python(), "-m", "venv", str(folder / "venv")], "venv", source)
+    pip = [str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "--only-binary", ":all:"]
+    pip += ["--disable-pip-version-check", "--no-input", "--quiet"]
+    if spec is not None and Path(spec).is_file():
+        pip.append("--no-index")
+    _run([*pip, "--", spec or source.spec], "pip", source)
+    dist_info = _dist_info(folder / "venv", source)
+    headers = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8", errors="replace"))
+    script = _console_script(dist_info, source)
+    title = headers.get("Name") or source.package
+    return Launched(
+        "venv/bin/python", (f"venv/bin/{script}",), _str(headers.get("Version")), title, headers.get("Summary")
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # The staging folder
 
 
-class _Staging:
+class Staging:
     """`<root>/.staging-<random>` for one install: renamed to `<root>/<id>` by `finish`,
     removed on any failure (and on success if `finish` was not reached)."""
 
-    def __init__(self, data_dir: Path, plugin_id: str) -> None:
-        _check_id(plugin_id)
+    def __init__(self, data_dir: Path, plugin_id: str | None) -> None:
         self.root = plugins_dir(data_dir)
-        self.plugin_id = plugin_id
-        self.target = self.root / plugin_id
         self.path = self.root / f"{_STAGING_PREFIX}{secrets.token_hex(8)}"
+        self.plugin_id = ""
+        self.target = self.root
+        if plugin_id is not None:
+            self.name(plugin_id)
 
-    def __enter__(self) -> _Staging:
-        if self.target.exists() or self.target.is_symlink():
-            raise InvalidArguments(f"a plugin {self.plugin_id} is already installed at {self.target}; choose --id")
+    def name(self, plugin_id: str) -> None:
+        """The id (and folder name) the plugin gets; refused when taken. `None` at the start
+        (a bundle's id comes from its manifest) must be named before `finish`."""
+        check_id(plugin_id)
+        target = self.root / plugin_id
+        if target.exists() or target.is_symlink():
+            raise InvalidArguments(f"a plugin {plugin_id} is already installed at {target}; choose --id")
+        self.plugin_id, self.target = plugin_id, target
+
+    def __enter__(self) -> Staging:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self.path.mkdir()
@@ -176,31 +204,30 @@ class _Staging:
     def __exit__(self, *exc: object) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def finish(
-        self,
-        source: NpmSource | PypiSource,
-        version: str,
-        command: str,
-        args: tuple[str, ...],
-        *,
-        title: object,
-        description: object,
-    ) -> Installed:
-        """Write and check the manifest, then move the folder into place."""
+    def finish(self, source: Source, origin: str, got: Launched) -> Installed:
+        """Write and check the manifest (`origin`: what was installed, for its header), then
+        move the folder into place."""
+        if not self.plugin_id:
+            raise InvalidArguments("the plugin has no id; choose one with --id")
+        transport: dict[str, Any] = {"command": got.command, "args": list(got.args)}
+        if got.env:
+            transport["env"] = dict(got.env)
+        transport["sandbox"] = {"allow_net": False}
         manifest: dict[str, Any] = {
             "id": self.plugin_id,
-            "title": _shown_text(title, "title", MAX_TITLE_CHARS, multiline=False),
-            "version": _shown_text(version, "version", 64, multiline=False),
-            "description": _shown_text(description, "description", MAX_DESCRIPTION_BYTES // 4, multiline=True),
+            "title": _shown_text(got.title, "title", MAX_TITLE_CHARS, multiline=False),
+            "version": _shown_text(got.version, "version", 64, multiline=False),
+            "description": _shown_text(got.description, "description", MAX_DESCRIPTION_BYTES // 4, multiline=True),
             "acl": "role_granted",
             "instances": "per_session",
-            "transport": {"command": command, "args": list(args), "sandbox": {"allow_net": False}},
+            "transport": transport,
         }
+        if got.config:
+            manifest["config"] = list(got.config)
         today = datetime.datetime.now(datetime.UTC).date().isoformat()
         header = (
             f"# Installed by `mcp-host plugin add {printable(str(source), 300)}` on {today}:\n"
-            f"# {printable(source.package, 214)} {printable(version or '(unknown version)', 64)}"
-            f" from {'npm' if isinstance(source, NpmSource) else 'PyPI'}.\n"
+            f"# {printable(origin, 400)}.\n"
             "# No network, no host ops, no workspace; the owner approves its tools before visitors see them.\n"
         )
         body = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
@@ -215,14 +242,15 @@ class _Staging:
             self.path.rename(self.target)
         except OSError:
             raise InvalidArguments(f"a plugin {self.plugin_id} appeared at {self.target} meanwhile") from None
-        return Installed(self.plugin_id, self.target, command, args, version)
+        return Installed(self.plugin_id, self.target, got.command, got.args, got.version)
 
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
 
 
-def _check_id(plugin_id: str) -> None:
+def check_id(plugin_id: str) -> None:
+    """Refuse `plugin_id` unless it is a plugin id (one sentence)."""
     if not PLUGIN_ID_RE.match(plugin_id):
         raise InvalidArguments(
             f"{printable(plugin_id, 80)!r} is not a plugin id (dot-joined words of a-z 0-9 _, each starting"
@@ -230,7 +258,8 @@ def _check_id(plugin_id: str) -> None:
         )
 
 
-def _default_id(source: NpmSource | PypiSource) -> str:
+def default_id(source: NpmSource | PypiSource) -> str:
+    """The plugin id `source` gets unless the owner names one."""
     plugin_id = ".".join(plugin_id_words(source))
     if not PLUGIN_ID_RE.match(plugin_id):
         raise InvalidArguments(f"no plugin id can be made from {source.package}; choose one with --id")

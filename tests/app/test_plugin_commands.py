@@ -12,12 +12,12 @@ from mcp_host.plugins import install_pypi
 from tests.plugins.packages import PYPI_SOURCE, wheel
 
 
-def test_add_refuses_a_hostile_source_and_a_bundle_for_now(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugin", "add", "npm:--registry=http://evil", "--data-dir", str(tmp_path)]) == 2
     assert main(["plugin", "add", "x.mcpb", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("mcp-host: '--registry=http://evil' is not an npm package name")
-    assert err[1] == "mcp-host: installing an MCP Bundle is not supported yet; use npm:<package> or pypi:<package>"
+    assert err[1] == "mcp-host: the bundle 'x.mcpb' is not a file."
     assert not (tmp_path / "plugins").exists()
 
 
