@@ -10,7 +10,7 @@ path ever reaches npm or pip as a package name.
 - `pypi:<package>[==<version>]`: a distribution name (PEP 508: letters, digits and `._-`, a
   letter or digit at both ends), a PEP 440 version.
 - a path ending `.mcpb` (an MCP Bundle) or named `server.json` (an MCP registry entry):
-  recognised here, installed by a later part of issue 15.
+  recognised here, installed by `install_bundle` (unpacked, or its npm or PyPI package).
 """
 
 from __future__ import annotations
