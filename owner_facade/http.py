@@ -25,6 +25,7 @@ from mcp_host.edge import Unauthorized, rest_response, untraced
 from mcp_host.visitor import bearer_token
 
 from .door import OwnerDoor
+from .services import PROGRESS
 
 __all__ = ["OWNER_PATH", "OwnerMCPEndpoint", "build_owner_server"]
 
@@ -54,7 +55,9 @@ def build_owner_server(door: OwnerDoor) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        return await door.call_tool(_owner_of(ctx).id, params.name, params.arguments)
+        owner = _owner_of(ctx)
+        PROGRESS.set(ctx.session.report_progress)  # this call's task only: a long tool reports progress
+        return await door.call_tool(owner.id, params.name, params.arguments)
 
     server: Server[Any] = Server(
         SERVER_NAME,

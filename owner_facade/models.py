@@ -29,6 +29,8 @@ __all__ = [
     "HostSettingsSet",
     "NoArguments",
     "OwnerProfileSet",
+    "PluginAdd",
+    "PluginRemove",
     "RolePut",
     "SessionEnd",
     "ToolApprove",
@@ -213,3 +215,23 @@ class OwnerProfileSet(_Arguments):
         max_length=1024,
         description="Your IANA timezone such as Europe/Berlin; plugins with no timezone of their own use it.",
     )
+
+
+class PluginAdd(_Arguments):
+    source: str = Field(
+        min_length=1,
+        max_length=300,
+        description="What to install: npm:<package>[@<version>], pypi:<package>[==<version>], or a path "
+        "on the host's machine to an .mcpb bundle or an MCP registry server.json.",
+    )
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The plugin id to give it (default: made from the package name, e.g. npm.scope.name).",
+    )
+
+
+class PluginRemove(_Arguments):
+    id: str = _name("An installed plugin's id, as plugins_list shows it.")
+    purge: bool = Field(default=False, description="Also delete its store and its config values (cannot be undone).")

@@ -5,24 +5,72 @@ Above: `tools` and `door`. Below: `mcp_host`'s public surface only.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from mcp_host.access import Access, OwnerStore, SessionStore
+from mcp_host.children import ChildPool
 from mcp_host.connectors import Connections, ConnectorGateway
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import Plugin, PluginKind, Registry
+from mcp_host.plugins import (
+    BundleSource,
+    Installed,
+    NpmSource,
+    Plugin,
+    PluginKind,
+    PypiSource,
+    Registry,
+    install_bundle,
+    install_npm,
+    install_pypi,
+    install_registry_entry,
+    parse_source,
+)
 from mcp_host.policy import AuditLog, HoldBook, PinBook
-from mcp_host.store import ConfigBackend
+from mcp_host.store import ConfigBackend, PgPool
 
-__all__ = ["OwnerServices", "ReviewProgress"]
+__all__ = ["PROGRESS", "OwnerServices", "PluginAdmin", "Progress", "ReviewProgress", "install"]
+
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+PROGRESS: ContextVar[Progress | None] = ContextVar("owner_facade_progress", default=None)
+"""The current owner call's progress reporter (set by the endpoint; a no-op unless the caller
+sent a progressToken): how a long tool such as `plugin_add` tells the owner it still runs."""
 
 
 class ReviewProgress(Protocol):
     """The review at start that lists every capability's tools for the owner
-    (`mcp_host.visitor.OwnerReview`)."""
+    (`mcp_host.visitor.OwnerReview`); `all` lists some now (a plugin installed while the host runs)."""
 
     async def settled(self, *, within_s: float) -> bool: ...
+
+    async def all(self, capabilities: Sequence[Plugin]) -> None: ...
+
+
+def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
+    """Install `source_text` into `<data_dir>/plugins` (blocking: npm or pip runs; call it off
+    the event loop), as `mcp-host plugin add` does; a bundle or a server.json is a path on the
+    host's machine. Tests replace this function to install from a local tarball or wheel."""
+    source = parse_source(source_text)
+    if isinstance(source, NpmSource):
+        return install_npm(source, data_dir, plugin_id=plugin_id)
+    if isinstance(source, PypiSource):
+        return install_pypi(source, data_dir, plugin_id=plugin_id)
+    if isinstance(source, BundleSource):
+        return install_bundle(source, data_dir, plugin_id=plugin_id)
+    return install_registry_entry(source, data_dir, plugin_id=plugin_id)
+
+
+@dataclass(frozen=True)
+class PluginAdmin:
+    """What installing and removing plugins while the host runs needs: where they go, the
+    children to stop, and the database (to drop a purged plugin's store and config)."""
+
+    data_dir: Path
+    children: ChildPool
+    database: PgPool
 
 
 @dataclass(frozen=True)
@@ -42,6 +90,8 @@ class OwnerServices:
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
     review: ReviewProgress | None = None
     """The review at start (None with pinning off): `tools_pending` waits for it, bounded."""
+    admin: PluginAdmin | None = None
+    """None: this host does not install or remove plugins from the owner door."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

@@ -8,20 +8,29 @@ Handlers raise `mcp_host`'s `HostError`s; the door turns them into `{code, messa
 
 from __future__ import annotations
 
+import logging
+import re
+import shutil
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import anyio
+import anyio.to_thread
 import mcp.types as types
 from pydantic import BaseModel
 
 from mcp_host.access import is_code_id, is_key_id
+from mcp_host.backchannel import named_ops
 from mcp_host.connectors import Connection
 from mcp_host.errors import HostError, InvalidArguments, Unconfigured, UnknownTool
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Installed, Plugin, installed, load_plugins, plugins_dir, printable, remove
 from mcp_host.policy import DefinitionChanged, PendingTool, definition_hash, summarize
-from mcp_host.store import SCOPES, ConfigScope, declared
+from mcp_host.store import SCOPES, ConfigScope, declared, uninstall
 
+from . import services as _services
 from .models import (
     ApiKeyCreate,
     ApiKeyRevoke,
@@ -40,11 +49,13 @@ from .models import (
     HostSettingsSet,
     NoArguments,
     OwnerProfileSet,
+    PluginAdd,
+    PluginRemove,
     RolePut,
     SessionEnd,
     ToolApprove,
 )
-from .services import OwnerServices
+from .services import PROGRESS, OwnerServices, PluginAdmin
 
 __all__ = ["TOOLS", "Answer", "OwnerTool"]
 
@@ -52,6 +63,11 @@ A = TypeVar("A", bound=BaseModel)
 Answer = dict[str, Any] | types.CallToolResult
 # How long `tools_pending` waits for the review at start (its children starting) to finish.
 _REVIEW_WAIT_S = 20.0
+# How often `plugin_add` tells the owner the install still runs (MCP progress notifications).
+_PROGRESS_EVERY_S = 1.0
+# How long `plugin_add` waits for the new plugin's first tool list (its child starting).
+_FIRST_LIST_WAIT_S = 60.0
+logger = logging.getLogger("owner_facade")
 Summary = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
@@ -443,6 +459,140 @@ async def _owner_profile_set(s: OwnerServices, owner_id: str, a: OwnerProfileSet
     return (await s.owners.set_profile(owner_id, a.model_dump(include=a.model_fields_set))).profile()
 
 
+# -- plugins installed while the host runs ---------------------------------------------------
+
+
+def _admin(s: OwnerServices) -> PluginAdmin:
+    if s.admin is None:
+        raise Unconfigured("this host does not install plugins from the owner door")
+    return s.admin
+
+
+async def _installing(admin: PluginAdmin, a: PluginAdd) -> Installed:
+    """Run the installer off the event loop, telling the owner every ~1 s that it still runs."""
+    report = PROGRESS.get()
+    started = time.monotonic()
+    failed: Exception | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def tick() -> None:
+            while report is not None:
+                await anyio.sleep(_PROGRESS_EVERY_S)
+                elapsed = time.monotonic() - started
+                await report(elapsed, None, f"installing {printable(a.source, 80)}: {elapsed:.0f} s")
+
+        tg.start_soon(tick)
+        try:
+            done = await anyio.to_thread.run_sync(_services.install, a.source, admin.data_dir, a.id)
+        except Exception as exc:  # raised below, outside the task group (not in an exception group)
+            failed = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return done
+
+
+def _loaded(s: OwnerServices, done: Installed) -> Plugin:
+    """The installed folder loaded as a plugin the running host can take: a capability with a
+    new id that names no host op (a plugin added now never gets a back-channel)."""
+    report = load_plugins(None, [done.folder])
+    if report.errors or len(report.plugins) != 1:
+        raise InvalidArguments(f"the installed plugin {done.id} does not load; `mcp-host check` says why")
+    plugin = report.plugins[0]
+    pid = plugin.manifest.id
+    if s.plugins.get(pid) is not None:
+        raise InvalidArguments(f"a plugin {pid} is loaded already; choose another id")
+    if plugin.manifest.kind != "capability":
+        raise InvalidArguments(f"{pid} is a connector; a running host adds capabilities only (restart it)")
+    if named_ops(plugin) or plugin.manifest.quota_gate() is not None:
+        raise InvalidArguments(f"{pid} names host ops or a quota, which a plugin added while the host runs cannot use")
+    return plugin
+
+
+def _discard(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
+    """Install, load and add a plugin; list its tools for the owner's review at once. A failure
+    after the install removes the folder again: nothing is left behind."""
+    admin = _admin(s)
+    if a.id is not None and s.plugins.get(a.id) is not None:
+        raise InvalidArguments(f"a plugin {a.id[:64]} is loaded already; choose another id")
+    done = await _installing(admin, a)
+    try:
+        plugin = _loaded(s, done)
+    except BaseException:
+        await anyio.to_thread.run_sync(_discard, done.folder)
+        raise
+    s.plugins.add(plugin)
+    pid = plugin.manifest.id
+    if s.review is not None:
+        with anyio.move_on_after(_FIRST_LIST_WAIT_S):
+            await s.review.all([plugin])  # lists it in owner context: its tools are pending now
+    pending = [t.tool for t in await s.pins.pending() if t.plugin_id == pid] if s.pins is not None else []
+    fields = declared(plugin.manifest, "owner")
+    return {
+        "capability": pid,
+        "version": done.version,
+        "folder": str(done.folder),
+        "pending_tools": pending,
+        "config_to_set": [
+            {"key": f.key, "type": f.type, "default": f.default, "description": f.description} for f in fields
+        ],
+        "next": "approve its tools (tools_pending, tool_approve) and grant it to a role (role_put)",
+    }
+
+
+_MANIFEST = "manifest.yaml"  # an installed plugin's, whose first line names its source
+_SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
+
+
+def _source_of(folder: Path) -> str | None:
+    try:
+        with (folder / _MANIFEST).open(encoding="utf-8") as file:
+            first = file.readline(512)
+    except OSError:
+        return None
+    found = _SOURCE_RE.match(first)
+    return found.group(1) if found else None
+
+
+async def _plugins_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    """The plugins installed in the data directory: id, source, version, folder, and loaded."""
+    admin = _admin(s)
+    out = []
+    for name, folder, manifest in await anyio.to_thread.run_sync(installed, admin.data_dir):
+        pid = manifest.id if manifest is not None else name
+        out.append(
+            {
+                "id": pid,
+                "source": _source_of(folder),
+                "version": manifest.version if manifest is not None else None,
+                "folder": str(folder),
+                "loaded": s.plugins.get(pid) is not None,
+            }
+        )
+    return {"plugins": out}
+
+
+async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> Answer:
+    """Stop an installed plugin's children, drop it from the registry and delete its folder;
+    with `purge` also its store and config."""
+    admin = _admin(s)
+    if not (plugins_dir(admin.data_dir) / a.id).is_dir():
+        raise InvalidArguments(f"no plugin {a.id[:64]} is installed in {plugins_dir(admin.data_dir)}")
+    plugin = s.plugins.remove(a.id)
+    admin.children.stop_plugin(a.id)
+    folder = await anyio.to_thread.run_sync(remove, admin.data_dir, a.id)
+    answer: dict[str, Any] = {"removed": a.id, "folder": str(folder), "was_loaded": plugin is not None}
+    if a.purge:
+        gone = await uninstall(admin.database, plugin.manifest.kind if plugin else "capability", a.id)
+        answer["purged"] = {"store_dropped": gone.schema_dropped, "config_rows_deleted": gone.config_rows_deleted}
+    return answer
+
+
 _TABLE: list[OwnerTool[Any]] = [
     OwnerTool(
         "capabilities_list",
@@ -545,6 +695,23 @@ _TABLE: list[OwnerTool[Any]] = [
         "Approve or deny a pending hold; an approved call runs once, when the visitor repeats it unchanged.",
         HoldDecide,
         _hold_decide,
+    ),
+    OwnerTool(
+        "plugin_add",
+        "Install an MCP server as a plugin and add it to the running host: npm:<package>[@<version>], "
+        "pypi:<package>[==<version>], or a path to an .mcpb bundle or a server.json. Reports progress while "
+        "npm or pip runs; answers with the new capability, its tools pending your approval and the config "
+        "it declares. It is granted to no role and has no network.",
+        PluginAdd,
+        _plugin_add,
+    ),
+    OwnerTool("plugins_list", "The plugins installed in the data directory.", NoArguments, _plugins_list),
+    OwnerTool(
+        "plugin_remove",
+        "Remove an installed plugin: stop its processes, drop its tools, delete its folder; purge: true "
+        "also deletes its store and config values.",
+        PluginRemove,
+        _plugin_remove,
     ),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),

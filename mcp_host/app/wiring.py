@@ -60,7 +60,7 @@ from mcp_host.visitor import (
     security_settings,
 )
 from mcp_host.wire import MetaCaps
-from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, build_owner_server
+from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginAdmin, build_owner_server
 
 __all__ = [
     "OWNER_PATH",
@@ -431,7 +431,9 @@ def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: 
     )
 
 
-def _owner_door(settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue) -> OwnerDoor:
+def _owner_door(
+    settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue, database: Database
+) -> OwnerDoor:
     calls = OwnerCalls(
         early.plugins, early.children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s
     )
@@ -450,6 +452,8 @@ def _owner_door(settings: Settings, early: Early, shared: _Shared, catalogue: Ca
             owners=shared.owners,
             pins=shared.pins,
             review=shared.review,
+            # plugin_add / plugin_remove while the host runs (into <data dir>/plugins)
+            admin=PluginAdmin(settings.data_dir, early.pool, database.pool),
         )
     )
 
@@ -509,7 +513,7 @@ async def wired(
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins)
     owner_manager = _session_manager(
-        build_owner_server(_owner_door(settings, early, shared, catalogue)), settings, rules
+        build_owner_server(_owner_door(settings, early, shared, catalogue, database)), settings, rules
     )
     doors = _doors(settings, shared, door, visitor_manager, owner_manager)
     # The back-channel serves before the doors that mint grants open, and stops after them.
