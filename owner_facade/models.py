@@ -234,4 +234,6 @@ class PluginAdd(_Arguments):
 
 class PluginRemove(_Arguments):
     id: str = _name("An installed plugin's id, as plugins_list shows it.")
-    purge: bool = Field(default=False, description="Also delete its store and its config values (cannot be undone).")
+    purge: bool = Field(
+        default=False, description="Also delete its store, its config values and its tool approvals (cannot be undone)."
+    )

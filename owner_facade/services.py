@@ -66,11 +66,13 @@ def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installe
 @dataclass(frozen=True)
 class PluginAdmin:
     """What installing and removing plugins while the host runs needs: where they go, the
-    children to stop, and the database (to drop a purged plugin's store and config)."""
+    children to stop, the database (to drop a purged plugin's store and config), and who tells
+    the visitor sessions that see a plugin that it came or goes (`ChangeFeed.announce`)."""
 
     data_dir: Path
     children: ChildPool
     database: PgPool
+    announce: Callable[[str], None] = lambda plugin_id: None
 
 
 @dataclass(frozen=True)

@@ -411,6 +411,8 @@ async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answ
         ) from None
     if before is None:
         raise UnknownTool(f"no tool {a.tool[:64]!r} of {a.capability[:64]!r} has been seen")
+    if s.admin is not None:
+        s.admin.announce(a.capability)  # the sessions that see it are shown the tool now
     return {
         "approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen},
         "hidden": colliding,
@@ -531,6 +533,7 @@ async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
     if s.review is not None:
         with anyio.move_on_after(_FIRST_LIST_WAIT_S):
             await s.review.all([plugin])  # lists it in owner context: its tools are pending now
+    admin.announce(pid)  # the sessions that see it relist (its tools show once approved)
     pending = [t.tool for t in await s.pins.pending() if t.plugin_id == pid] if s.pins is not None else []
     fields = declared(plugin.manifest, "owner")
     return {
@@ -583,13 +586,19 @@ async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> An
     admin = _admin(s)
     if not (plugins_dir(admin.data_dir) / a.id).is_dir():
         raise InvalidArguments(f"no plugin {a.id[:64]} is installed in {plugins_dir(admin.data_dir)}")
+    admin.announce(a.id)  # first: the sessions that see it now (they relist once it is gone)
     plugin = s.plugins.remove(a.id)
     admin.children.stop_plugin(a.id)
     folder = await anyio.to_thread.run_sync(remove, admin.data_dir, a.id)
     answer: dict[str, Any] = {"removed": a.id, "folder": str(folder), "was_loaded": plugin is not None}
     if a.purge:
         gone = await uninstall(admin.database, plugin.manifest.kind if plugin else "capability", a.id)
-        answer["purged"] = {"store_dropped": gone.schema_dropped, "config_rows_deleted": gone.config_rows_deleted}
+        pins = await s.pins.forget(a.id) if s.pins is not None else 0
+        answer["purged"] = {
+            "store_dropped": gone.schema_dropped,
+            "config_rows_deleted": gone.config_rows_deleted,
+            "tool_pins_deleted": pins,
+        }
     return answer
 
 

@@ -432,7 +432,7 @@ def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: 
 
 
 def _owner_door(
-    settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue, database: Database
+    settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue, database: Database, feed: ChangeFeed
 ) -> OwnerDoor:
     calls = OwnerCalls(
         early.plugins, early.children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s
@@ -453,7 +453,7 @@ def _owner_door(
             pins=shared.pins,
             review=shared.review,
             # plugin_add / plugin_remove while the host runs (into <data dir>/plugins)
-            admin=PluginAdmin(settings.data_dir, early.pool, database.pool),
+            admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce),
         )
     )
 
@@ -513,7 +513,7 @@ async def wired(
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins)
     owner_manager = _session_manager(
-        build_owner_server(_owner_door(settings, early, shared, catalogue, database)), settings, rules
+        build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )
     doors = _doors(settings, shared, door, visitor_manager, owner_manager)
     # The back-channel serves before the doors that mint grants open, and stops after them.

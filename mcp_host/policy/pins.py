@@ -2,7 +2,8 @@
 
 Above: `bindings`, which reports every newly vetted child list (`observe`) and hides from
 visitors each tool whose live definition is not the approved one (`approved`, answered from
-memory); the owner's door lists what waits (`pending`) and approves it (`approve`).
+memory); the owner's door lists what waits (`pending`), approves it (`approve`) and forgets a
+purged plugin's pins (`forget`).
 Below: asyncpg (`mcp_host.tool_pins`, host-wide: a tool's definition is its plugin's, not an
 owner's).
 
@@ -138,6 +139,11 @@ class PinBook(Protocol):
         """
         ...
 
+    async def forget(self, plugin_id: str) -> int:
+        """Delete every pin of `plugin_id` (a purged plugin: its tools are pending no more, and
+        one installed again later under the id starts pending); how many were deleted."""
+        ...
+
 
 class _Approvals:
     """The in-memory half both implementations share: approved hashes and the warn-once log."""
@@ -156,6 +162,10 @@ class _Approvals:
         else:
             self.hashes[key] = digest
         self.version += 1
+
+    def drop(self, plugin_id: str) -> None:
+        for key in [k for k in self.hashes if k[0] == plugin_id]:
+            self.put(*key, None)
 
     def approved(self, plugin_id: str, tool: types.Tool) -> bool:
         digest = self.hashes.get((plugin_id, tool.name))
@@ -289,6 +299,11 @@ class Pins:
         logger.info("%s: tool %r approved by the owner", plugin_id, tool_name)
         return PendingTool(plugin_id, tool_name, row["approved_definition"], row["seen_definition"], row["seen_at"])
 
+    async def forget(self, plugin_id: str) -> int:
+        rows = await self._pool.fetch("DELETE FROM mcp_host.tool_pins WHERE plugin_id = $1 RETURNING tool", plugin_id)
+        self._memory.drop(plugin_id)
+        return len(rows)
+
 
 @dataclass
 class _Row:
@@ -359,3 +374,10 @@ class MemoryPins:
         row.approved, row.approved_hash = row.seen, row.seen_hash
         self._memory.put(plugin_id, tool_name, row.seen_hash)
         return before
+
+    async def forget(self, plugin_id: str) -> int:
+        keys = [key for key in self._rows if key[0] == plugin_id]
+        for key in keys:
+            del self._rows[key]
+        self._memory.drop(plugin_id)
+        return len(keys)

@@ -172,6 +172,12 @@ class ChangeFeed:
             for connection_id, server_session in list(listeners.connections.items()):
                 self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
 
+    def announce(self, plugin_id: str) -> None:
+        """A plugin was added, or is about to be removed (call it first: it tells the sessions
+        that see the plugin now): its tools, prompts and resources lists changed for them."""
+        for what in ("tools", "prompts", "resources"):
+            self.publish(ListChange(plugin_id, what))
+
     def _hears(self, session: Session, change: ListChange) -> bool:
         if session.credential_revoked or not self._sees(session, change.plugin_id):
             return False

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp.types as types
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -191,3 +192,43 @@ async def test_a_bad_source_is_refused_in_one_sentence_and_leaves_nothing(
         failed, refusal = await owner_call(owner, "plugin_remove", id="npm.nothing")
         assert failed and refusal["code"] == "invalid_arguments", refusal
     assert leftovers(settings.data_dir) == []  # no folder, no .staging-* one either
+
+
+@needs_npm
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_visitor_hears_a_plugin_approved_and_removed_and_purge_forgets_its_pins(
+    tmp_path: Path, database_url: str, local_npm: None
+) -> None:
+    heard: list[str] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append("tools")
+
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    async with running_host(settings) as running, owner_client(running) as owner:
+        result = await owner.call_tool("plugin_add", {"source": SHOUT})
+        assert not result.is_error, result.content
+        failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[NPM_ID])
+        assert not failed, answer
+        _, code = await owner_call(owner, "code_create", role="friends")
+        session = await running.new_session({"code": code["code"]})
+        async with running.client(session, "legacy", message_handler=on_message) as visitor:
+            assert "shout" not in {tool.name for tool in (await visitor.list_tools()).tools}  # pending
+            assert await approve_all(owner, NPM_ID) == ["shout"]
+            await wait_until(lambda: "tools" in heard, within_s=10)
+            assert "shout" in {tool.name for tool in (await visitor.list_tools()).tools}
+            heard.clear()
+            failed, removed = await owner_call(owner, "plugin_remove", id=NPM_ID)
+            assert not failed, removed
+            await wait_until(lambda: "tools" in heard, within_s=10)
+            assert "shout" not in {tool.name for tool in (await visitor.list_tools()).tools}
+
+        # Added again (its pin is still approved, so nothing is pending), then purged: its pins go.
+        result = await owner.call_tool("plugin_add", {"source": SHOUT})
+        assert not result.is_error and result.structured_content["pending_tools"] == [], result
+        failed, removed = await owner_call(owner, "plugin_remove", id=NPM_ID, purge=True)
+        assert not failed and removed["purged"]["tool_pins_deleted"] == 1, removed
+        failed, review = await owner_call(owner, "tools_pending")
+        assert not failed and not any(e["capability"] == NPM_ID for e in review["pending"]), review

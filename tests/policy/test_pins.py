@@ -170,6 +170,23 @@ async def test_a_pending_tool_names_the_shown_tools_approving_it_would_hide(eith
     assert await pins.exposed_alike("test.extra", "list") == []
 
 
+async def test_forget_deletes_a_purged_plugins_pins_and_its_approvals(either: Any) -> None:
+    pins = either
+    await pins.load()
+    await pins.observe(BUILTIN, [_tool("send_mail")])
+    await pins.observe(EXTRA, [_tool("list"), _tool("book")])
+    await pins.approve("test.extra", "book")
+    assert pins.approved("test.extra", _tool("book"))
+    assert [p.tool for p in await pins.pending()] == ["list"]
+    assert await pins.forget("test.extra") == 2
+    assert await pins.pending() == []  # tools_pending no longer shows the purged plugin's
+    assert not pins.approved("test.extra", _tool("book"))  # installed again later: pending again
+    assert pins.approved("test.builtin", _tool("send_mail"))  # other plugins' pins stay
+    await pins.observe(EXTRA, [_tool("book")])
+    assert [p.tool for p in await pins.pending()] == ["book"]
+    assert await pins.forget("test.nothing") == 0
+
+
 # -- Postgres --------------------------------------------------------------------------------
 
 
