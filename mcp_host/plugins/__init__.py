@@ -15,7 +15,17 @@ from .bundles import (
     parse_bundle_manifest,
     resolve_launch,
 )
-from .install import Installed, install_npm, install_pypi, installed, installed_root, plugins_dir, remove
+from .install import (
+    Installed,
+    install_npm,
+    install_pypi,
+    installed,
+    installed_root,
+    plugins_dir,
+    remove,
+    stage_upgrade,
+    switch_upgrade,
+)
 from .install_bundle import install_bundle, install_registry_entry
 from .loading import LoadReport, Plugin, check_paths, load_plugins
 from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
@@ -76,6 +86,8 @@ __all__ = [
     "plugins_dir",
     "printable",
     "remove",
+    "stage_upgrade",
+    "switch_upgrade",
     "resolve_launch",
     "schema_validator",
     "shown",
