@@ -31,6 +31,7 @@ __all__ = [
     "OwnerProfileSet",
     "PluginAdd",
     "PluginRemove",
+    "PluginUpgrade",
     "RolePut",
     "SessionEnd",
     "ToolApprove",
@@ -236,4 +237,14 @@ class PluginRemove(_Arguments):
     id: str = _name("An installed plugin's id, as plugins_list shows it.")
     purge: bool = Field(
         default=False, description="Also delete its store, its config values and its tool approvals (cannot be undone)."
+    )
+
+
+class PluginUpgrade(_Arguments):
+    id: str = _name("An installed plugin's id, as plugins_list shows it (installed from npm or PyPI).")
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="The version to install (default: the newest the registry has).",
     )

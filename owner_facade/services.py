@@ -28,11 +28,13 @@ from mcp_host.plugins import (
     install_pypi,
     install_registry_entry,
     parse_source,
+    stage_upgrade,
 )
 from mcp_host.policy import AuditLog, HoldBook, PinBook
+from mcp_host.settings import Settings
 from mcp_host.store import ConfigBackend, PgPool
 
-__all__ = ["PROGRESS", "OwnerServices", "PluginAdmin", "Progress", "ReviewProgress", "install"]
+__all__ = ["PROGRESS", "OwnerServices", "PluginAdmin", "Progress", "ReviewProgress", "install", "upgrade"]
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 PROGRESS: ContextVar[Progress | None] = ContextVar("owner_facade_progress", default=None)
@@ -63,6 +65,12 @@ def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installe
     return install_registry_entry(source, data_dir, plugin_id=plugin_id)
 
 
+def upgrade(plugin_id: str, version: str | None, data_dir: Path) -> Installed:
+    """Install installed `plugin_id`'s package again at `version` beside it (blocking; call it
+    off the event loop), as `mcp-host plugin upgrade` does. Tests replace this function."""
+    return stage_upgrade(data_dir, plugin_id, version)
+
+
 @dataclass(frozen=True)
 class PluginAdmin:
     """What installing and removing plugins while the host runs needs: where they go, the
@@ -73,6 +81,8 @@ class PluginAdmin:
     children: ChildPool
     database: PgPool
     announce: Callable[[str], None] = lambda plugin_id: None
+    settings: Settings | None = None
+    """How children start (`plugin_upgrade` tries the new version first); None: no upgrades."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Handlers raise `mcp_host`'s `HostError`s; the door turns them into `{code, messa
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import shutil
@@ -26,8 +27,18 @@ from mcp_host.access import is_code_id, is_key_id
 from mcp_host.backchannel import named_ops
 from mcp_host.connectors import Connection
 from mcp_host.errors import HostError, InvalidArguments, Unconfigured, UnknownTool
-from mcp_host.plugins import Installed, Plugin, installed, load_plugins, plugins_dir, printable, remove
+from mcp_host.plugins import (
+    Installed,
+    Plugin,
+    installed,
+    load_plugins,
+    plugins_dir,
+    printable,
+    remove,
+    switch_upgrade,
+)
 from mcp_host.policy import DefinitionChanged, PendingTool, definition_hash, summarize
+from mcp_host.sandbox import launch_for
 from mcp_host.store import SCOPES, ConfigScope, declared, uninstall
 
 from . import services as _services
@@ -51,6 +62,7 @@ from .models import (
     OwnerProfileSet,
     PluginAdd,
     PluginRemove,
+    PluginUpgrade,
     RolePut,
     SessionEnd,
     ToolApprove,
@@ -495,15 +507,18 @@ async def _installing(admin: PluginAdmin, a: PluginAdd) -> Installed:
     return done
 
 
-def _loaded(s: OwnerServices, done: Installed) -> Plugin:
+def _loaded(s: OwnerServices, done: Installed, *, replacing: str | None = None) -> Plugin:
     """The installed folder loaded as a plugin the running host can take: a capability with a
-    new id that names no host op (a plugin added now never gets a back-channel)."""
+    new id (or the id `replacing`, an upgrade's) that names no host op (a plugin added now never
+    gets a back-channel)."""
     report = load_plugins(None, [done.folder])
     if report.errors or len(report.plugins) != 1:
         raise InvalidArguments(f"the installed plugin {done.id} does not load; `mcp-host check` says why")
     plugin = report.plugins[0]
     pid = plugin.manifest.id
-    if s.plugins.get(pid) is not None:
+    if replacing is not None and pid != replacing:
+        raise InvalidArguments(f"the new version of {replacing} names itself {pid}")
+    if replacing is None and s.plugins.get(pid) is not None:
         raise InvalidArguments(f"a plugin {pid} is loaded already; choose another id")
     if plugin.manifest.kind != "capability":
         raise InvalidArguments(f"{pid} is a connector; a running host adds capabilities only (restart it)")
@@ -600,6 +615,58 @@ async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> An
             "tool_pins_deleted": pins,
         }
     return answer
+
+
+async def _tried(admin: PluginAdmin, plugin: Plugin) -> list[str]:
+    """Start the staged new version in owner context beside the old one (its own pool key, no
+    host socket) and list its tools; stopped again either way. A failure raises one sentence."""
+    assert admin.settings is not None
+    settings, key = admin.settings, f"{plugin.manifest.id}#upgrade"
+    try:
+        child = admin.children.child(key, lambda: launch_for(plugin, settings), per_session=plugin.manifest.per_session)
+        tools = await child.list_tools(timeout_s=_FIRST_LIST_WAIT_S)
+    except HostError as exc:
+        why = f"the new version did not list its tools ({exc.code}); the old one keeps running"
+        raise InvalidArguments(why) from None
+    finally:
+        admin.children.stop_plugin(key)
+    return [t.name for t in tools]
+
+
+async def _plugin_upgrade(s: OwnerServices, owner_id: str, a: PluginUpgrade) -> Answer:
+    """Install the new version beside the old one, list its tools, and only then switch: stop the
+    old children, swap the folders, replace it in the registry and list it for the owner's
+    review (changed definitions are pending again). Any failure before the switch deletes the
+    new folder; the old version keeps running untouched."""
+    admin = _admin(s)
+    if admin.settings is None:
+        raise Unconfigured("this host does not upgrade plugins from the owner door")
+    old = s.plugins.get(a.id)
+    staged = await anyio.to_thread.run_sync(_services.upgrade, a.id, a.version, admin.data_dir)
+    try:
+        plugin = _loaded(s, staged, replacing=a.id)
+        tools = await _tried(admin, plugin)
+    except BaseException:
+        await anyio.to_thread.run_sync(_discard, staged.folder)
+        raise
+    s.plugins.remove(a.id)
+    admin.children.stop_plugin(a.id)
+    folder = await anyio.to_thread.run_sync(switch_upgrade, admin.data_dir, a.id, staged.folder)
+    new = _loaded(s, dataclasses.replace(staged, folder=folder), replacing=a.id)
+    s.plugins.add(new)
+    if s.review is not None:
+        with anyio.move_on_after(_FIRST_LIST_WAIT_S):
+            await s.review.all([new])  # the pins see the new definitions: changed ones are pending
+    admin.announce(a.id)
+    pending = [t.tool for t in await s.pins.pending() if t.plugin_id == a.id] if s.pins is not None else []
+    return {
+        "capability": a.id,
+        "from_version": old.manifest.version if old is not None else None,
+        "version": staged.version,
+        "folder": str(folder),
+        "tools": tools,
+        "pending_tools": pending,
+    }
 
 
 _TABLE: list[OwnerTool[Any]] = [
@@ -721,6 +788,14 @@ _TABLE: list[OwnerTool[Any]] = [
         "also deletes its store and config values.",
         PluginRemove,
         _plugin_remove,
+    ),
+    OwnerTool(
+        "plugin_upgrade",
+        "Upgrade a plugin installed from npm or PyPI to `version` (default: the newest): installs it beside "
+        "the old one, lists its tools, and switches only when that succeeds; changed tools wait for your "
+        "approval again. On any failure the old version keeps running.",
+        PluginUpgrade,
+        _plugin_upgrade,
     ),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),

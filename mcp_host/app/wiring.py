@@ -452,8 +452,8 @@ def _owner_door(
             owners=shared.owners,
             pins=shared.pins,
             review=shared.review,
-            # plugin_add / plugin_remove while the host runs (into <data dir>/plugins)
-            admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce),
+            # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
+            admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce, settings),
         )
     )
 

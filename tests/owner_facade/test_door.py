@@ -51,6 +51,7 @@ OWNER_TOOLS = [
     "plugin_add",
     "plugins_list",
     "plugin_remove",
+    "plugin_upgrade",
     "audit_list",
     "host_settings_get",
     "host_settings_set",

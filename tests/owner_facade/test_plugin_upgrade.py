@@ -1,0 +1,84 @@
+"""The owner door's `plugin_upgrade` on a running host (offline, npm-packed tiny-node versions):
+a new version that cannot list its tools is refused and the old one keeps serving the visitor,
+with nothing left on disk; a new version whose tool description changed is switched in, and
+that tool is pending again: the visitor cannot call it until the owner approves it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import owner_facade.services as owner_services
+from mcp_host.plugins import Installed, stage_upgrade
+from tests.hosting import PLUGINS, host_settings, running_host
+from tests.owner_facade.test_plugin_tools import SHOUT, approve_all, local_npm, owner_client, tarball
+from tests.plugins.packages import npm_tarball
+from tests.plugins.test_install import NPM_ID, leftovers, owner_call
+from tests.plugins.test_upgrade import NEW_DESCRIPTION, tiny_node_version
+from tests.processes import needs_bwrap
+
+__all__ = ["local_npm", "tarball"]  # fixtures this module uses, defined in test_plugin_tools
+
+needs_npm = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed (Node.js 20+ with npm)")
+
+
+@pytest.fixture
+def versions(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The owner door's upgrade installs 2.0.0 (shout's description changed) or 3.0.0 (a server
+    that exits at start) from local tarballs."""
+    folder = tmp_path_factory.mktemp("versions")
+    made = {"1.0.0": npm_tarball(folder), "2.0.0": tiny_node_version(folder, "2.0.0")}
+    made["3.0.0"] = tiny_node_version(folder, "3.0.0", broken=True)
+
+    def upgrade(plugin_id: str, version: str | None, data_dir: Path) -> Installed:
+        assert version is not None
+        return stage_upgrade(data_dir, plugin_id, version, spec=str(made[version]))
+
+    monkeypatch.setattr(owner_services, "upgrade", upgrade)
+
+
+@needs_npm
+@needs_bwrap
+@pytest.mark.anyio
+async def test_upgrade_switches_only_when_listed_and_a_changed_tool_is_pending_again(
+    tmp_path: Path, database_url: str, local_npm: None, versions: None
+) -> None:
+    settings = host_settings(tmp_path, database_url, [str(PLUGINS / "echo")], pin_tools=True)
+    async with running_host(settings) as running, owner_client(running) as owner:
+        failed, added = await owner_call(owner, "plugin_add", source=SHOUT)
+        assert not failed and added["version"] == "1.0.0", added
+        assert await approve_all(owner, NPM_ID) == ["shout"]
+        failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[NPM_ID])
+        assert not failed, answer
+        _, code = await owner_call(owner, "code_create", role="friends")
+        session = await running.new_session({"code": code["code"]})
+        async with running.client(session) as visitor:
+            assert not (await visitor.call_tool("shout", {"text": "a"})).is_error
+
+            failed, refusal = await owner_call(owner, "plugin_upgrade", id=NPM_ID, version="3.0.0")
+            assert failed and refusal["code"] == "invalid_arguments", refusal
+            assert "did not list its tools" in refusal["message"] and "old one keeps running" in refusal["message"]
+            assert leftovers(settings.data_dir) == [NPM_ID]
+            still = await visitor.call_tool("shout", {"text": "still"})
+            assert not still.is_error and still.content[0].text == "STILL"  # type: ignore[union-attr]
+
+            failed, upgraded = await owner_call(owner, "plugin_upgrade", id=NPM_ID, version="2.0.0")
+            assert not failed, upgraded
+            assert upgraded["from_version"] == "1.0.0" and upgraded["version"] == "2.0.0", upgraded
+            assert upgraded["tools"] == ["shout"] and upgraded["pending_tools"] == ["shout"], upgraded
+            assert leftovers(settings.data_dir) == [NPM_ID]
+            header = (settings.data_dir / "plugins" / NPM_ID / "manifest.yaml").read_text().splitlines()[1]
+            assert "2.0.0 from npm" in header, header
+            failed, review = await owner_call(owner, "tools_pending")
+            entry = next(e for e in review["pending"] if e["capability"] == NPM_ID)
+            assert NEW_DESCRIPTION in str(entry), entry
+
+            assert "shout" not in {tool.name for tool in (await visitor.list_tools()).tools}
+            assert (await visitor.call_tool("shout", {"text": "b"})).is_error
+            assert await approve_all(owner, NPM_ID) == ["shout"]
+            tools = {tool.name: tool for tool in (await visitor.list_tools()).tools}
+            assert tools["shout"].description == NEW_DESCRIPTION
+            loud = await visitor.call_tool("shout", {"text": "new"})
+            assert not loud.is_error and loud.content[0].text == "NEW"  # type: ignore[union-attr]
