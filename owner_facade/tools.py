@@ -604,6 +604,7 @@ async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> An
     admin.announce(a.id)  # first: the sessions that see it now (they relist once it is gone)
     plugin = s.plugins.remove(a.id)
     admin.children.stop_plugin(a.id)
+    s.catalogue.forget(a.id)  # a re-install is vetted and recorded with the pins afresh
     folder = await anyio.to_thread.run_sync(remove, admin.data_dir, a.id)
     answer: dict[str, Any] = {"removed": a.id, "folder": str(folder), "was_loaded": plugin is not None}
     if a.purge:

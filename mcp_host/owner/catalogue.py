@@ -158,6 +158,10 @@ class Catalogue:
             lines=[LogEntry(at=_at(line.at), kind=line.kind, text=line.text) for line in children[0].log.recent(lines)],
         )
 
+    def forget(self, plugin_id: str) -> None:
+        """`plugin_id` was removed while the host runs: forget its tool lists and causes."""
+        self._bindings.forget(plugin_id)
+
     def rejected(self) -> list[RejectedTool]:
         """The tools dropped from the last vetted list of each loaded plugin, by plugin and name."""
         rejected = self._bindings.rejected

@@ -280,6 +280,15 @@ class Bindings:
         except HostError:
             return None
 
+    def forget(self, plugin_id: str) -> None:
+        """Drop what is remembered of `plugin_id`'s lists (it was removed while the host runs):
+        a re-install with the same tools is vetted and recorded with the pins again, rather than
+        matched against a list of a plugin that is gone."""
+        for table in (self._observed, self._pinned, self._withheld, self._reported, self._vetted, self._dropped):
+            table.pop(plugin_id, None)
+        self._causes.pop(plugin_id, None)
+        self._merges = {ids: merge for ids, merge in self._merges.items() if plugin_id not in ids}
+
     def last_seen_in(self, name: str) -> list[str]:
         """Ids of capabilities whose last real list had a tool `name` (for logs, not decisions)."""
         return [pid for pid, (_, safe) in self._vetted.items() if any(t.name == name for t in safe)]

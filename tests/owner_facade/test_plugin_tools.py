@@ -232,3 +232,8 @@ async def test_a_visitor_hears_a_plugin_approved_and_removed_and_purge_forgets_i
         assert not failed and removed["purged"]["tool_pins_deleted"] == 1, removed
         failed, review = await owner_call(owner, "tools_pending")
         assert not failed and not any(e["capability"] == NPM_ID for e in review["pending"]), review
+
+        # Installed again after the purge: the same tool is pending again, not silently hidden
+        # (the host forgot its last list of the plugin with the plugin).
+        result = await owner.call_tool("plugin_add", {"source": SHOUT})
+        assert not result.is_error and result.structured_content["pending_tools"] == ["shout"], result
