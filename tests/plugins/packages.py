@@ -21,10 +21,15 @@ PYPI_SOURCE = PypiSource("whisper-server")
 
 def npm_tarball(folder: Path) -> Path:
     """`npm pack` of tiny-node into `folder`: the .tgz `npm install` takes with no registry."""
-    npm = shutil.which("npm")
-    assert npm is not None
     work = folder / "tiny-node"
     shutil.copytree(PACKAGES / "tiny-node", work)
+    return npm_pack(work, folder)
+
+
+def npm_pack(work: Path, folder: Path) -> Path:
+    """`npm pack` of the package in `work` into `folder`; the .tgz's path."""
+    npm = shutil.which("npm")
+    assert npm is not None
     done = subprocess.run(
         [npm, "pack", "--pack-destination", str(folder), "--loglevel=error"],
         cwd=work,

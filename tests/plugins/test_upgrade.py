@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from mcp_host.app.cli import main
 from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import install_npm, stage_upgrade, switch_upgrade
 from mcp_host.plugins.manifest import load_manifest
-from tests.plugins.packages import NPM_SOURCE, PACKAGES, npm_tarball
+from tests.plugins.packages import NPM_SOURCE, PACKAGES, npm_pack, npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, offline
 from tests.processes import needs_bwrap
 
@@ -37,17 +36,7 @@ def tiny_node_version(folder: Path, version: str, *, description: str = NEW_DESC
     if broken:
         server = server.replace('"use strict";', '"use strict";\nprocess.exit(3);', 1)
     (work / "server.js").write_text(server)
-    npm = shutil.which("npm")
-    assert npm is not None
-    done = subprocess.run(
-        [npm, "pack", "--pack-destination", str(folder), "--loglevel=error"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return folder / done.stdout.strip().splitlines()[-1]
+    return npm_pack(work, folder)
 
 
 @pytest.fixture(scope="module")
