@@ -36,6 +36,18 @@ ensure_bwrap() {
   fi
 }
 
+ensure_haproxy() {
+  # HAProxy in front of several replicas (scripts/cluster, tests/cluster).
+  if command -v haproxy >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing haproxy with apt-get"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null
+  else
+    echo "[setup] haproxy is missing: install it (Debian/Ubuntu: sudo apt-get install haproxy)" >&2
+    return 1
+  fi
+}
+
 ensure_conformance_suite() {
   # Optional: the conformance test skips (saying why) when Node is missing or the install fails.
   "$ROOT/scripts/install-conformance" || true
