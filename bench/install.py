@@ -304,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5, help="installs per source (default 5)")
     p.add_argument("--visitors", type=int, default=4, help="visitor sessions calling echo (default 4)")
     p.add_argument("--window", type=float, default=3.0, help="seconds of visitor calls before each install")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder (the host's log)")
     p.add_argument("--quick", action="store_true", help="3 runs per source, a 1.5 s window")
     args = p.parse_args(argv)
     if args.quick:
@@ -318,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
             result["r_cli_local"] = cli_add(workdir, registry, args.runs)
     finally:
         procs.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"[bench] kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     result["duration_s"] = round(time.perf_counter() - began, 1)
     result["loadavg"] = os.getloadavg()
     RESULTS.parent.mkdir(exist_ok=True)
