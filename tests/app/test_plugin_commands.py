@@ -1,15 +1,29 @@
 """`mcp-host plugin add|list|remove` on a data directory: what each prints, and refusals as one
-line on stderr with exit status 2."""
+line on stderr with exit status 2. With a host running there, they go through its owner door: the
+added plugin's tools are pending at once, the list is the host's, remove stops it; a stale host
+file (nothing answers) means the offline path, said in one line."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 
+from mcp_host.access import write_owner_token_file
 from mcp_host.app.cli import main
+from mcp_host.app.host_file import write_host_file
 from mcp_host.plugins import install_pypi
+from tests.hosting import free_port, host_settings, running_host
+from tests.owner_facade.test_plugin_tools import SHOUT, local_npm, needs_npm, owner_client, tarball
 from tests.plugins.packages import PYPI_SOURCE, wheel
+from tests.plugins.test_install import NPM_ID, owner_call
+from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle
+from tests.processes import needs_bwrap
+
+__all__ = ["local_npm", "tarball"]  # fixtures of the owner door's tests, used here too
 
 
 def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -17,7 +31,10 @@ def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsy
     assert main(["plugin", "add", "x.mcpb", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("mcp-host: '--registry=http://evil' is not an npm package name")
-    assert err[1] == "mcp-host: the bundle 'x.mcpb' is not a file."
+    assert err[1:] == [  # a well-formed source is installed offline when no host runs there: said first
+        f"(offline: no host runs with data directory {tmp_path}; working on the plugin folders alone)",
+        "mcp-host: the bundle 'x.mcpb' is not a file.",
+    ]
     assert not (tmp_path / "plugins").exists()
 
 
@@ -32,6 +49,123 @@ def test_list_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         f"removed pypi.whisper_server ({tmp_path / 'plugins' / 'pypi.whisper_server'})"
     )
     assert main(["plugin", "remove", "pypi.whisper_server", "--data-dir", str(tmp_path)]) == 2
-    assert (
-        capsys.readouterr().err == f"mcp-host: no plugin pypi.whisper_server is installed in {tmp_path / 'plugins'}\n"
+    assert capsys.readouterr().err.splitlines() == [
+        f"(offline: no host runs with data directory {tmp_path}; working on the plugin folders alone)",
+        f"mcp-host: no plugin pypi.whisper_server is installed in {tmp_path / 'plugins'}",
+    ]
+
+
+# -- through a running host ---------------------------------------------------------------------
+
+
+async def run(*argv: str) -> int:
+    """`mcp-host argv` in a worker thread: it runs its own event loop while the host answers from this one."""
+    with anyio.fail_after(120):
+        return await anyio.to_thread.run_sync(main, list(argv))
+
+
+def shout_bundle(path: Path) -> Path:
+    """A node .mcpb of tiny-node's `shout` with no settings to fill in."""
+    server = {
+        "type": "node",
+        "entry_point": "server/index.js",
+        "mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js"]},
+    }
+    return make_bundle(path, bundle_manifest(user_config={}, server=server))
+
+
+@needs_npm
+@needs_bwrap
+@pytest.mark.anyio
+async def test_add_list_remove_go_through_the_running_host_without_a_restart(
+    tmp_path: Path,
+    database_url: str,
+    local_npm: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    data = str(settings.data_dir)
+    shout_bundle(tmp_path / "shout.mcpb")
+    monkeypatch.chdir(tmp_path)  # the bundle is named relative to here; the host gets its absolute path
+    async with running_host(settings) as running, owner_client(running) as owner:
+        capsys.readouterr()
+        assert await run("plugin", "add", SHOUT, "--data-dir", data) == 0
+        added = capsys.readouterr()
+        assert await run("plugin", "add", "shout.mcpb", "--data-dir", data) == 0
+        bundled = capsys.readouterr()
+        failed, review = await owner_call(owner, "tools_pending")
+        assert not failed
+        assert sorted((e["capability"], e["tool"]) for e in review["pending"]) == [
+            (BUNDLE_ID, "shout"),
+            (NPM_ID, "shout"),
+        ]
+
+        assert await run("plugin", "list", "--data-dir", data) == 0
+        listed = capsys.readouterr()
+        assert await run("plugin", "add", "shout.mcpb", "--data-dir", data) == 2
+        again = capsys.readouterr()
+
+        assert running.host.pool.get(NPM_ID) is not None  # listed in owner context when added
+        assert await run("plugin", "remove", NPM_ID, "--purge", "--data-dir", data) == 0
+        removed = capsys.readouterr()
+        assert running.host.pool.get(NPM_ID) is None  # its child stopped
+        failed, left = await owner_call(owner, "plugins_list")
+        assert not failed and [p["id"] for p in left["plugins"]] == [BUNDLE_ID]
+
+    url = running.url
+    assert added.out.splitlines() == [
+        f"installed {NPM_ID} 1.0.0",
+        f"  folder:  {settings.data_dir / 'plugins' / NPM_ID}",
+        "  pending: shout",
+        f"  the host at {url} serves it now; its tools wait in tools_pending for your approval",
+    ]
+    progress = added.err.splitlines()
+    assert progress and all(line.startswith(f"  … installing {SHOUT}: ") for line in progress), added.err
+    assert bundled.out.splitlines()[:3] == [
+        f"installed {BUNDLE_ID} 1.2.0",
+        f"  folder:  {settings.data_dir / 'plugins' / BUNDLE_ID}",
+        "  pending: shout",
+    ]
+    assert listed.out.splitlines() == [
+        f"{BUNDLE_ID}  1.2.0  loaded  {tmp_path / 'shout.mcpb'}",
+        f"{NPM_ID}  1.0.0  loaded  {SHOUT}",
+    ]
+    assert (listed.err, again.out) == ("", "")
+    assert again.err.startswith("mcp-host: ") and again.err.count("\n") == 1 and "Traceback" not in again.err
+    assert removed.out.splitlines() == [
+        f"removed {NPM_ID} ({settings.data_dir / 'plugins' / NPM_ID}); the host at {url} stopped it",
+        "  purged: it had no store; deleted 0 config row(s) and 1 tool approval(s)",
+    ]
+
+
+def test_a_stale_host_file_means_the_offline_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A host file whose process lives (here: this test's) but where nothing listens."""
+    data = tmp_path / "data"
+    data.mkdir()
+    url = f"http://127.0.0.1:{free_port()}"
+    write_host_file(data, url)
+    write_owner_token_file(data, "a-token-nobody-checks")
+    bundle = shout_bundle(tmp_path / "shout.mcpb")
+    assert main(["plugin", "add", str(bundle), "--data-dir", str(data)]) == 0
+    added = capsys.readouterr()
+    assert main(["plugin", "list", "--data-dir", str(data)]) == 0
+    listed = capsys.readouterr()
+    stale = f"(offline: the host in {data / 'host.json'} (pid {os.getpid()}) does not answer at {url};"
+    assert added.err.startswith(stale) and added.err.count("\n") == 1, added.err
+    assert added.out.startswith(f"installed {BUNDLE_ID} 1.2.0\n")
+    assert "picks it up at its next start" in added.out
+    assert listed.err.startswith(stale)
+    assert listed.out == f"{BUNDLE_ID}  1.2.0  Shout\n"
+
+
+def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_pypi(PYPI_SOURCE, tmp_path, spec=str(wheel(tmp_path)))
+    assert main(["plugin", "remove", "pypi.whisper_server", "--purge", "--data-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "mcp-host: --purge needs the running host; without one: `mcp-host plugin remove pypi.whisper_server`,"
+        " then `mcp-host uninstall pypi.whisper_server --yes`"
     )
+    assert (tmp_path / "plugins" / "pypi.whisper_server").is_dir()
