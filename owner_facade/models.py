@@ -241,10 +241,20 @@ class PluginRemove(_Arguments):
 
 
 class PluginUpgrade(_Arguments):
-    id: str = _name("An installed plugin's id, as plugins_list shows it (installed from npm or PyPI).")
+    id: str = _name("An installed plugin's id, as plugins_list shows it.")
     version: str | None = Field(
         default=None,
         min_length=1,
         max_length=64,
-        description="The version to install (default: the newest the registry has).",
+        description="For a plugin installed from npm or PyPI only: the version to install (default: the newest "
+        "the registry has).",
+    )
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=300,
+        description="What to upgrade from, of the kind the plugin was installed from: a path on the host's machine "
+        "to the new .mcpb bundle (required for a bundle plugin) or to a server.json (default for a server.json "
+        "plugin: the one it was installed from, read again), or npm:<package>@<version> / "
+        "pypi:<package>==<version> naming the same package. Not with version.",
     )

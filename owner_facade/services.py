@@ -65,10 +65,12 @@ def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installe
     return install_registry_entry(source, data_dir, plugin_id=plugin_id)
 
 
-def upgrade(plugin_id: str, version: str | None, data_dir: Path) -> Installed:
-    """Install installed `plugin_id`'s package again at `version` beside it (blocking; call it
-    off the event loop), as `mcp-host plugin upgrade` does. Tests replace this function."""
-    return stage_upgrade(data_dir, plugin_id, version)
+def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
+    """Install installed `plugin_id`'s new version beside it (blocking; call it off the event
+    loop), as `mcp-host plugin upgrade` does: its npm or PyPI package at `version`, or from
+    `source` (a new .mcpb, a server.json; None for a server.json plugin: its recorded one read
+    again). Tests replace this function."""
+    return stage_upgrade(data_dir, plugin_id, version, source=source)
 
 
 @dataclass(frozen=True)

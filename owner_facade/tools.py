@@ -643,7 +643,7 @@ async def _plugin_upgrade(s: OwnerServices, owner_id: str, a: PluginUpgrade) -> 
     if admin.settings is None:
         raise Unconfigured("this host does not upgrade plugins from the owner door")
     old = s.plugins.get(a.id)
-    staged = await anyio.to_thread.run_sync(_services.upgrade, a.id, a.version, admin.data_dir)
+    staged = await anyio.to_thread.run_sync(_services.upgrade, a.id, a.version, a.source, admin.data_dir)
     try:
         plugin = _loaded(s, staged, replacing=a.id)
         tools = await _tried(admin, plugin)
@@ -792,9 +792,11 @@ _TABLE: list[OwnerTool[Any]] = [
     ),
     OwnerTool(
         "plugin_upgrade",
-        "Upgrade a plugin installed from npm or PyPI to `version` (default: the newest): installs it beside "
-        "the old one, lists its tools, and switches only when that succeeds; changed tools wait for your "
-        "approval again. On any failure the old version keeps running.",
+        "Upgrade an installed plugin: one from npm or PyPI to `version` (default: the newest); one from an "
+        ".mcpb bundle from `source`, the new bundle's path; one from a server.json from `source` (default: the "
+        "same file, read again). A source of another kind is refused. Installs the new version beside the "
+        "old one, lists its tools, and switches only when that succeeds; changed tools wait for your approval "
+        "again. On any failure the old version keeps running and nothing is left behind.",
         PluginUpgrade,
         _plugin_upgrade,
     ),

@@ -23,8 +23,6 @@ from .install import (
     installed_root,
     plugins_dir,
     remove,
-    stage_upgrade,
-    switch_upgrade,
 )
 from .install_bundle import install_bundle, install_registry_entry
 from .loading import LoadReport, Plugin, check_paths, load_plugins
@@ -40,6 +38,7 @@ from .registry_entries import (
 )
 from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, parse_source
 from .text_safety import check_text, check_tool_schema, printable, schema_validator, shown, text_problem
+from .upgrade import installed_source, stage_upgrade, switch_upgrade, upgrade_argument
 
 __all__ = [
     "BundleCaps",
@@ -79,6 +78,7 @@ __all__ = [
     "install_registry_entry",
     "installed",
     "installed_root",
+    "installed_source",
     "load_plugins",
     "parse_bundle_manifest",
     "parse_server_json",
@@ -93,4 +93,5 @@ __all__ = [
     "shown",
     "stdio_package",
     "text_problem",
+    "upgrade_argument",
 ]

@@ -32,7 +32,7 @@ import yaml
 from mcp_host.errors import InvalidArguments, ManifestError, Unavailable
 
 from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, load_manifest
-from .sources import NpmSource, PypiSource, Source, parse_source, plugin_id_words
+from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, plugin_id_words
 from .text_safety import MAX_DESCRIPTION_BYTES, printable, text_problem
 
 __all__ = [
@@ -43,15 +43,14 @@ __all__ = [
     "installed_root",
     "plugins_dir",
     "remove",
-    "stage_upgrade",
-    "switch_upgrade",
 ]
 
 _STAGING_PREFIX = ".staging-"
 _TIMEOUT_S = 900
 _NPM_BIN_RE = re.compile(r"\A[A-Za-z0-9@._/-]{1,256}\Z")
 _SCRIPT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-_SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
+SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
+"""The manifest header's first line, which names the source (`upgrade` reads it back)."""
 
 
 @dataclass(frozen=True)
@@ -180,54 +179,6 @@ def pypi_into(folder: Path, source: PypiSource, spec: str | None) -> Launched:
 
 
 # ---------------------------------------------------------------------------------------------
-# Upgrading: the new version beside the old one, switched only once it lists its tools
-
-
-def stage_upgrade(data_dir: Path, plugin_id: str, version: str | None, *, spec: str | None = None) -> Installed:
-    """Install `plugin_id`'s npm or PyPI package again, at `version` (None: the newest), into a
-    hidden folder beside the installed one (`Installed.folder`); the installed one is untouched.
-    The caller loads and lists it, then `switch_upgrade`s or deletes it. `spec` as for
-    `install_npm`."""
-    check_id(plugin_id)
-    folder = plugins_dir(data_dir) / plugin_id
-    if not folder.is_dir() or folder.is_symlink():
-        raise InvalidArguments(f"no plugin {plugin_id} is installed in {plugins_dir(data_dir)}")
-    try:
-        with (folder / MANIFEST_NAME).open(encoding="utf-8") as file:
-            found = _SOURCE_RE.match(file.readline(512))
-    except OSError:
-        found = None
-    old = parse_source(found.group(1)) if found else None
-    if not isinstance(old, NpmSource | PypiSource):
-        raise InvalidArguments(f"{plugin_id} was not installed from npm or PyPI; add the new version under another id")
-    source = type(old)(old.package, version)
-    with Staging(data_dir, plugin_id, replacing=True) as staging:
-        if isinstance(source, NpmSource):
-            got = npm_into(staging.path, source, spec)
-            return staging.finish(source, f"{source.package} {got.version} from npm (an upgrade)", got)
-        got = pypi_into(staging.path, source, spec)
-        return staging.finish(source, f"{source.package} {got.version} from PyPI (an upgrade)", got)
-
-
-def switch_upgrade(data_dir: Path, plugin_id: str, staged: Path) -> Path:
-    """Put the folder `stage_upgrade` made in place of installed `plugin_id`'s; the old one is
-    deleted. Returns the plugin's folder. On failure the old folder stays in place."""
-    folder = plugins_dir(data_dir) / plugin_id
-    old = folder.with_name(f"{_STAGING_PREFIX}old-{secrets.token_hex(6)}")
-    try:
-        folder.rename(old)
-    except OSError:
-        raise Unavailable(f"the installed {plugin_id} could not be moved aside") from None
-    try:
-        staged.rename(folder)
-    except OSError:
-        old.rename(folder)
-        raise Unavailable(f"the new version of {plugin_id} could not be moved into place") from None
-    shutil.rmtree(old, ignore_errors=True)
-    return folder
-
-
-# ---------------------------------------------------------------------------------------------
 # The staging folder
 
 
@@ -287,6 +238,8 @@ class Staging:
         }
         if got.config:
             manifest["config"] = list(got.config)
+        if isinstance(source, BundleSource | RegistryEntrySource):
+            source = type(source)(source.path.absolute())  # read again by an upgrade, from anywhere
         today = datetime.datetime.now(datetime.UTC).date().isoformat()
         header = (
             f"# Installed by `mcp-host plugin add {printable(str(source), 300)}` on {today}:\n"

@@ -42,14 +42,17 @@ _NOT_YET = "the host cannot pass owner settings to a server yet, so it is refuse
 _DEFAULT_REGISTRIES = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}
 
 
-def install_bundle(source: BundleSource, data_dir: Path, *, plugin_id: str | None = None) -> Installed:
+def install_bundle(
+    source: BundleSource, data_dir: Path, *, plugin_id: str | None = None, replacing: bool = False
+) -> Installed:
     """Unpack the bundle `source` as a plugin folder with a generated manifest.yaml; nothing is
-    left behind when it is refused (`InvalidArguments`, one sentence)."""
+    left behind when it is refused (`InvalidArguments`, one sentence). `replacing`: an upgrade of
+    installed `plugin_id`, unpacked into a hidden folder beside it (`upgrade.stage_upgrade`)."""
     if plugin_id is not None:
         check_id(plugin_id)
     if not source.path.is_file():
         raise InvalidArguments(f"the bundle {shown(str(source.path), 80)} is not a file.")
-    with Staging(data_dir, plugin_id) as staging:
+    with Staging(data_dir, plugin_id, replacing=replacing) as staging:
         staging.path.rmdir()  # extract_bundle makes the folder itself
         manifest = extract_bundle(source.path, staging.path)
         if plugin_id is None:
@@ -60,10 +63,16 @@ def install_bundle(source: BundleSource, data_dir: Path, *, plugin_id: str | Non
 
 
 def install_registry_entry(
-    source: RegistryEntrySource, data_dir: Path, *, plugin_id: str | None = None, spec: str | None = None
+    source: RegistryEntrySource,
+    data_dir: Path,
+    *,
+    plugin_id: str | None = None,
+    spec: str | None = None,
+    replacing: bool = False,
 ) -> Installed:
     """Install the stdio npm or PyPI package the registry entry `source` names, pinned, with its
-    arguments and environment; `spec` replaces what npm or pip is given (tests offline)."""
+    arguments and environment; `spec` replaces what npm or pip is given (tests offline).
+    `replacing`: an upgrade of installed `plugin_id`, beside it (`upgrade.stage_upgrade`)."""
     try:
         with source.path.open("rb") as file:
             data = file.read(_MAX_SERVER_JSON + 1)
@@ -83,7 +92,7 @@ def install_registry_entry(
     pinned = parse_source(f"{package.registry_type}:{package.identifier}{sep}{package.version}")
     assert isinstance(pinned, NpmSource | PypiSource)
     args, env = _entry_settings(package)
-    with Staging(data_dir, default_id(pinned) if plugin_id is None else plugin_id) as staging:
+    with Staging(data_dir, default_id(pinned) if plugin_id is None else plugin_id, replacing=replacing) as staging:
         if isinstance(pinned, NpmSource):
             got = npm_into(staging.path, pinned, spec)
         else:

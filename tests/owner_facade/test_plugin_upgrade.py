@@ -32,8 +32,8 @@ def versions(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     made = {"1.0.0": npm_tarball(folder), "2.0.0": tiny_node_version(folder, "2.0.0")}
     made["3.0.0"] = tiny_node_version(folder, "3.0.0", broken=True)
 
-    def upgrade(plugin_id: str, version: str | None, data_dir: Path) -> Installed:
-        assert version is not None
+    def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
+        assert version is not None and source is None
         return stage_upgrade(data_dir, plugin_id, version, spec=str(made[version]))
 
     monkeypatch.setattr(owner_services, "upgrade", upgrade)

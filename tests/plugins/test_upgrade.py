@@ -1,7 +1,8 @@
 """Upgrading an installed plugin (`stage_upgrade`, `switch_upgrade`, `mcp-host plugin upgrade`):
 the new version is installed beside the old one and switched only once it starts and lists its
 tools; on any failure the old folder is untouched and no staging folder is left. Offline, from
-npm-packed versions of the tiny-node test server."""
+npm-packed versions of the tiny-node test server, bundles zipped here and server.json entries
+pointing at those tarballs. A source of another kind than the installed one is refused."""
 
 from __future__ import annotations
 
@@ -14,10 +15,19 @@ import pytest
 import mcp_host.app.plugin_commands as plugin_commands
 from mcp_host.app.cli import main
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import install_npm, stage_upgrade, switch_upgrade
+from mcp_host.plugins import (
+    BundleSource,
+    install_bundle,
+    install_npm,
+    install_registry_entry,
+    stage_upgrade,
+    switch_upgrade,
+    upgrade_argument,
+)
 from mcp_host.plugins.manifest import load_manifest
 from tests.plugins.packages import NPM_SOURCE, PACKAGES, npm_pack, npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, offline
+from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle, server_json
 from tests.processes import needs_bwrap
 
 needs_npm = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed (Node.js 20+ with npm)")
@@ -98,12 +108,133 @@ def test_cli_upgrade_switches_only_when_the_new_version_lists_its_tools(
     folder = tmp_path / "plugins" / NPM_ID
 
     assert main(["plugin", "upgrade", NPM_ID, "3.0.0", "--data-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"mcp-host: the new version of {NPM_ID} did not list its tools"), err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    err = capsys.readouterr().err  # no host runs: the command says it works on the folders alone
+    offline_line, refusal = err.splitlines()
+    assert offline_line.startswith("(offline: no host runs with data directory"), err
+    assert refusal.startswith(f"mcp-host: the new version of {NPM_ID} did not list its tools"), err
+    assert err.count("\n") == 2 and "Traceback" not in err
     assert load_manifest(folder).version == "1.0.0" and leftovers(tmp_path) == [NPM_ID]
 
     assert main(["plugin", "upgrade", NPM_ID, "2.0.0", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"upgraded {NPM_ID} to 2.0.0" and out[2] == "  tools:   shout", out
     assert load_manifest(folder).version == "2.0.0" and leftovers(tmp_path) == [NPM_ID]
+
+
+def shout_bundle(
+    path: Path, version: str, *, description: str | None = None, escape: bool = False, broken: bool = False
+) -> Path:
+    """A node bundle of tiny-node's server at `version` (no user_config); `description`: shout's
+    new description; `escape`: with a member outside the bundle's root; `broken`: a server that
+    exits at once."""
+    manifest = bundle_manifest(version=version, user_config={})
+    manifest["server"]["mcp_config"].pop("env")
+    extra: dict[str, tuple[bytes, int]] = {"../escape.js": (b"x", 0o644)} if escape else {}
+    server = (PACKAGES / "tiny-node" / "server.js").read_text()
+    if description is not None:
+        server = server.replace("Say the text in capitals.", description)
+    if broken:
+        server = server.replace('"use strict";', '"use strict";\nprocess.exit(3);', 1)
+    extra["server/index.js"] = (server.encode(), 0o644)
+    return make_bundle(path, manifest, extra)
+
+
+def test_a_bundle_upgrades_from_a_new_mcpb_and_only_from_one(tmp_path: Path) -> None:
+    install_bundle(BundleSource(shout_bundle(tmp_path / "v1.mcpb", "1.2.0")), tmp_path / "data")
+    folder = tmp_path / "data" / "plugins" / BUNDLE_ID
+    for version, source, message in [
+        ("1.3.0", None, f"{BUNDLE_ID} was installed from an MCP Bundle (.mcpb); give the new .mcpb as the source"),
+        (None, None, f"{BUNDLE_ID} was installed from an MCP Bundle; give the new .mcpb as the source"),
+        (
+            None,
+            "npm:@tiny-test/shout-server@2.0.0",
+            f"{BUNDLE_ID} was installed from an MCP Bundle (.mcpb), so it upgrades only",
+        ),
+        (
+            None,
+            str(tmp_path / "entry" / "server.json"),
+            f"{BUNDLE_ID} was installed from an MCP Bundle (.mcpb), so it upgrades only from an MCP Bundle (.mcpb)"
+            " too, not from an MCP registry server.json",
+        ),
+        ("1.3.0", str(tmp_path / "v2.mcpb"), "give a version or a source to upgrade from, not both"),
+        (None, str(shout_bundle(tmp_path / "bad.mcpb", "1.3.0", escape=True)), "the bundle's member '../escape.js'"),
+    ]:
+        with pytest.raises(InvalidArguments) as caught:
+            stage_upgrade(tmp_path / "data", BUNDLE_ID, version, source=source)
+        assert caught.value.message.startswith(message) and "\n" not in caught.value.message, caught.value.message
+        assert leftovers(tmp_path / "data") == [BUNDLE_ID] and load_manifest(folder).version == "1.2.0"
+
+    new = shout_bundle(tmp_path / "v2.mcpb", "1.3.0", description=NEW_DESCRIPTION)
+    staged = stage_upgrade(tmp_path / "data", BUNDLE_ID, source=str(new))
+    assert staged.folder.name.startswith(".staging-new-") and load_manifest(folder).version == "1.2.0"
+    assert switch_upgrade(tmp_path / "data", BUNDLE_ID, staged.folder) == folder
+    assert load_manifest(folder).version == "1.3.0" and leftovers(tmp_path / "data") == [BUNDLE_ID]
+    assert NEW_DESCRIPTION in (folder / "server" / "index.js").read_text()
+    header = (folder / "manifest.yaml").read_text().splitlines()[0]
+    assert header.startswith(f"# Installed by `mcp-host plugin add {new}` on "), header
+
+
+@needs_npm
+def test_a_server_json_upgrades_from_its_file_read_again_or_a_new_one(
+    tmp_path: Path, tarballs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = server_json(tmp_path / "entry", "npm", NPM_SOURCE.package)
+    monkeypatch.chdir(tmp_path)  # installed from a relative path: recorded absolute, read again from anywhere
+    install_registry_entry(type(entry)(Path("entry/server.json")), tmp_path / "data", spec=str(tarballs["1.0.0"]))
+    monkeypatch.chdir(tmp_path / "entry")
+    folder = tmp_path / "data" / "plugins" / NPM_ID
+    header = (folder / "manifest.yaml").read_text().splitlines()[0]
+    assert header.startswith(f"# Installed by `mcp-host plugin add {entry.path}` on "), header
+
+    with pytest.raises(InvalidArguments, match=f"^{NPM_ID} was installed from an MCP registry server.json; give"):
+        stage_upgrade(tmp_path / "data", NPM_ID, "2.0.0")
+    with pytest.raises(InvalidArguments, match=r"too, not from an MCP Bundle \(\.mcpb\)$"):
+        stage_upgrade(tmp_path / "data", NPM_ID, source=str(shout_bundle(tmp_path / "v.mcpb", "1.0.0")))
+    assert leftovers(tmp_path / "data") == [NPM_ID]
+
+    server_json(tmp_path / "entry", "npm", NPM_SOURCE.package, version="2.0.0")  # the entry pins 2.0.0 now
+    staged = stage_upgrade(tmp_path / "data", NPM_ID, spec=str(tarballs["2.0.0"]))
+    switch_upgrade(tmp_path / "data", NPM_ID, staged.folder)
+    assert load_manifest(folder).version == "2.0.0" and leftovers(tmp_path / "data") == [NPM_ID]
+    origin = (folder / "manifest.yaml").read_text().splitlines()[1]
+    assert f"npm:{NPM_SOURCE.package}@2.0.0 as the registry entry" in origin, origin
+
+    moved = server_json(tmp_path / "moved", "npm", NPM_SOURCE.package, version="3.0.0")
+    staged = stage_upgrade(tmp_path / "data", NPM_ID, source=str(moved.path), spec=str(tarballs["3.0.0"]))
+    switch_upgrade(tmp_path / "data", NPM_ID, staged.folder)
+    assert load_manifest(folder).version == "3.0.0"
+    header = (folder / "manifest.yaml").read_text().splitlines()[0]
+    assert header.startswith(f"# Installed by `mcp-host plugin add {moved.path}` on "), header
+
+    (tmp_path / "moved" / "server.json").unlink()
+    with pytest.raises(InvalidArguments, match=f"^the server.json {NPM_ID} was installed from is gone"):
+        stage_upgrade(tmp_path / "data", NPM_ID)
+    assert leftovers(tmp_path / "data") == [NPM_ID]
+
+
+@needs_npm
+def test_an_npm_plugin_is_not_upgraded_from_a_bundle_or_another_package(
+    tmp_path: Path, tarballs: dict[str, Path]
+) -> None:
+    install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
+    bundle = shout_bundle(tmp_path / "v.mcpb", "2.0.0")
+    with pytest.raises(InvalidArguments) as caught:
+        stage_upgrade(tmp_path, NPM_ID, source=str(bundle))
+    assert caught.value.message == (
+        f"{NPM_ID} was installed from npm, so it upgrades only from npm too, not from an MCP Bundle (.mcpb)"
+    )
+    with pytest.raises(InvalidArguments, match="add other-package under another id"):
+        stage_upgrade(tmp_path, NPM_ID, source="npm:other-package@1.0.0")
+    staged = stage_upgrade(tmp_path, NPM_ID, source=f"npm:{NPM_SOURCE.package}@2.0.0", spec=str(tarballs["2.0.0"]))
+    switch_upgrade(tmp_path, NPM_ID, staged.folder)
+    assert load_manifest(tmp_path / "plugins" / NPM_ID).version == "2.0.0" and leftovers(tmp_path) == [NPM_ID]
+
+
+def test_the_command_line_word_is_a_source_only_when_it_names_one() -> None:
+    assert upgrade_argument(None) == (None, None)
+    assert upgrade_argument("2.0.0") == ("2.0.0", None)
+    assert upgrade_argument("latest") == ("latest", None)
+    assert upgrade_argument("new/shout.mcpb") == (None, "new/shout.mcpb")
+    assert upgrade_argument("server.json") == (None, "server.json")
+    assert upgrade_argument("entry/server.json") == (None, "entry/server.json")
+    assert upgrade_argument("npm:x@2.0.0") == (None, "npm:x@2.0.0")
