@@ -21,14 +21,18 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
                     inside (for `command: python`: the SDK's packages, the kit), and each
                     `hidden` path under an empty read-only tmpfs (the base interpreter's own
                     site-packages). What each runtime gets is `sandbox.runtimes`' choice.
-    /plugin (ro)    the plugin folder; the working directory
+    /plugin         the plugin folder; the working directory. With `layer_dir` (module
+                    `overlay`) writable through the sandbox's own overlay: writes land in a
+                    tmpfs of `limits.tmp_bytes` shared with /tmp, gone with the sandbox, never
+                    in the folder on disk; without, read-only
     /tmp            a private tmpfs of `limits.tmp_bytes`; HOME points here
     /proc /dev      the sandbox's own; only its own pids are visible. /dev is read-only but
                     for its device nodes and /dev/shm, a private tmpfs of `limits.shm_bytes`
     sockets         each `socket_binds` entry, read-write (the host-op socket)
     the rest        read-only: bwrap's root (/, /etc, /run, /opt ...) is an uncapped tmpfs,
                     RAM the host pays for, so it is remounted read-only once every mount
-                    point is made (`--remount-ro /`, last). Only /tmp and /dev/shm take writes.
+                    point is made (`--remount-ro /`, last). Only /tmp, /dev/shm and (with
+                    its layer) /plugin take writes.
     env             only `spec.env` plus PATH, HOME and LANG (`BASE_ENV`)
     namespaces      all new (user, ipc, pid, net, uts, cgroup); the network is the host's only
                     with allow_net; no nested user namespaces (--disable-userns)
@@ -71,6 +75,7 @@ from pathlib import Path
 
 from mcp_host.errors import Unavailable
 
+from . import overlay
 from .cgroups import SandboxCgroup
 from .procs import child_pids, proc_stat, started_at
 
@@ -186,7 +191,8 @@ class Limits:
 class SandboxSpec:
     """What to run in one sandbox.
 
-    plugin_dir: absolute; bound read-only at /plugin, the working directory.
+    plugin_dir: absolute; at /plugin, the working directory: read-only, or with `layer_dir`
+        the lower layer of /plugin's overlay.
     command, args: the program inside; `command` is an absolute path or a bare name looked up
         on `BASE_ENV`'s PATH. Both always come after bwrap's `--`.
     env: the child's variables, over `BASE_ENV`.
@@ -198,6 +204,9 @@ class SandboxSpec:
     hidden: absolute paths inside, each covered by an empty read-only tmpfs (a directory of
         a bound tree the child must not read).
     socket_binds: (host path, path inside), bound read-write (the plugin's host-op socket).
+    layer_dir: an empty host directory on which `overlay.wrapper_argv` mounts this sandbox's
+        writable layer, in the sandbox's own mount namespace: /plugin and /tmp are bound from
+        it (one tmpfs of `limits.tmp_bytes`). None: /plugin read-only, /tmp bwrap's tmpfs.
     """
 
     plugin_dir: Path
@@ -210,6 +219,7 @@ class SandboxSpec:
     ro_binds_at: tuple[tuple[Path, str], ...] = ()
     hidden: tuple[str, ...] = ()
     socket_binds: tuple[tuple[Path, str], ...] = ()
+    layer_dir: Path | None = None
 
 
 def bwrap_path() -> str | None:
@@ -265,8 +275,10 @@ def build_command(
         if type(args_fd) is not int or args_fd < 3 or args_fd == seccomp_fd:
             raise ValueError(f"args_fd must be an fd of its own, 3 or above, got {args_fd!r}")
         operations = ["--args", str(args_fd)]
+    layer = spec.layer_dir
     return [
         *(cgroup.join_argv() if cgroup is not None else ()),
+        *(overlay.wrapper_argv(layer, spec.plugin_dir, spec.limits.tmp_bytes) if layer is not None else ()),
         require_bwrap(),
         *operations,
         # Everything after this is the child's argv: no manifest value is ever read as a flag.
@@ -337,7 +349,11 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     # interpreter binds so an interpreter that lives under /tmp is not hidden by the tmpfs.
     limits = spec.limits
     args = ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
-    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    layer = spec.layer_dir
+    if layer is None:
+        args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    else:
+        args += ["--bind", str(layer / overlay.TMP_DIR), "/tmp"]
     args += ["--ro-bind", "/usr", "/usr", *_root_link_args()]
     etc = _ETC_ALWAYS + (_ETC_NET if spec.allow_net else ())
     args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
@@ -345,7 +361,10 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     args += [arg for host, inside in spec.ro_binds_at for arg in ("--ro-bind", str(host), inside)]
     # A tmpfs of one page, read-only once made: what was bound there cannot be read.
     args += [arg for path in spec.hidden for arg in ("--size", "4096", "--tmpfs", path, "--remount-ro", path)]
-    args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
+    if layer is None:
+        args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
+    else:
+        args += ["--bind", str(layer / overlay.PLUGIN_DIR), _PLUGIN_MOUNT]
     args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
     # Last, once every mount point is made: bwrap's root and its /dev are tmpfs without a
     # size, so anything written there (/x, /etc, /run, /dev/x) would be host RAM beyond every
@@ -425,6 +444,8 @@ def _check_spec(spec: SandboxSpec) -> None:
     for index, arg in enumerate(spec.args):
         _check_text(f"args[{index}]", arg)
     _check_path("plugin_dir", str(spec.plugin_dir))
+    if spec.layer_dir is not None:
+        _check_path("layer_dir", str(spec.layer_dir))
     for path in spec.extra_ro_binds:
         _check_path("extra_ro_binds", str(path))
         if str(path) == "/":

@@ -32,6 +32,7 @@ import anyio.to_thread
 from mcp_host.plugins import Plugin
 from mcp_host.settings import Settings
 
+from . import overlay
 from .budget import Budget, budget_for
 from .bwrap import SandboxSpec, SandboxUnavailable, build_command, bwrap_arguments
 from .cgroups import SandboxCgroup, SandboxCgroups
@@ -155,6 +156,8 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
     bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
     `command: python` children also see the SDK's packages and the plugin kit, read-only, the
     kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
+    A sandboxed child sees its plugin folder writable through its own throwaway layer, where the
+    machine can make one (`sandbox.overlay`), else read-only.
 
     Raises `SandboxUnavailable` when the sandbox cannot be had (bwrap or prlimit missing, no
     seccomp filter), ValueError for a manifest value that cannot be passed safely; nothing is
@@ -202,6 +205,7 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
         ro_binds_at=view.binds_at,
         hidden=view.hidden,
         socket_binds=((host_socket, SOCKET_INSIDE),) if host_socket is not None else (),
+        layer_dir=_layer_dir(settings),
     )
     return _sandboxed(plugin.manifest.id, spec, settings, budget)
 
@@ -235,6 +239,17 @@ def _sandboxed(plugin_id: str, spec: SandboxSpec, settings: Settings, budget: Bu
         bwrap_args=tuple(operations),
         memory_bytes=memory,
     )
+
+
+def _layer_dir(settings: Settings) -> Path | None:
+    """Where a sandbox's writable plugin layer is mounted (in its own mount namespace only;
+    on the host an empty directory), or None where the machine cannot make one (`overlay`:
+    one warning, and /plugin read-only)."""
+    if not overlay.available():
+        return None
+    path = settings.data_dir / "run" / "plugin-layer"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @functools.cache

@@ -29,6 +29,7 @@ from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import Plugin, load_plugins
 from mcp_host.sandbox.cgroups import SandboxCgroups
 from mcp_host.sandbox.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
+from mcp_host.sandbox.overlay import wrapper_argv
 from mcp_host.sandbox.runtimes import sdk_entries
 from mcp_host.settings import Settings
 from tests.hosting import PLUGINS, REPO, wait_until
@@ -127,9 +128,11 @@ async def test_sandboxed_launch_gets_a_new_pids_cgroup_capped_at_child_max_proce
         assert launch.cgroup.pids != again.cgroup.pids  # one group per sandbox
         assert launch.cgroup.pids.name.startswith(f"test.echo-{os.getpid()}-")
         assert (launch.cgroup.pids / "pids.max").read_text() == "40\n"
-        # The shell joins the groups, then becomes bwrap; prlimit's cap stays inside.
+        # The shell joins the groups, then becomes the plugin layer's wrapper, then bwrap;
+        # prlimit's cap stays inside.
         join = launch.cgroup.join_argv()
-        assert launch.argv[: len(join) + 1] == [*join, shutil.which("bwrap")]
+        layer = wrapper_argv(settings.data_dir / "run" / "plugin-layer", echo.folder, settings.sandbox.tmp_bytes)
+        assert launch.argv[: len(join) + len(layer) + 1] == [*join, *layer, shutil.which("bwrap")]
         assert "--nproc=40" in launch.argv
         assert (launch.cwd, launch.env) == (None, {})
     finally:
@@ -205,7 +208,8 @@ async def test_without_usable_cgroups_the_launch_relies_on_prlimit_and_warns_onc
     settings = Settings(cgroup_root=tmp_path)  # a directory, not a cgroup file system
     first, second = launch_for(echo, settings), launch_for(echo, settings)
     assert first.cgroup is None and second.cgroup is None
-    assert first.argv[0] == shutil.which("bwrap")
+    layer = wrapper_argv(settings.data_dir / "run" / "plugin-layer", echo.folder, settings.sandbox.tmp_bytes)
+    assert first.argv[: len(layer) + 1] == [*layer, shutil.which("bwrap")]
     assert "--nproc=64" in first.argv
     # The same argv but for the numbers of each launch's own fds (its filter, bwrap's arguments).
     numbers = {str(b): str(a) for a, b in zip(first.pass_fds, second.pass_fds, strict=True)}
@@ -311,6 +315,7 @@ async def test_mountinfo_names_the_host_path_of_each_bind_mount_and_no_other(pee
     # for a bind mount the source's path within its file system, whatever path it was bound
     # from (a symlink or a staging bind show the same). The four bound elsewhere name their
     # host paths there; nothing else does (the rest is at its own path, or the sandbox's own).
+    # /plugin is the sandbox's own overlay and /tmp a directory of its tmpfs (`sandbox.overlay`).
     async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
         child = pool.child("test.peek", lambda: launch_for(peek, Settings(), host_socket=host_socket))
         mounts = (await call(child, "mountinfo"))["result"]
@@ -320,9 +325,14 @@ async def test_mountinfo_names_the_host_path_of_each_bind_mount_and_no_other(pee
         if mount["fs"] not in ("proc", "devtmpfs") and mount["mount_point"] != "/"
         if mount["root"] not in ("/", mount["mount_point"])
     }
+    layer = {
+        mount["mount_point"]: (mount["fs"], mount["root"])
+        for mount in mounts
+        if mount["mount_point"] in ("/plugin", "/tmp")
+    }
+    assert layer == {"/plugin": ("overlay", "/"), "/tmp": ("tmpfs", "/tmp")}
     expected = {
         "/opt/mcp-host/lib/mcp_host_kit": _within_fs(KIT),
-        "/plugin": _within_fs(PLUGINS / "peek"),
         SOCKET_INSIDE: _within_fs(host_socket),
     }
     if sys.prefix != sys.base_prefix:
@@ -356,8 +366,9 @@ async def test_a_launched_child_writes_only_to_its_capped_tmpfs(peek: Plugin, ho
     settings = Settings(child_tmp_bytes=8 << 20, child_shm_bytes=4 << 20)
     async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
         child = pool.child("test.peek", lambda: launch_for(peek, settings, host_socket=host_socket))
-        paths = ["/x", "/etc/x", "/run/x", "/run/mcp-host/x", "/opt/mcp-host/x", "/tmp/x", "/dev/shm/x"]
+        paths = ["/x", "/etc/x", "/run/x", "/run/mcp-host/x", "/opt/mcp-host/x", "/tmp/x", "/dev/shm/x", "/plugin/x"]
         filled = {path: await call(child, "fill", path=path, mib=16) for path in paths}
+    # /plugin through the sandbox's own layer (`sandbox.overlay`), on /tmp's tmpfs and cap.
     assert filled == {
         "/x": {"written_mib": 0, "error": "EROFS"},
         "/etc/x": {"written_mib": 0, "error": "EROFS"},
@@ -366,6 +377,7 @@ async def test_a_launched_child_writes_only_to_its_capped_tmpfs(peek: Plugin, ho
         "/opt/mcp-host/x": {"written_mib": 0, "error": "EROFS"},
         "/tmp/x": {"written_mib": 8, "error": "ENOSPC"},
         "/dev/shm/x": {"written_mib": 4, "error": "ENOSPC"},
+        "/plugin/x": {"written_mib": 8, "error": "ENOSPC"},
     }
 
 
@@ -385,15 +397,14 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
     await launch.release()
     argv = launch.full_argv()
     at = argv.index("/dev/shm")
-    assert argv[at - 3 : at + 5] == [
-        "--size",
-        str(16 << 20),
-        "--tmpfs",
-        "/dev/shm",
-        "--size",
+    layer = settings.data_dir / "run" / "plugin-layer"
+    assert argv[at - 3 : at + 4] == ["--size", str(16 << 20), "--tmpfs", "/dev/shm", "--bind", f"{layer}/tmp", "/tmp"]
+    # /tmp and the plugin's layer: one tmpfs of child_tmp_bytes, mounted by the wrapper.
+    assert argv[: argv.index(shutil.which("bwrap") or "bwrap")][-4:] == [
+        "mcp-plugin-layer",
+        str(layer),
+        str(peek.folder),
         str(64 << 20),
-        "--tmpfs",
-        "/tmp",
     ]
     # The memory limit: the sandbox's memory cgroup where there is one, and then no memory
     # rlimit; else RLIMIT_DATA of what the tmpfs leave. Never RLIMIT_AS, which V8 dies under.
