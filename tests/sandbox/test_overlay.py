@@ -214,3 +214,39 @@ def test_a_non_root_host_makes_the_layer_in_a_user_namespace() -> None:
         assert list((scratch / "lower").iterdir()) == []
     finally:
         shutil.rmtree(scratch)
+
+
+MEMORY = REPO / ".cache" / "ecosystem" / "plugins" / "memory"
+MEMORY_DIST = MEMORY / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist"
+
+
+@needs_bwrap
+@pytest.mark.anyio
+@pytest.mark.skipif(
+    shutil.which("node") is None or not (MEMORY / "manifest.yaml").exists(),
+    reason="needs node and scripts/install-ecosystem (server-memory in .cache/ecosystem/plugins/memory)",
+)
+async def test_server_memory_without_a_memory_file_path_keeps_one_graph_per_instance(settings: Settings) -> None:
+    # As `mcp-host plugin add npm:@modelcontextprotocol/server-memory` makes it: no env, so the
+    # server writes memory.jsonl beside its dist/index.js, in the instance's own layer.
+    report = load_plugins(None, [MEMORY])
+    assert not report.errors
+    installed = report.plugins[0]
+    transport = installed.manifest.transport
+    assert transport is not None and transport.env
+    manifest = installed.manifest.model_copy(update={"transport": transport.model_copy(update={"env": None})})
+    memory = dataclass_replace(installed, manifest=manifest)
+    before = tree(MEMORY_DIST)
+    graphs: dict[str, Any] = {}
+    async with ChildPool(CHILD_LIMITS, max_children=4) as pool:
+        for who in ("Ada", "Bob"):
+            child = pool.child("eco.memory", lambda: launch_for(memory, settings), who, per_session=True)
+            entities = [{"name": who, "entityType": "person", "observations": [f"{who} was here"]}]
+            made = await child.call_tool("create_entities", {"entities": entities}, {}, timeout_s=60)
+            assert not made.is_error, made.content
+        for who in ("Ada", "Bob"):
+            child = pool.child("eco.memory", lambda: launch_for(memory, settings), who, per_session=True)
+            read = await child.call_tool("read_graph", {}, {}, timeout_s=60)
+            graphs[who] = [entity["name"] for entity in (read.structured_content or {}).get("entities", [])]
+    assert graphs == {"Ada": ["Ada"], "Bob": ["Bob"]}
+    assert tree(MEMORY_DIST) == before and "memory.jsonl" not in before
