@@ -46,6 +46,7 @@ from mcp_host.plugins import (
     remove,
     stage_upgrade,
     switch_upgrade,
+    upgrade_argument,
 )
 from mcp_host.sandbox import launch_for
 from mcp_host.settings import Settings
@@ -207,7 +208,9 @@ async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
 
 def _upgrade(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    arguments = {"id": args.plugin_id} | ({"version": args.version} if args.version else {})
+    version, source = upgrade_argument(args.version)  # a version, or a path / npm: / pypi: source
+    arguments = {"id": args.plugin_id} | ({"version": version} if version else {})
+    arguments |= {"source": _host_source(source)} if source else {}
     through = _through_host(settings, "plugin_upgrade", arguments)
     if through is None:
         return _upgrade_offline(args, settings)
@@ -224,7 +227,8 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _upgrade_offline(args: argparse.Namespace, settings: Settings) -> int:
     """Install the new version beside the old one, start it and list its tools, and only then
     swap the folders; any failure deletes the new folder and leaves the old one as it was."""
-    staged = stage_upgrade(settings.data_dir, args.plugin_id, args.version)
+    version, source = upgrade_argument(args.version)
+    staged = stage_upgrade(settings.data_dir, args.plugin_id, version, source=source)
     try:
         report = load_plugins(None, [staged.folder])
         if report.errors or len(report.plugins) != 1 or report.plugins[0].manifest.id != args.plugin_id:
@@ -288,7 +292,13 @@ def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     rm.add_argument("plugin_id", metavar="ID")
     rm.add_argument("--purge", action="store_true", help="also delete its store, config and tool approvals")
     up = command(
-        "upgrade", "install another version of an npm or PyPI plugin, switching once it lists its tools", _upgrade
+        "upgrade", "install another version of a plugin beside it, switching once it lists its tools", _upgrade
     )
     up.add_argument("plugin_id", metavar="ID")
-    up.add_argument("version", metavar="VERSION", nargs="?", help="the version to install (default: the newest)")
+    up.add_argument(
+        "version",
+        metavar="VERSION",
+        nargs="?",
+        help="an npm/PyPI plugin's version (default: the newest); a bundle's new .mcpb; a server.json plugin's"
+        " server.json (default: the one it was added from, read again)",
+    )

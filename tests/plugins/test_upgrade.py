@@ -91,8 +91,8 @@ def test_a_failed_install_leaves_the_old_version_and_no_staging(
 
 
 def _staging_from(tarballs: dict[str, Path]) -> object:
-    def staged(data_dir: Path, plugin_id: str, version: str | None) -> object:
-        assert version is not None
+    def staged(data_dir: Path, plugin_id: str, version: str | None, source: str | None = None) -> object:
+        assert version is not None and source is None
         return stage_upgrade(data_dir, plugin_id, version, spec=str(tarballs[version]))
 
     return staged
@@ -238,3 +238,24 @@ def test_the_command_line_word_is_a_source_only_when_it_names_one() -> None:
     assert upgrade_argument("server.json") == (None, "server.json")
     assert upgrade_argument("entry/server.json") == (None, "entry/server.json")
     assert upgrade_argument("npm:x@2.0.0") == (None, "npm:x@2.0.0")
+
+
+@needs_bwrap
+def test_cli_upgrades_a_bundle_from_a_new_mcpb_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_bundle(BundleSource(shout_bundle(tmp_path / "v1.mcpb", "1.2.0")), tmp_path / "data")
+    shout_bundle(tmp_path / "v2.mcpb", "1.3.0", description=NEW_DESCRIPTION)
+    monkeypatch.chdir(tmp_path)
+    data = ["--data-dir", str(tmp_path / "data")]
+    assert main(["plugin", "upgrade", BUNDLE_ID, "1.3.0", *data]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"mcp-host: {BUNDLE_ID} was installed from an MCP Bundle (.mcpb); give the new .mcpb as the source"
+    )
+    assert main(["plugin", "upgrade", BUNDLE_ID, "v2.mcpb", *data]) == 0  # a path relative to here
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"upgraded {BUNDLE_ID} to 1.3.0" and out[2] == "  tools:   shout", out
+    folder = tmp_path / "data" / "plugins" / BUNDLE_ID
+    assert load_manifest(folder).version == "1.3.0" and leftovers(tmp_path / "data") == [BUNDLE_ID]
+    header = (folder / "manifest.yaml").read_text().splitlines()[0]
+    assert header.startswith(f"# Installed by `mcp-host plugin add {tmp_path / 'v2.mcpb'}` on "), header
