@@ -37,7 +37,7 @@ from mcp_host.plugins import (
     remove,
     switch_upgrade,
 )
-from mcp_host.policy import DefinitionChanged, PendingTool, definition_hash, summarize
+from mcp_host.policy import REDACTED, DefinitionChanged, PendingTool, definition_hash, summarize
 from mcp_host.sandbox import launch_for
 from mcp_host.store import SCOPES, ConfigScope, declared, uninstall
 
@@ -258,10 +258,17 @@ async def _config_set(s: OwnerServices, owner_id: str, a: ConfigSet) -> Answer:
 
 
 def _config_summary(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """A code scope's `scope_id` may be the code's text: keep it only when it is an id."""
+    """A code scope's `scope_id` may be the code's text: keep it only when it is an id. A
+    string value may be a secret setting (the summary cannot tell): its text is not kept."""
     scope_id = arguments.get("scope_id")
     text = arguments.get("scope") == "code" and scope_id is not None and not is_code_id(scope_id)
-    return summarize(arguments, secret={"scope_id"} if text else ())
+    summary = summarize(arguments, secret={"scope_id"} if text else ())
+    values = arguments.get("values")
+    if isinstance(values, Mapping) and isinstance(summary.get("values"), dict):
+        summary["values"] = {
+            key: REDACTED if isinstance(values.get(key), str) else kept for key, kept in summary["values"].items()
+        }
+    return summary
 
 
 # -- roles, codes, keys -----------------------------------------------------------------------
@@ -557,7 +564,9 @@ async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
         "folder": str(done.folder),
         "pending_tools": pending,
         "config_to_set": [
-            {"key": f.key, "type": f.type, "default": f.default, "description": f.description} for f in fields
+            {"key": f.key, "type": f.type, "default": f.default, "description": f.description}
+            | {"required": f.required, "secret": f.secret}
+            for f in fields
         ],
         "next": "approve its tools (tools_pending, tool_approve) and grant it to a role (role_put)",
     }

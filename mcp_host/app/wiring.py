@@ -46,7 +46,7 @@ from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_
 from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigStore, Database, PluginStores, SecretBox, StoreLimits, load_host_key
+from mcp_host.store import ConfigStore, Database, OwnerEnv, PluginStores, SecretBox, StoreLimits, load_host_key
 from mcp_host.visitor import (
     Bindings,
     ChangeFeed,
@@ -364,13 +364,16 @@ async def _shared(
     )
     stores = PluginStores(database.pool, _store_limits(settings))
     await _ensure_stores(stores, early.plugins)
-    config = ConfigStore(database.pool)
+    box = SecretBox(load_host_key(settings.data_dir, _secret(settings)))
+    # A write to a setting a child's environment is made from restarts the plugin's children.
+    config = ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
+    early.children.use_env(OwnerEnv(config, owner.id))
     # Revoking a code or key here drops its sessions' cached authentications at once.
     access = Access(database.pool, config, early.plugins, sessions, on_revoked=sessions.forget_subject)
     await access.ensure_defaults(owner.id)
     connections = Connections(
         database.pool,
-        SecretBox(load_host_key(settings.data_dir, _secret(settings))),
+        box,
         {p.manifest.id: p for p in early.plugins.connectors},
         ttl_s=settings.connectors.connections_ttl_s,
     )

@@ -9,6 +9,10 @@ plugin — bindings, listings, the visitor and owner doors, the connector gatewa
 The scope is the visitor session a call is for, or None for owner context (owner calls,
 connectors, the startup listing). A shared plugin has one child whatever the scope; a
 per-session plugin (`Manifest.per_session`) one per visitor session plus one for the owner.
+
+A plugin whose children need the owner's config (`Transport.env_from_config`, a required
+field) reads it from the env source (`use_env`, given once the database is open) each time a
+child starts; until the source is given, such a start waits for it (at most the start timeout).
 """
 
 from __future__ import annotations
@@ -20,15 +24,15 @@ from typing import Protocol
 
 import anyio
 
-from mcp_host.errors import HostError
+from mcp_host.errors import HostError, Unavailable
 from mcp_host.plugins import Plugin
-from mcp_host.sandbox import launch_for
+from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
 
 from .lifecycle import Child
 from .pool import ChildPool
 
-__all__ = ["ChildFactory", "ChildSource", "SocketPaths"]
+__all__ = ["ChildFactory", "ChildSource", "EnvSource", "SocketPaths"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,14 @@ class SocketPaths(Protocol):
     """Where each plugin's host-op socket is (`backchannel.OpSockets.socket_for`)."""
 
     def socket_for(self, plugin_id: str) -> Path | None: ...
+
+
+class EnvSource(Protocol):
+    """A plugin's variables from the owner's config (`store.OwnerEnv`)."""
+
+    async def env_for(self, plugin: Plugin) -> dict[str, str]:
+        """Raises `store.ConfigUnset` naming a required setting left unset."""
+        ...
 
 
 class ChildSource(Protocol):
@@ -55,18 +67,32 @@ class ChildFactory:
         self._pool = pool
         self._settings = settings
         self._sockets = sockets
+        self._env: EnvSource | None = None
+        self._env_given = anyio.Event()
+
+    def use_env(self, source: EnvSource) -> None:
+        """Read children's config-fed variables from `source` from now on (the database is open)."""
+        self._env = source
+        self._env_given.set()
 
     def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child that serves `session_id` (None: owner context). Raises Unavailable when the
         pool already runs as many children, or busy per-session instances, as it may."""
         socket = self._sockets.socket_for(plugin.manifest.id)
         scope = session_id if plugin.manifest.per_session else None
-        return self._pool.child(
-            plugin.manifest.id,
-            lambda: launch_for(plugin, self._settings, host_socket=socket),
-            scope,
-            per_session=plugin.manifest.per_session,
-        )
+
+        async def launch() -> Launch:
+            extra = await self._env_of(plugin) if _needs_config(plugin) else None
+            return launch_for(plugin, self._settings, host_socket=socket, extra_env=extra)
+
+        return self._pool.child(plugin.manifest.id, launch, scope, per_session=plugin.manifest.per_session)
+
+    async def _env_of(self, plugin: Plugin) -> dict[str, str]:
+        with anyio.move_on_after(self._settings.children.start_timeout_s):
+            await self._env_given.wait()
+        if self._env is None:
+            raise Unavailable("the host's config is not open yet; try again")
+        return await self._env.env_for(plugin)
 
     def lister(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child whose lists (tools, prompts, resources) `session_id` sees: its own instance
@@ -91,3 +117,9 @@ class ChildFactory:
         async with anyio.create_task_group() as tg:
             for plugin in plugins:
                 tg.start_soon(start, plugin)
+
+
+def _needs_config(plugin: Plugin) -> bool:
+    transport = plugin.manifest.transport
+    env_from = transport.env_from_config if transport is not None else {}
+    return bool(env_from) or any(field.required for field in plugin.manifest.config)

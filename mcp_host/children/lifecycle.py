@@ -21,12 +21,13 @@ there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.m
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -43,6 +44,7 @@ from pydantic import ValidationError
 from mcp_host.errors import CallTimeout, HostError, TransportFailure, Unavailable
 from mcp_host.plugins import printable
 from mcp_host.sandbox import Launch
+from mcp_host.store import ConfigUnset
 from mcp_host.wire import framed_transport
 
 from .backoff import RunOfFailures
@@ -50,7 +52,7 @@ from .call_routing import CALL_KEY, CallRouter, InFlight
 from .changes import ListChange
 from .stderr import ChildLog, StderrDrain
 
-__all__ = ["Child", "ChildHealth", "ChildLimits", "ChildState"]
+__all__ = ["Child", "ChildHealth", "ChildLimits", "ChildState", "LaunchBuilder"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +119,16 @@ class ChildLimits:
     errors_logged_burst: int = 10
 
 
+LaunchBuilder = Callable[[], Launch | Awaitable[Launch]]
+"""What makes a child's launch each time it starts; async when it reads the owner's config."""
+
+
 @dataclass
 class _Start:
     done: anyio.Event = field(default_factory=anyio.Event)
     error: str | None = None
+    refusal: HostError | None = None
+    """Why the start was refused before any spawn, told to the caller as it is (a setting unset)."""
 
 
 class Child:
@@ -132,7 +140,7 @@ class Child:
     def __init__(
         self,
         plugin_id: str,
-        launch: Callable[[], Launch],
+        launch: LaunchBuilder,
         limits: ChildLimits,
         task_group: TaskGroup,
         *,
@@ -456,6 +464,8 @@ class Child:
             self._state = ChildState.STARTING
             self._tg.start_soon(self._run_to_end, start, self._previous_run)
             await start.done.wait()
+            if start.refusal is not None:
+                raise start.refusal
             if start.error is not None or self._session is None:
                 raise Unavailable("the capability could not be started")
             return self._session
@@ -479,7 +489,13 @@ class Child:
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()
         try:
-            launch = self._launch()
+            built = self._launch()
+            launch = await built if inspect.isawaitable(built) else built
+        except ConfigUnset as exc:  # the owner must set a value first: not a crash, no backoff
+            self._run_of.cause = exc.message  # the catalogue's cause until the next start
+            start.refusal = exc
+            self._finish(start, exc.message, started_at, crashed=False)
+            return
         except Exception as exc:  # a launch that cannot be built must not end the pool's task group
             logger.exception("%s: could not prepare the launch", self.plugin_id)
             why = exc.message if isinstance(exc, HostError) else "could not prepare its launch"

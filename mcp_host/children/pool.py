@@ -17,12 +17,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mcp_host.errors import Unavailable
-from mcp_host.sandbox import Launch
 
 from .backoff import RunOfFailures
 from .changes import ListChange
 from .instances import SessionInstances
-from .lifecycle import Child, ChildLimits
+from .lifecycle import Child, ChildLimits, LaunchBuilder
 from .stderr import ChildLog
 
 __all__ = ["ChildPool"]
@@ -84,7 +83,7 @@ class ChildPool:
     def child(
         self,
         plugin_id: str,
-        launch: Callable[[], Launch],
+        launch: LaunchBuilder,
         session_id: str | None = None,
         *,
         per_session: bool = False,
@@ -108,7 +107,7 @@ class ChildPool:
         return child
 
     def _new(
-        self, plugin_id: str, launch: Callable[[], Launch], session_id: str | None, *, owner_context: bool = False
+        self, plugin_id: str, launch: LaunchBuilder, session_id: str | None, *, owner_context: bool = False
     ) -> Child:
         if self._tg is None:
             raise RuntimeError("ChildPool must be entered before use")

@@ -235,6 +235,11 @@ class ConfigField(_Model):
     min: SafeInt | None = None
     max: SafeInt | None = None
     description: Description = ""
+    secret: StrictBool = False
+    """The value is sealed at rest, shown to the owner as set or unset only, and reaches the
+    child only as an environment variable (`Transport.env_from_config`); owner `config` only."""
+    required: StrictBool = False
+    """The plugin's children do not start while the value is unset; owner `config` only."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -242,6 +247,10 @@ class ConfigField(_Model):
         return self
 
     def _problems(self) -> Iterator[tuple[str, str]]:
+        if self.secret and self.type != "string":
+            yield "secret", "only a string field may be secret"
+        if self.secret and self.default is not None:
+            yield "default", "a secret field has no default"
         if self.type != "int":
             for bound in ("min", "max"):
                 if getattr(self, bound) is not None:
@@ -365,6 +374,11 @@ class Transport(_Model):
     )
     url: Annotated[StrictStr, AfterValidator(_url)] | None = None
     sandbox: Sandbox = Field(default_factory=Sandbox)
+    env_from_config: Annotated[dict[Annotated[StrictStr, AfterValidator(_env_key)], Key], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+    """Environment variable -> owner `config` key: the owner's value (a secret opened) is put in
+    the child's environment when it starts; unset and not required, the variable is left out."""
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:
@@ -373,10 +387,13 @@ class Transport(_Model):
                 raise _problem("command", "required for a stdio transport")
             if self.url is not None:
                 raise _problem("url", "only an http transport takes a url")
+            for name in self.env_from_config:
+                if name in self.env:
+                    raise _problem(f"env_from_config.{name}", f"{name} is set in env too")
             return self
         if self.url is None:
             raise _problem("url", "required for an http transport")
-        for name in ("command", "args", "env", "sandbox"):
+        for name in ("command", "args", "env", "sandbox", "env_from_config"):
             if name in self.model_fields_set:
                 raise _problem(name, f"an http transport takes no {name}")
         return self
@@ -440,7 +457,8 @@ class Manifest(_Model):
 
     @model_validator(mode="after")
     def _cross_checks(self, info: ValidationInfo) -> Self:
-        _refuse("Manifest", list(itertools.chain(_connector_problems(self), _quota_problems(self))))
+        problems = itertools.chain(_connector_problems(self), _quota_problems(self), _config_env_problems(self))
+        _refuse("Manifest", list(problems))
         for mistake in _mistakes(self):
             _note(info, "mistakes", mistake)
         for message in itertools.chain(_mismatches(self), _quota_gaps(self)):
@@ -479,6 +497,22 @@ def _note(info: ValidationInfo, tier: Literal["mistakes", "warnings"], finding: 
     """Keep a finding that does not stop the load, when the caller asked for them (`read_manifest`)."""
     if isinstance(info.context, dict) and isinstance(info.context.get(tier), list):
         info.context[tier].append(finding)
+
+
+def _config_env_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
+    """Secret and required fields are the owner's (`config`); `env_from_config` names them."""
+    for scope, fields in manifest.config_lists().items():
+        if scope == "config":
+            continue
+        for index, field in enumerate(fields):
+            for flag in ("secret", "required"):
+                if getattr(field, flag):
+                    yield f"{scope}.{index}.{flag}", f"only the owner's config (config) has {flag} fields"
+    owner_keys = {field.key for field in manifest.config}
+    env = manifest.transport.env_from_config if manifest.transport is not None else {}
+    for name, key in env.items():
+        if key not in owner_keys:
+            yield f"transport.env_from_config.{name}", f"{shown(key)} is not a key declared in config"
 
 
 def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:

@@ -2,13 +2,14 @@
 the owner's audit log. Below: `access`. Above: back-channel, the doors.
 """
 
-from .audit import AuditLog, summarize
+from .audit import REDACTED, AuditLog, summarize
 from .holds import HoldBook, Holds, needs_hold
 from .pins import DefinitionChanged, PendingTool, PinBook, Pins, collision_key, definition_hash
 from .quota import QuotaGate, QuotaState, exhausted
 from .turns import PostgresTurns, TurnStore, UnknownTurn, judge, receipt_ok
 
 __all__ = [
+    "REDACTED",
     "AuditLog",
     "DefinitionChanged",
     "HoldBook",

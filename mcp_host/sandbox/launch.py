@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,7 +147,9 @@ SOCKET_INSIDE = "/run/mcp-host/ops.sock"
 SOCKET_ENV = "MCP_HOST_SOCKET"
 
 
-def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None = None) -> Launch:
+def launch_for(
+    plugin: Plugin, settings: Settings, *, host_socket: Path | None = None, extra_env: Mapping[str, str] | None = None
+) -> Launch:
     """The launch of `plugin`'s stdio child under the host's sandbox settings and its manifest's
     `limits` (`sandbox.budget`); sandboxed, under its own seccomp filter's fd, in new pids and
     memory cgroups when the host has them. The caller must pass `pass_fds` to the spawn, then
@@ -154,6 +157,9 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
 
     host_socket: the plugin's host-op socket (only for a plugin that named host ops); it is
     bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
+    extra_env: variables from the owner's config (`Transport.env_from_config`, secrets among
+    them), set like the manifest's `env`: inside the sealed memfd bwrap reads (`--setenv`),
+    never on a command line (unsandboxed, development only: on `env -i`'s, for an instant).
     `command: python` children also see the SDK's packages and the plugin kit, read-only, the
     kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
     A sandboxed child sees its plugin folder writable through its own throwaway layer, where the
@@ -172,6 +178,7 @@ def launch_for(plugin: Plugin, settings: Settings, *, host_socket: Path | None =
     for warning in budget.warnings:
         _warn_once(warning)
     env = dict(transport.env or {})
+    env.update(extra_env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     if host_socket is not None:

@@ -3,7 +3,18 @@ store and search; declared config; the host key. Below: `plugins`. Above: sandbo
 access.
 """
 
-from .config import SCOPES, ConfigBackend, ConfigScope, ConfigStore, check_value, check_values, declared, read_values
+from .config import (
+    SCOPES,
+    ConfigBackend,
+    ConfigScope,
+    ConfigStore,
+    ConfigUnset,
+    OwnerEnv,
+    check_value,
+    check_values,
+    declared,
+    read_values,
+)
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .secrets_box import SealError, SecretBox, load_host_key
@@ -13,7 +24,9 @@ __all__ = [
     "ConfigBackend",
     "ConfigScope",
     "ConfigStore",
+    "ConfigUnset",
     "Database",
+    "OwnerEnv",
     "PgConnection",
     "PgPool",
     "PluginStore",

@@ -16,6 +16,13 @@ never "".
 
 A `PluginConfig` is bound to one plugin when it is made; none of its methods takes a plugin
 id, so whoever holds it cannot reach another plugin's values.
+
+A `secret` field (owner scope only) is sealed with the host key (`secrets_box`, bound to the
+owner, the plugin and the key) before it is written, and reads as `{"set": true}` or
+`{"set": false}`: no reader of config (the owner door, the catalogue, `config.get`) sees it.
+Only `PluginConfig.env` opens it, for the child's environment (`Transport.env_from_config`);
+a write to a key that feeds the environment calls `on_env_changed(plugin_id)`, so the
+plugin's children restart with the new value.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio.lowlevel
 
-from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import ConfigField, Manifest
+from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.plugins import ConfigField, Manifest, Plugin
+
+from .secrets_box import SealError, SecretBox
 
 if TYPE_CHECKING:
     from .database import PgPool
@@ -43,7 +52,9 @@ __all__ = [
     "ConfigRows",
     "ConfigScope",
     "ConfigStore",
+    "ConfigUnset",
     "InMemoryConfigStore",
+    "OwnerEnv",
     "PluginConfig",
     "RowKey",
     "check_value",
@@ -211,7 +222,7 @@ def check_values(fields: Sequence[ConfigField], values: Mapping[str, object]) ->
         try:
             checked[key] = None if value is None else check_value(field, value)
         except InvalidArguments as exc:
-            problems.append(exc.message)
+            problems.append(_secret_problem(field) if field.secret else exc.message)
     if problems:
         more = len(problems) - _MAX_PROBLEMS
         message = "; ".join(problems[:_MAX_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
@@ -221,12 +232,19 @@ def check_values(fields: Sequence[ConfigField], values: Mapping[str, object]) ->
     return checked
 
 
+def _secret_problem(field: ConfigField) -> str:
+    """What is wrong with a secret's value, without a word of the value."""
+    return f"{field.key}: must be a string of at most {MAX_STRING_CHARS} characters without control characters"
+
+
 def _default(field: ConfigField) -> object:
     return list(field.default) if isinstance(field.default, tuple) else field.default
 
 
 def _read_one(field: ConfigField, stored: Mapping[str, object]) -> object:
     value = stored.get(field.key)
+    if field.secret:  # sealed; only `PluginConfig.env` opens it
+        return {"set": value is not None}
     if value is None:
         return _default(field)
     try:
@@ -304,15 +322,52 @@ class ConfigBackend(Protocol):
         ...
 
 
-class PluginConfig:
-    """One plugin's config values, checked against its manifest; made by `for_plugin`."""
+class ConfigUnset(Unavailable):
+    """A required owner setting of a plugin is unset: its children are not started."""
 
-    def __init__(self, rows: ConfigRows, plugin_id: str, manifest: Manifest) -> None:
+
+EnvChanged = Callable[[str], None]
+
+
+def _bound_to(owner_id: str, plugin_id: str, key: str) -> str:
+    return f"config\x00{owner_id}\x00{plugin_id}\x00{key}"
+
+
+def _env_text(value: object) -> str:
+    """A config value as an environment variable's text: a list as JSON, a bool as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value), ensure_ascii=False)
+    return str(value)
+
+
+class PluginConfig:
+    """One plugin's config values, checked against its manifest; made by `for_plugin`.
+
+    box: seals and opens secret values (a host without one refuses to store a secret).
+    on_env_changed: called with the plugin id after an owner write to a key that feeds the
+    child's environment or is required.
+    """
+
+    def __init__(
+        self,
+        rows: ConfigRows,
+        plugin_id: str,
+        manifest: Manifest,
+        *,
+        box: SecretBox | None = None,
+        on_env_changed: EnvChanged | None = None,
+    ) -> None:
         if manifest.id != plugin_id:
             raise ValueError(f"the manifest of {manifest.id!r} does not declare {plugin_id!r}'s config")
         self._rows = rows
         self._plugin_id = plugin_id
         self._fields = {scope: declared(manifest, scope) for scope in SCOPES}
+        self._box = box
+        self._on_env_changed = on_env_changed
+        self._env_from = dict(manifest.transport.env_from_config) if manifest.transport is not None else {}
+        self._feeds_child = set(self._env_from.values()) | {f.key for f in manifest.config if f.required}
 
     @property
     def plugin_id(self) -> str:
@@ -351,20 +406,76 @@ class PluginConfig:
         checked = check_values(fields, values)
         if not checked:
             return await self.get(owner_id, scope, scope_id)
-        new = {key: value for key, value in checked.items() if value is not None}
+        seal = scope == "owner"
+        new = {k: self._sealed(owner_id, k, v) if seal else v for k, v in checked.items() if v is not None}
         removed = sorted(key for key, value in checked.items() if value is None)
         stored = await self._rows.merge_row((owner_id, self._plugin_id, scope, scope_id), new, removed)
+        if scope == "owner" and self._on_env_changed is not None and self._feeds_child & checked.keys():
+            self._on_env_changed(self._plugin_id)
         return read_values(fields, stored)
+
+    def _sealed(self, owner_id: str, key: str, value: object) -> object:
+        if not any(f.secret and f.key == key for f in self._fields["owner"]):
+            return value
+        if self._box is None:
+            raise Unavailable("this host keeps no secrets (no host key); the value was not stored")
+        return self._box.seal(value, bound_to=_bound_to(owner_id, self._plugin_id, key))
+
+    async def env(self, owner_id: str) -> dict[str, str]:
+        """The child's environment from the owner's config (`Transport.env_from_config`), secrets
+        opened; a variable whose value is unset is left out.
+
+        Raises `ConfigUnset` naming the first required key that has no value (nor default).
+        """
+        owner = self._fields["owner"]
+        if not self._env_from and not any(f.required for f in owner):
+            return {}
+        rows = await self._rows.fetch_rows(owner_id, self._plugin_id, [("owner", "")])
+        stored = rows.get(("owner", ""), {})
+        values = {f.key: self._opened(owner_id, f, stored) if f.secret else _read_one(f, stored) for f in owner}
+        for field in owner:
+            if field.required and values[field.key] is None:
+                raise ConfigUnset(
+                    f"the owner must set {field.key!r} of {self._plugin_id} (config_set) before it can start"
+                )
+        return {name: _env_text(values[key]) for name, key in self._env_from.items() if values[key] is not None}
+
+    def _opened(self, owner_id: str, field: ConfigField, stored: Mapping[str, object]) -> object:
+        sealed = stored.get(field.key)
+        if not isinstance(sealed, str) or self._box is None:
+            return None
+        try:
+            return self._box.open(sealed, bound_to=_bound_to(owner_id, self._plugin_id, field.key))
+        except SealError:  # the host key changed: the secret is lost, as a connector's would be
+            _logger.warning("%s: the secret setting %r does not open with this host key", self._plugin_id, field.key)
+            return None
+
+
+class OwnerEnv:
+    """What each plugin's child gets in its environment from the owner's config: the env source
+    the child factory reads when a child starts (`ChildFactory.use_env`)."""
+
+    def __init__(self, backend: ConfigBackend, owner_id: str) -> None:
+        self._backend = backend
+        self._owner_id = owner_id
+
+    async def env_for(self, plugin: Plugin) -> dict[str, str]:
+        """`plugin`'s variables; raises `ConfigUnset` for a required setting left unset."""
+        manifest = plugin.manifest
+        return await self._backend.for_plugin(manifest.id, manifest).env(self._owner_id)
 
 
 class ConfigStore:
-    """Config values in `mcp_host.config_values`, shared by replicas."""
+    """Config values in `mcp_host.config_values`, shared by replicas (see `PluginConfig` for
+    `box` and `on_env_changed`; a change restarts children on this replica only)."""
 
-    def __init__(self, pool: PgPool) -> None:
+    def __init__(self, pool: PgPool, *, box: SecretBox | None = None, on_env_changed: EnvChanged | None = None) -> None:
         self._pool = pool
+        self._box = box
+        self._on_env_changed = on_env_changed
 
     def for_plugin(self, plugin_id: str, manifest: Manifest) -> PluginConfig:
-        return PluginConfig(self, plugin_id, manifest)
+        return PluginConfig(self, plugin_id, manifest, box=self._box, on_env_changed=self._on_env_changed)
 
     async def fetch_rows(
         self, owner_id: str, plugin_id: str, wanted: Sequence[tuple[ConfigScope, str]]
@@ -404,11 +515,13 @@ class ConfigStore:
 class InMemoryConfigStore:
     """Config values in a dict, for unit tests of logic; values pass through JSON as in jsonb."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, box: SecretBox | None = None, on_env_changed: EnvChanged | None = None) -> None:
         self._rows: dict[RowKey, dict[str, object]] = {}
+        self._box = box
+        self._on_env_changed = on_env_changed
 
     def for_plugin(self, plugin_id: str, manifest: Manifest) -> PluginConfig:
-        return PluginConfig(self, plugin_id, manifest)
+        return PluginConfig(self, plugin_id, manifest, box=self._box, on_env_changed=self._on_env_changed)
 
     async def fetch_rows(
         self, owner_id: str, plugin_id: str, wanted: Sequence[tuple[ConfigScope, str]]

@@ -151,6 +151,8 @@ Second line,	tabbed.
                     "min": 0,
                     "max": 10,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
                 {
                     "key": "opens",
@@ -160,6 +162,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
                 {
                     "key": "closes",
@@ -169,6 +173,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
                 {
                     "key": "rooms",
@@ -178,6 +184,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
             ],
             "code_config": [
@@ -189,6 +197,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "Shown to the visitor",
+                    "secret": False,
+                    "required": False,
                 }
             ],
             "role_config": [
@@ -200,6 +210,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 }
             ],
             "key_config": [
@@ -211,6 +223,8 @@ Second line,	tabbed.
                     "min": None,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
                 {
                     "key": "max_bookings",
@@ -220,6 +234,8 @@ Second line,	tabbed.
                     "min": 0,
                     "max": None,
                     "description": "",
+                    "secret": False,
+                    "required": False,
                 },
             ],
             "quota": {
@@ -240,6 +256,7 @@ Second line,	tabbed.
                     "allow_net": False,
                     "workspace": True,
                 },
+                "env_from_config": {},
             },
             "category": None,
             "verbs": None,
@@ -264,6 +281,7 @@ def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> N
                     "env": {},
                     "url": "https://caldav.example/mcp",
                     "sandbox": {"host_ops": [], "allow_net": False, "workspace": False},
+                    "env_from_config": {},
                 },
                 "category": "calendar",
                 "verbs": ["freebusy", "insert_event"],
@@ -1098,3 +1116,69 @@ def test_limits_without_a_stdio_child_load_with_a_warning(tmp_path: Path) -> Non
 
     assert result.manifest is not None and result.mistakes == ()
     assert result.warnings == ("limits: only a stdio child has them; this plugin starts none",)
+
+
+def test_env_from_config_names_owner_config_keys_and_loads(tmp_path: Path) -> None:
+    folder = write_manifest(
+        tmp_path / "plugin",
+        """\
+        id: demo
+        config: [{key: token, type: string, secret: true, required: true}, {key: level, type: int}]
+        transport: {command: node, env_from_config: {API_TOKEN: token, LEVEL: level}}
+        """,
+    )
+    manifest = load_manifest(folder)
+    assert manifest.transport is not None
+    assert manifest.transport.env_from_config == {"API_TOKEN": "token", "LEVEL": "level"}
+    assert [(f.key, f.secret, f.required) for f in manifest.config] == [("token", True, True), ("level", False, False)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "config: [{key: token, type: string}]\ntransport: {command: node, env_from_config: {TOKEN: nope}}",
+            ("transport.env_from_config.TOKEN", "'nope' is not a key declared in config"),
+            id="undeclared-key",
+        ),
+        pytest.param(
+            "code_config: [{key: token, type: string}]\ntransport: {command: node, env_from_config: {TOKEN: token}}",
+            ("transport.env_from_config.TOKEN", "'token' is not a key declared in config"),
+            id="a-code-config-key",
+        ),
+        pytest.param(
+            "config: [{key: token, type: string}]\n"
+            "transport: {command: node, env: {TOKEN: x}, env_from_config: {TOKEN: token}}",
+            ("transport.env_from_config.TOKEN", "TOKEN is set in env too"),
+            id="also-in-env",
+        ),
+        pytest.param(
+            "config: [{key: token, type: string}]\ntransport: {command: node, env_from_config: {MCP_HOST_X: token}}",
+            ("transport.env_from_config.MCP_HOST_X", "'MCP_HOST_X' is reserved for the host (MCP_HOST_*)"),
+            id="reserved-name",
+        ),
+        pytest.param(
+            "config: [{key: token, type: string}]\n"
+            "transport: {kind: http, url: 'https://x.example/mcp', env_from_config: {TOKEN: token}}",
+            ("transport.env_from_config", "an http transport takes no env_from_config"),
+            id="http",
+        ),
+        pytest.param(
+            "config: [{key: n, type: int, secret: true}]",
+            ("config.0.secret", "only a string field may be secret"),
+            id="secret-int",
+        ),
+        pytest.param(
+            "config: [{key: token, type: string, secret: true, default: x}]",
+            ("config.0.default", "a secret field has no default"),
+            id="secret-default",
+        ),
+        pytest.param(
+            "role_config: [{key: token, type: string, required: true}]",
+            ("role_config.0.required", "only the owner's config (config) has required fields"),
+            id="required-role-config",
+        ),
+    ],
+)
+def test_bad_config_env_is_refused_naming_the_field(tmp_path: Path, text: str, expected: tuple[str, str]) -> None:
+    assert refusal(tmp_path, f"id: demo\n{text}\n") == expected

@@ -13,12 +13,13 @@ import pytest
 from inline_snapshot import snapshot
 
 from mcp_host.access.owners import OwnerStore
-from mcp_host.errors import InvalidArguments
+from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugins.manifest import ConfigField, Manifest
 from mcp_host.store.config import (
     SCOPES,
     ConfigBackend,
     ConfigStore,
+    ConfigUnset,
     InMemoryConfigStore,
     check_value,
     check_values,
@@ -27,6 +28,7 @@ from mcp_host.store.config import (
     role_values,
 )
 from mcp_host.store.database import PgConnection, PgPool
+from mcp_host.store.secrets_box import SecretBox
 
 MANIFEST = Manifest.model_validate(
     {
@@ -572,3 +574,61 @@ async def test_concurrent_sets_of_different_keys_on_one_row_both_survive(
     assert await config.get(owner, "owner") == snapshot(
         {"max_bookings": 7, "greeting": "hi", "open_at": "09:00", "notify": True, "tags": ["a", "b"]}
     )
+
+
+# -- secrets and the child's environment ------------------------------------------------------
+
+ENVY = Manifest.model_validate(
+    {
+        "id": "demo.envy",
+        "config": [
+            {"key": "token", "type": "string", "secret": True, "required": True},
+            {"key": "level", "type": "int"},
+            {"key": "verbose", "type": "bool", "default": False},
+        ],
+        "code_config": [{"key": "token", "type": "string"}],
+        "transport": {
+            "command": "python",
+            "env_from_config": {"TOKEN": "token", "LEVEL": "level", "VERBOSE": "verbose"},
+        },
+    }
+)
+TOKEN = "tok-5ecret-value"
+
+
+@pytest.mark.anyio
+async def test_a_secret_is_sealed_reads_as_set_and_only_env_opens_it() -> None:
+    changed: list[str] = []
+    store = InMemoryConfigStore(box=SecretBox(bytes(32)), on_env_changed=changed.append)
+    config = store.for_plugin("demo.envy", ENVY)
+    with pytest.raises(ConfigUnset) as unset:
+        await config.env("owner-1")
+    written = await config.set("owner-1", "owner", "", {"token": TOKEN, "level": 2})
+    code = await config.set("owner-1", "code", "c1", {"token": "not-a-secret-here"})
+    assert unset.value.message == "the owner must set 'token' of demo.envy (config_set) before it can start"
+    assert written == {"token": {"set": True}, "level": 2, "verbose": False}
+    assert code == {"token": "not-a-secret-here"}  # the code scope's own field is not secret
+    assert TOKEN not in repr(store._rows)  # sealed before it is stored
+    assert await config.get("owner-1", "owner") == written
+    assert await config.env("owner-1") == {"TOKEN": TOKEN, "LEVEL": "2", "VERBOSE": "false"}
+    assert changed == ["demo.envy"]  # the owner write fed the environment; the code write did not
+    # Sealed for this owner and plugin: another owner's handle opens nothing.
+    store._rows[("owner-2", "demo.envy", "owner", "")] = dict(store._rows[("owner-1", "demo.envy", "owner", "")])
+    with pytest.raises(ConfigUnset):
+        await config.env("owner-2")
+
+
+@pytest.mark.anyio
+async def test_a_refused_secret_is_not_shown_in_the_message() -> None:
+    config = InMemoryConfigStore(box=SecretBox(bytes(32))).for_plugin("demo.envy", ENVY)
+    with pytest.raises(InvalidArguments) as refused:
+        await config.set("owner-1", "owner", "", {"token": f"{TOKEN}\x01"})
+    assert refused.value.message == ("token: must be a string of at most 4096 characters without control characters")
+
+
+@pytest.mark.anyio
+async def test_a_host_without_a_box_refuses_to_store_a_secret() -> None:
+    config = InMemoryConfigStore().for_plugin("demo.envy", ENVY)
+    with pytest.raises(Unavailable):
+        await config.set("owner-1", "owner", "", {"token": TOKEN})
+    assert await config.get("owner-1", "owner") == {"token": {"set": False}, "level": None, "verbose": False}
