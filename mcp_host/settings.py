@@ -99,6 +99,10 @@ class HttpSettings(_Group):
     # host-wide cap takes 16 addresses. Addresses uvicorn trusts as proxies (its
     # FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1) are not capped per address.
     max_connections_per_client: int = Field(default=64, ge=1, validation_alias="http_max_connections_per_client")
+    # On SIGTERM (app/drain.py) `/readyz` and every new request are answered 503 at once, and
+    # the calls in flight and those parked between input rounds get this long to finish before
+    # the listener closes and the host stops (then uvicorn's 5 s grace, then cancelled).
+    drain_timeout_s: float = Field(default=25.0, ge=0, validation_alias="drain_timeout_s")
 
     @model_validator(mode="after")
     def _connection_caps_nest(self) -> HttpSettings:

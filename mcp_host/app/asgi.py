@@ -21,6 +21,7 @@ from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_respo
 from mcp_host.errors import Unavailable
 from mcp_host.settings import Settings
 
+from .drain import Drain
 from .health import OutageGuard, answer_outages, healthz, readyz
 from .lifespan import host_lifespan
 from .wiring import OWNER_PATH, Doors, Host, security
@@ -90,22 +91,29 @@ class HostApp:
     _PREFIX = "/v1/sessions/"
     _SUFFIX = "/mcp"
 
-    def __init__(self, inner: Starlette, *, retry_after_s: int = 2) -> None:
+    def __init__(self, inner: Starlette, drain: Drain, *, retry_after_s: int = 2) -> None:
         self.inner = inner
         self.state = inner.state
+        self.drain = drain
         self._retry_after_s = retry_after_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path: str = scope["path"]
-            host: Host | None = self.state.host
-            if host is not None and path.startswith(self._PREFIX) and path.endswith(self._SUFFIX):
-                session_id = path[len(self._PREFIX) : -len(self._SUFFIX)]
-                if session_id and "/" not in session_id:
-                    scope["path_params"] = {"session_id": session_id}
-                    # Outside Starlette's middleware: a database outage is answered 503 here.
-                    await answer_outages(host.doors.visitor, scope, receive, send, self._retry_after_s)
-                    return
+            # Counted, or refused once the replica drains (drain.py).
+            await self.drain.run(self._route, scope, receive, send)
+            return
+        await self.inner(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        host: Host | None = self.state.host
+        if host is not None and path.startswith(self._PREFIX) and path.endswith(self._SUFFIX):
+            session_id = path[len(self._PREFIX) : -len(self._SUFFIX)]
+            if session_id and "/" not in session_id:
+                scope["path_params"] = {"session_id": session_id}
+                # Outside Starlette's middleware: a database outage is answered 503 here.
+                await answer_outages(host.doors.visitor, scope, receive, send, self._retry_after_s)
+                return
         await self.inner(scope, receive, send)
 
 
@@ -124,6 +132,13 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
         lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages], exception_handlers=REST_ERRORS
     )
     app.state.host = None
+    # SIGTERM drains (drain.py): `cli._serve` starts it, `/readyz` reads it.
+    drain = Drain(
+        settings.http.drain_timeout_s,
+        retry_after_s=settings.database.retry_after_s,
+        parked=lambda: _parked(_running(app)),
+    )
+    app.state.drain = drain
     # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
     same_site = [Middleware(HostOriginGuard, security=rules)]
     app.router.routes.extend(
@@ -145,4 +160,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
             ),
         ]
     )
-    return HostApp(app, retry_after_s=settings.database.retry_after_s)
+    return HostApp(app, drain, retry_after_s=settings.database.retry_after_s)
+
+
+def _parked(host: Host | None) -> int:
+    return host.rounds.parked_count() if host is not None else 0

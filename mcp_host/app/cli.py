@@ -53,11 +53,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from mcp_host.edge import server_config
 
     from .asgi import create_app
+    from .drain import DrainingServer
 
     settings = _settings(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -82,8 +81,10 @@ def _serve(args: argparse.Namespace) -> int:
         failed.append(True)
         server.should_exit = True
 
-    # The same config the tests run (http_server.py): timeouts, caps, loop, protocol.
-    server = uvicorn.Server(server_config(create_app(settings, on_fatal=on_fatal), settings))
+    # The same config the tests run (http_server.py): timeouts, caps, loop, protocol. SIGTERM
+    # drains first (drain.py): readiness 503, calls in flight finish, then a stop that exits 0.
+    app = create_app(settings, on_fatal=on_fatal)
+    server = DrainingServer(server_config(app, settings), app.drain)
     try:
         server.run(sockets=[listener])
     except InternalError:

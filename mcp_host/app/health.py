@@ -11,6 +11,7 @@ running host's `Database` (`answers`: a bounded `SELECT 1`), `sandbox.require_bw
 - `/readyz` is readiness: 200 only when the database answers `SELECT 1` within
   `readiness_timeout_s` and children can start (the sandbox is there; none is started);
   else 503 naming the failed checks: `{"ready": false, "failed": ["database"], "checks": {…}}`.
+  From SIGTERM on (`drain.py`) it answers 503 `{"drain": "draining"}` at once, asking nothing.
 - A request whose handler meets a database outage before its response started is answered
   503 `{"error": "unavailable", "message": …}` with `Retry-After`, never a 500 with a traceback
   (the database watch logs the outage once). Other exceptions pass through unchanged.
@@ -47,9 +48,12 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Readiness: the database answers and children can start."""
+    """Readiness: the database answers and children can start, and the host is not draining."""
     host = _host(request)
-    if host is None:
+    drain = getattr(request.app.state, "drain", None)
+    if drain is not None and drain.draining:  # the load balancer takes this replica out first
+        checks = {"drain": "draining"}
+    elif host is None:
         checks = {"host": "starting or stopping"}
     else:
         checks = {"database": await _database_check(host), "children": _children_check(host)}

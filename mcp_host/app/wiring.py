@@ -113,6 +113,8 @@ class Host:
     connections: Connections
     audit: AuditLog
     pins: PinBook | None
+    rounds: InputRounds
+    """The 2026-07-28 calls parked between input rounds (a drain waits for them)."""
 
 
 @dataclass(frozen=True)
@@ -543,6 +545,7 @@ async def wired(
                 connections=shared.connections,
                 audit=shared.audit,
                 pins=shared.pins,
+                rounds=rounds,
             )
         finally:
             rounds.close()  # calls parked between input rounds end with the host
