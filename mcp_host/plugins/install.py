@@ -141,6 +141,8 @@ class Launched:
     description: object
     env: tuple[tuple[str, str], ...] = ()
     config: tuple[dict[str, Any], ...] = ()
+    env_from_config: tuple[tuple[str, str], ...] = ()
+    """(variable, config key): values the owner gives, put in the child's environment at start."""
 
 
 def npm_into(folder: Path, source: NpmSource, spec: str | None) -> Launched:
@@ -226,6 +228,8 @@ class Staging:
         transport: dict[str, Any] = {"command": got.command, "args": list(got.args)}
         if got.env:
             transport["env"] = dict(got.env)
+        if got.env_from_config:
+            transport["env_from_config"] = dict(got.env_from_config)
         transport["sandbox"] = {"allow_net": False}
         manifest: dict[str, Any] = {
             "id": self.plugin_id,

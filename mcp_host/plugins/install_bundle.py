@@ -8,19 +8,24 @@ A bundle is unpacked into the staging folder and started as its `mcp_config` say
 for the sandbox (the plugin folder is `/plugin` there): a node server with `node`, a python
 server with the host's `python` (the SDK) unless it ships its own packages (`PYTHONPATH`), a
 binary by its path in the bundle; a `uv` server is refused (it needs the network to start).
-Its `user_config` fields become declared owner config. A registry entry's npm or PyPI package
-is installed pinned, its `packageArguments` become the arguments and its environment
-variables with values the child's environment.
+Its `user_config` fields become declared owner config (`secret` when `sensitive`, `required`
+when required without a default). A registry entry's npm or PyPI package is installed pinned,
+its `packageArguments` become the arguments and its environment variables with values the
+child's environment.
 
-The host does not yet pass owner config to a child's environment, so a source that needs a
-value the owner must give (a required setting without a default, a secret) is refused for
-now, in one sentence.
+A value the owner must give (a required setting without a default, a secret) reaches the
+child as an environment variable (`transport.env_from_config`, from declared owner config):
+a bundle's `mcp_config.env` entry that is exactly `${user_config.KEY}`, a registry entry's
+`environmentVariables` with `isRequired` and no value or `isSecret`. One the command line or a
+longer text would need (an argument, `"Bearer ${user_config.token}"`) is still refused, in
+one sentence: a secret never goes on a command line.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -38,7 +43,7 @@ __all__ = ["install_bundle", "install_registry_entry"]
 _MAX_SERVER_JSON = 1024 * 1024
 _VARIABLE = re.compile(r"\$\{user_config\.([^${}]*)\}")
 _KEY_RE = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
-_NOT_YET = "the host cannot pass owner settings to a server yet, so it is refused for now"
+_NOT_ENV = "owner config reaches a server only as a whole environment variable, so it is refused"
 _DEFAULT_REGISTRIES = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}
 
 
@@ -91,7 +96,7 @@ def install_registry_entry(
     sep = "@" if package.registry_type == "npm" else "=="
     pinned = parse_source(f"{package.registry_type}:{package.identifier}{sep}{package.version}")
     assert isinstance(pinned, NpmSource | PypiSource)
-    args, env = _entry_settings(package)
+    args, env, config, env_from = _entry_settings(package)
     with Staging(data_dir, default_id(pinned) if plugin_id is None else plugin_id, replacing=replacing) as staging:
         if isinstance(pinned, NpmSource):
             got = npm_into(staging.path, pinned, spec)
@@ -104,6 +109,8 @@ def install_registry_entry(
             server.title or server.name,
             server.description or got.description,
             env=env,
+            config=config,
+            env_from_config=env_from,
         )
         origin = f"{pinned} as the registry entry {server.name} describes"
         return staging.finish(source, origin, got)
@@ -113,8 +120,12 @@ def install_registry_entry(
 # Registry entries
 
 
-def _entry_settings(package: StdioPackage) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """The package's arguments and environment; refused when one needs the owner's value."""
+Pairs = tuple[tuple[str, str], ...]
+
+
+def _entry_settings(package: StdioPackage) -> tuple[tuple[str, ...], Pairs, tuple[dict[str, Any], ...], Pairs]:
+    """The package's arguments, its fixed environment, the owner config it declares and the
+    variables made from it; refused when an argument needs the owner's value."""
     args: list[str] = []
     for argument in package.arguments:
         label = argument.name or argument.value_hint or "a positional argument"
@@ -123,20 +134,29 @@ def _entry_settings(package: StdioPackage) -> tuple[tuple[str, ...], tuple[tuple
             continue
         args.extend((argument.name, value) if argument.type == "named" and argument.name else (value,))
     env: list[tuple[str, str]] = []
+    config: dict[str, dict[str, Any]] = {}
+    env_from: list[tuple[str, str]] = []
     for variable in package.environment:
-        value = _entry_value(
-            variable.resolved, variable.is_required, variable.is_secret, f"environment variable {shown(variable.name)}"
-        )
-        if value is not None:
+        value = variable.resolved
+        if variable.is_secret or (value is None and variable.is_required):
+            key = _config_key(variable.name, config, f"server.json's environment variable {shown(variable.name)}")
+            config[key] = _described(
+                {"key": key, "type": "string", "label": variable.name},
+                variable.description or "",
+                secret=variable.is_secret,
+                required=variable.is_required,
+            )
+            env_from.append((variable.name, key))
+        elif value is not None:
             env.append((variable.name, value))
-    return tuple(args), tuple(env)
+    return tuple(args), tuple(env), tuple(config.values()), tuple(env_from)
 
 
 def _entry_value(value: str | None, required: bool, secret: bool, what: str) -> str | None:
     if secret:
-        raise InvalidArguments(f"the server.json's {what} is a secret the owner must give; {_NOT_YET}.")
+        raise InvalidArguments(f"the server.json's {what} is a secret the owner must give; {_NOT_ENV}.")
     if value is None and required:
-        raise InvalidArguments(f"the server.json's {what} is required and has no default; {_NOT_YET}.")
+        raise InvalidArguments(f"the server.json's {what} is required and has no default; {_NOT_ENV}.")
     return value
 
 
@@ -163,12 +183,24 @@ def _bundle_launch(manifest: BundleManifest, folder: Path) -> Launched:
         raise InvalidArguments("the bundle is a uv server, which needs the network to start; it is not supported.")
     config = server.mcp_config
     assert config is not None  # parse_bundle_manifest: only a uv server may lack it
-    for text in (config.command, *config.args, *config.env.values()):
-        for key in _VARIABLE.findall(text):
-            field = manifest.user_config.get(key)
-            if field is not None and field.required and field.default is None:
-                raise InvalidArguments(f"the bundle's setting {shown(key)} is required and has no default; {_NOT_YET}.")
-    launch = resolve_launch(manifest, {}, SANDBOX_PLUGIN_DIR)
+    keys = _config_keys(manifest)
+    whole = {name: found.group(1) for name, text in config.env.items() if (found := _VARIABLE.fullmatch(text))}
+    inline = [text for name, text in config.env.items() if name not in whole]
+    elsewhere = {key for text in (config.command, *config.args, *inline) for key in _VARIABLE.findall(text)}
+    for key in sorted(elsewhere):
+        if _owner_gives(manifest.user_config.get(key)):
+            raise InvalidArguments(
+                f"the bundle's setting {shown(key)} has no default and is used on the command line or inside a"
+                f" longer value; {_NOT_ENV}."
+            )
+    from_owner = {
+        name: key
+        for name, key in whole.items()
+        if key not in elsewhere and key in keys and _owner_gives(manifest.user_config.get(key))
+    }
+    # The owner's values replace these at start: resolved here to nothing, then left out.
+    launch = resolve_launch(manifest, dict.fromkeys(from_owner.values(), ""), SANDBOX_PLUGIN_DIR)
+    env = {name: value for name, value in launch.env.items() if name not in from_owner}
     if server.type == "node":
         if PurePosixPath(launch.command).name != "node":
             raise InvalidArguments("the bundle is a node server whose mcp_config does not start node.")
@@ -183,9 +215,15 @@ def _bundle_launch(manifest: BundleManifest, folder: Path) -> Launched:
         manifest.version,
         manifest.display_name or manifest.name,
         manifest.description,
-        env=tuple(launch.env.items()),
-        config=_declared_config(manifest),
+        env=tuple(env.items()),
+        config=_declared_config(manifest, keys),
+        env_from_config=tuple((name, keys[key]) for name, key in from_owner.items()),
     )
+
+
+def _owner_gives(field: UserConfigField | None) -> bool:
+    """Whether only the owner can give the setting's value: a secret, or required and no default."""
+    return field is not None and field.default is None and (field.sensitive or field.required)
 
 
 def _in_bundle(command: str, folder: Path) -> str:
@@ -202,16 +240,27 @@ def _in_bundle(command: str, folder: Path) -> str:
     return "/".join(parts)
 
 
-def _declared_config(manifest: BundleManifest) -> tuple[dict[str, Any], ...]:
+def _config_key(name: str, taken: Collection[str], what: str) -> str:
+    """The owner config key made of a setting's `name` (a-z 0-9 _); refused when it cannot be
+    one or is `taken`."""
+    key = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", name.lower())).strip("_")
+    key = key if key[:1].isalpha() else f"c_{key}"
+    if not _KEY_RE.match(key) or key in taken:
+        raise InvalidArguments(f"the {what} cannot be declared as owner config.")
+    return key
+
+
+def _config_keys(manifest: BundleManifest) -> dict[str, str]:
+    """Each `user_config` name's owner config key."""
+    keys: dict[str, str] = {}
+    for name in manifest.user_config:
+        keys[name] = _config_key(name, set(keys.values()), f"bundle's setting {shown(name)}")
+    return keys
+
+
+def _declared_config(manifest: BundleManifest, keys: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
     """The bundle's `user_config` as the manifest's `config` fields."""
-    fields: dict[str, dict[str, Any]] = {}
-    for name, field in manifest.user_config.items():
-        key = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", name.lower())).strip("_")
-        key = key if key[:1].isalpha() else f"c_{key}"
-        if not _KEY_RE.match(key) or key in fields:
-            raise InvalidArguments(f"the bundle's setting {shown(name)} cannot be declared as owner config.")
-        fields[key] = _config_field(key, field)
-    return tuple(fields.values())
+    return tuple(_config_field(keys[name], field) for name, field in manifest.user_config.items())
 
 
 def _config_field(key: str, field: UserConfigField) -> dict[str, Any]:
@@ -238,12 +287,23 @@ def _config_field(key: str, field: UserConfigField) -> dict[str, Any]:
     description = field.description.strip()
     if field.sensitive:
         description = f"{description} (A secret.)".strip()
-    declared: dict[str, Any] = {"key": key, "type": kind}
-    label = field.title.strip()[:MAX_TITLE_CHARS]
-    if label and text_problem(label, "label", multiline=False) is None:
-        declared["label"] = label
+    secret = field.sensitive and kind == "string" and default is None  # a secret has no default
+    declared: dict[str, Any] = {"key": key, "type": kind, "label": field.title}
     if default is not None:
         declared["default"] = default
+    return _described(declared, description, secret=secret, required=field.required and default is None)
+
+
+def _described(declared: dict[str, Any], description: str, *, secret: bool, required: bool) -> dict[str, Any]:
+    """A config field with its label and description kept when they are safe text, and its flags."""
+    label = str(declared.pop("label", "")).strip()[:MAX_TITLE_CHARS]
+    if label and text_problem(label, "label", multiline=False) is None:
+        declared["label"] = label
+    description = description.strip()
     if description and len(description) <= MAX_DESCRIPTION_BYTES // 4 and text_problem(description, "d") is None:
         declared["description"] = description
+    if secret:
+        declared["secret"] = True
+    if required:
+        declared["required"] = True
     return declared

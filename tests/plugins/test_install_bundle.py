@@ -171,8 +171,8 @@ def test_python_and_binary_bundles_start_as_their_runtime_needs(tmp_path: Path) 
                 },
             ),
             {},
-            "the bundle's setting 'token' is required and has no default; the host cannot pass owner settings"
-            " to a server yet, so it is refused for now.",
+            "the bundle's setting 'token' has no default and is used on the command line or inside a longer"
+            " value; owner config reaches a server only as a whole environment variable, so it is refused.",
         ),
         (
             bundle_manifest(server={"type": "uv", "entry_point": "server/index.js"}),
@@ -266,12 +266,9 @@ def test_server_json_npm_package_from_the_local_tarball(tmp_path: Path) -> None:
     ("package", "message"),
     [
         (
-            {"environmentVariables": [{"name": "API_KEY", "isSecret": True, "isRequired": True}]},
-            "the server.json's environment variable 'API_KEY' is a secret the owner must give;",
-        ),
-        (
-            {"environmentVariables": [{"name": "BASE", "isRequired": True}]},
-            "the server.json's environment variable 'BASE' is required and has no default;",
+            {"packageArguments": [{"type": "named", "name": "--token", "isSecret": True}]},
+            "the server.json's argument '--token' is a secret the owner must give; owner config reaches a server"
+            " only as a whole environment variable, so it is refused.",
         ),
         (
             {"packageArguments": [{"type": "positional", "valueHint": "path", "isRequired": True}]},
@@ -280,7 +277,7 @@ def test_server_json_npm_package_from_the_local_tarball(tmp_path: Path) -> None:
         ({"registryBaseUrl": "https://evil.example/simple"}, "the server.json's package comes from"),
         ({"transport": {"type": "streamable-http"}}, "the server.json of 'io.github.tests/tiny' has no npm or PyPI"),
     ],
-    ids=["secret", "required-env", "required-arg", "other-registry", "http-only"],
+    ids=["secret-arg", "required-arg", "other-registry", "http-only"],
 )
 def test_refused_server_json_runs_nothing_and_leaves_nothing(
     tmp_path: Path, package: dict[str, Any], message: str
@@ -368,3 +365,52 @@ async def test_a_bundle_and_a_registry_entry_are_pending_at_start_then_a_visitor
     assert {"shout", "whisper"} <= listed
     assert not shout.is_error and shout.content[0].text == "HELLO"  # type: ignore[union-attr]
     assert not whisper.is_error and whisper.content[0].text == "hello"  # type: ignore[union-attr]
+
+
+def test_a_bundle_setting_only_the_owner_gives_becomes_config_that_reaches_the_env(tmp_path: Path) -> None:
+    manifest = bundle_manifest(
+        server={
+            "type": "node",
+            "entry_point": "server/index.js",
+            "mcp_config": {
+                "command": "node",
+                "args": ["${__dirname}/server/index.js"],
+                "env": {"SHOUT_MODE": "${user_config.mode}", "API_KEY": "${user_config.api_key}", "HOME_DIR": "x"},
+            },
+        },
+        user_config={
+            "mode": {"type": "string", "title": "Mode", "default": "loud"},
+            "api_key": {"type": "string", "title": "API key", "sensitive": True, "required": True},
+        },
+    )
+    done = install_bundle(BundleSource(make_bundle(tmp_path / "s.mcpb", manifest)), tmp_path / "data")
+    loaded = load_manifest(done.folder)
+    assert loaded.transport is not None
+    assert loaded.transport.env == {"SHOUT_MODE": "loud", "HOME_DIR": "x"}
+    assert loaded.transport.env_from_config == {"API_KEY": "api_key"}
+    assert [(f.key, f.type, f.default, f.secret, f.required) for f in loaded.config] == [
+        ("mode", "string", "loud", False, False),
+        ("api_key", "string", None, True, True),
+    ]
+
+
+def test_server_json_secret_and_required_variables_become_config_that_reaches_the_env(tmp_path: Path) -> None:
+    source = server_json(
+        tmp_path / "entry",
+        "pypi",
+        "whisper-server",
+        environmentVariables=[
+            {"name": "API_KEY", "isSecret": True, "isRequired": True, "description": "The service's key."},
+            {"name": "BASE", "isRequired": True},
+            {"name": "WHISPER_MODE", "default": "soft"},
+        ],
+    )
+    done = install_registry_entry(source, tmp_path / "data", spec=str(wheel(tmp_path)))
+    loaded = load_manifest(done.folder)
+    assert loaded.transport is not None
+    assert loaded.transport.env == {"WHISPER_MODE": "soft"}
+    assert loaded.transport.env_from_config == {"API_KEY": "api_key", "BASE": "base"}
+    assert [(f.key, f.label, f.description, f.secret, f.required) for f in loaded.config] == [
+        ("api_key", "API_KEY", "The service's key.", True, True),
+        ("base", "BASE", "", False, True),
+    ]
