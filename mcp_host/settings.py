@@ -43,6 +43,7 @@ __all__ = [
     "Settings",
     "StoreSettings",
     "WireSettings",
+    "OtelSettings",
     "default_data_dir",
     "flat_names",
 ]
@@ -331,6 +332,9 @@ class Settings(BaseSettings):
     public_url: str | None = None
     # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
+    # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).
+    log_format: Literal["text", "json"] = "text"
 
     wire: WireSettings = Field(default_factory=WireSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -455,3 +459,18 @@ class _FlatEnvironment(EnvSettingsSource):
             if value is not None:
                 found[flat] = value
         return _grouped(found)
+
+
+class OtelSettings(BaseSettings):
+    """The OpenTelemetry variables that decide whether the host traces (app/telemetry.py);
+    the SDK and its exporter read the rest themselves (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,
+    OTEL_BSP_*, OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES). Unset, nothing is traced."""
+
+    model_config = SettingsConfigDict(env_prefix="OTEL_", extra="ignore", frozen=True)
+
+    sdk_disabled: bool = False
+    # `otlp` (OTLP over HTTP/protobuf), `console` (stderr, to try it) or `none`; unset, `otlp`
+    # when an OTLP endpoint is set.
+    traces_exporter: str | None = None
+    exporter_otlp_endpoint: str | None = None
+    exporter_otlp_traces_endpoint: str | None = None

@@ -26,7 +26,7 @@ from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
 from mcp_host.plugins import PluginKind, check_paths, load_plugins
 from mcp_host.sandbox import limit_warnings, require_bwrap
-from mcp_host.settings import Settings, default_data_dir
+from mcp_host.settings import OtelSettings, Settings, default_data_dir
 
 from .host_file import HostRecord, read_host_file
 from .plugin_commands import add_plugin_commands
@@ -57,9 +57,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .asgi import create_app
     from .drain import DrainingServer
+    from .telemetry import configure_logging, start_tracing
 
     settings = _settings(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_format)
     logging.getLogger("pgserver").setLevel(logging.WARNING)  # it logs every command line at INFO
     if settings.sandbox.mode == "on":
         require_bwrap()  # refuse before anything starts, with the install command
@@ -83,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     # The same config the tests run (http_server.py): timeouts, caps, loop, protocol. SIGTERM
     # drains first (drain.py): readiness 503, calls in flight finish, then a stop that exits 0.
+    tracing = start_tracing(OtelSettings())  # before the app: its servers keep the SDK's spans then
     app = create_app(settings, on_fatal=on_fatal)
     server = DrainingServer(server_config(app, settings), app.drain)
     try:
@@ -92,6 +94,9 @@ def _serve(args: argparse.Namespace) -> int:
     except HostError as exc:
         print(f"mcp-host: {exc.message}", file=sys.stderr)
         return 2
+    finally:
+        if tracing is not None:
+            tracing.shutdown()  # exports the spans still batched
     return 1 if failed else 0
 
 

@@ -176,4 +176,6 @@ def _server_for(plugin: Plugin, channel: BackChannel) -> Server[Any]:
         return await channel.call(plugin, params.name, params.arguments, ctx.meta)
 
     server: Server[Any] = Server("mcp-host", version="0.1.0", on_list_tools=list_tools, on_call_tool=call_tool)
-    return untraced(server, always=True)
+    # Kept when tracing is set up: a host op's span continues the trace its `_meta` carries
+    # (`traceparent`, passed on by the kit from the forwarded call).
+    return untraced(server)

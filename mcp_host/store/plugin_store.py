@@ -28,10 +28,12 @@ import json
 import logging
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugins import PluginKind
@@ -74,6 +76,7 @@ __all__ = [
 
 
 _logger = logging.getLogger("mcp_host.store.plugin_store")
+_tracer = trace.get_tracer("mcp_host.store")
 
 # The manifest's plugin id grammar (manifest.PLUGIN_ID_RE).
 _PLUGIN_ID = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*\Z")
@@ -190,9 +193,24 @@ class DocumentStore(Protocol):
 # -- PostgreSQL -------------------------------------------------------------------------------
 
 
+def _translated(schema: str, op: str) -> AbstractContextManager[None]:
+    """asyncpg's failures as `Unavailable`: the log says what happened, the caller does not.
+
+    Inside a recorded trace (a host op's span), the statements are a span `store.<op>` of it.
+    Otherwise no span is started: even OpenTelemetry's non-recording one costs ~20 µs an op.
+    """
+    return _traced(schema, op) if trace.get_current_span().is_recording() else _mapped(schema)
+
+
 @contextmanager
-def _translated(schema: str) -> Iterator[None]:
-    """asyncpg's failures as `Unavailable`: the log says what happened, the caller does not."""
+def _traced(schema: str, op: str) -> Iterator[None]:
+    attributes = {"db.system.name": "postgresql", "db.namespace": schema, "db.operation.name": op}
+    with _tracer.start_as_current_span(f"store.{op}", kind=SpanKind.CLIENT, attributes=attributes), _mapped(schema):
+        yield
+
+
+@contextmanager
+def _mapped(schema: str) -> Iterator[None]:
     try:
         yield
     except (asyncpg.UndefinedTableError, asyncpg.InvalidSchemaNameError):
@@ -272,7 +290,7 @@ class PluginStore:
     ) -> str:
         check_scope(owner_id, collection)
         stored, counted = check_doc(self._limits, stamped(doc, quota), "doc"), quota_cap(quota)
-        with _translated(self.schema):
+        with _translated(self.schema, "insert"):
             if counted is None:
                 return str(await self._pool.fetchval(self._sql["insert"], owner_id, collection, stored))
             subject, limit = counted
@@ -290,14 +308,14 @@ class PluginStore:
     ) -> list[Record]:
         check_scope(owner_id, collection)
         pattern, count = check_filter(self._limits, filter), check_limit(self._limits, limit)
-        with _translated(self.schema):
+        with _translated(self.schema, "query"):
             rows = await self._pool.fetch(self._sql["query"], owner_id, collection, pattern, count)
         return [Record(id=str(row["id"]), doc=row["doc"], created_at=row["created_at"]) for row in rows]
 
     async def count(self, owner_id: str, collection: str, filter: dict[str, Any] | None = None) -> int:
         check_scope(owner_id, collection)
         pattern = check_filter(self._limits, filter)
-        with _translated(self.schema):
+        with _translated(self.schema, "count"):
             return int(await self._pool.fetchval(self._sql["count"], owner_id, collection, pattern))
 
     async def search(
@@ -313,7 +331,7 @@ class PluginStore:
         check_scope(owner_id, collection)
         text, keys = check_search_query(self._limits.search, query), check_fields(fields)
         pattern, count = check_filter(self._limits, filter), check_search_limit(self._limits.search, limit)
-        with _translated(self.schema):
+        with _translated(self.schema, "search"):
             rows = await self._pool.fetch(
                 self._search_sql[len(keys)], owner_id, collection, text, pattern, count, *keys
             )
@@ -327,7 +345,7 @@ class PluginStore:
     ) -> bool:
         check_scope(owner_id, collection)
         args = (owner_id, collection, check_record_id(id), check_doc(self._limits, doc, "doc"), keep_field)
-        with _translated(self.schema):
+        with _translated(self.schema, "update"):
             status = await self._pool.execute(self._sql["update"], *args)
         return status == "UPDATE 1"
 
@@ -340,7 +358,7 @@ class PluginStore:
         args: tuple[object, ...] = (owner_id, collection, check_filter(self._limits, filter))
         if id is not None:
             args += (check_record_id(id),)
-        with _translated(self.schema):
+        with _translated(self.schema, "delete"):
             status = await self._pool.execute(self._sql["delete" if id is None else "delete_id"], *args)
         return int(status.split()[-1])
 
@@ -348,13 +366,13 @@ class PluginStore:
         check_scope(owner_id, collection)
         check_key(self._limits, key)
         check_ttl(self._limits, ttl_s)
-        with _translated(self.schema):
+        with _translated(self.schema, "claim"):
             return await self._pool.fetchval(self._sql["claim"], owner_id, collection, key, ttl_s) is True
 
     async def release(self, owner_id: str, collection: str, key: str) -> bool:
         check_scope(owner_id, collection)
         check_key(self._limits, key)
-        with _translated(self.schema):
+        with _translated(self.schema, "release"):
             return await self._pool.fetchval(self._sql["release"], owner_id, collection, key) is True
 
 
@@ -377,7 +395,7 @@ class PluginStores:
         with a unique violation when two sessions race).
         """
         store = self.bound(kind, plugin_id)
-        with _translated(store.schema):
+        with _translated(store.schema, "ensure"):
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(_LOCK, f"mcp_host.store.plugin_store:{store.schema}")
                 await conn.execute(_ddl(_quoted(store.schema)))
@@ -390,7 +408,7 @@ class PluginStores:
         one from `store_schema`, never a plugin-supplied string.
         """
         schema = store_schema(kind, plugin_id)
-        with _translated(schema):
+        with _translated(schema, "drop"):
             async with self._pool.acquire() as conn, conn.transaction():
                 await conn.execute(_LOCK, f"mcp_host.store.plugin_store:{schema}")
                 existed = await conn.fetchval("SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", schema)
