@@ -331,6 +331,9 @@ class Settings(BaseSettings):
     # The URL visitors are told to use; derived from host and port when unset.
     public_url: str | None = None
     # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
+    # A bearer token `GET /metrics` accepts besides the owner token (for a Prometheus that
+    # should hold nothing more); unset, only the owner token.
+    metrics_token: SecretStr | None = None
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
     # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).

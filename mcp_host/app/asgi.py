@@ -23,6 +23,7 @@ from mcp_host.settings import Settings
 
 from .drain import Drain
 from .health import OutageGuard, answer_outages, healthz, readyz
+from .host_metrics import metrics
 from .lifespan import host_lifespan
 from .wiring import OWNER_PATH, Doors, Host, security
 
@@ -145,6 +146,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
         [
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            # The operator's; a bearer token, no Host check, like /readyz (host_metrics.py).
+            Route("/metrics", _with_host(metrics), methods=["GET"]),
             Route("/v1/catalogue", _with_host(_catalogue), methods=["GET"], middleware=same_site),
             Route("/v1/sessions", _ToDoor(app, lambda d: d.sessions), methods=["POST"], middleware=same_site),
             Route("/v1/sessions/{session_id}/turns", _with_host(_open_turn), methods=["POST"], middleware=same_site),

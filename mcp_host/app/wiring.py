@@ -40,7 +40,14 @@ from mcp_host.access import (
 from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, OpSockets, named_ops
 from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
-from mcp_host.edge import FailureThrottle, ProtocolSessionLimits, ProtocolSessions, RpcEdge, ThrottleLimits
+from mcp_host.edge import (
+    FailureThrottle,
+    HostMetrics,
+    ProtocolSessionLimits,
+    ProtocolSessions,
+    RpcEdge,
+    ThrottleLimits,
+)
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
@@ -61,6 +68,8 @@ from mcp_host.visitor import (
 )
 from mcp_host.wire import MetaCaps
 from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginAdmin, build_owner_server
+
+from .host_metrics import watch
 
 __all__ = [
     "OWNER_PATH",
@@ -113,6 +122,8 @@ class Host:
     connections: Connections
     audit: AuditLog
     pins: PinBook | None
+    metrics: HostMetrics
+    """This host's Prometheus series (`GET /metrics`, `host_metrics`)."""
     rounds: InputRounds
     """The 2026-07-28 calls parked between input rounds (a drain waits for them)."""
 
@@ -133,6 +144,8 @@ class Early:
     list_changes: MemoryObjectReceiveStream[ListChange]
     """Each "list changed" (or resource updated) a child sent; `wired` relays them. The
     lifespan closes both ends."""
+    metrics: HostMetrics
+    """This host's series, in its own registry (tests run several hosts in one process)."""
 
 
 def child_limits(s: Settings) -> ChildLimits:
@@ -204,6 +217,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         ledger.record(pid, plugin_id)
 
     changes_in, changes_out = anyio.create_memory_object_stream[ListChange](_LIST_CHANGES_BUFFERED)
+    metrics = HostMetrics()
 
     def list_changed(change: ListChange) -> None:
         try:
@@ -219,6 +233,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         on_spawn=on_spawn,
         on_exit=ledger.forget,
         on_list_changed=list_changed,
+        metrics=metrics,
     )
     grants = GrantBook(budget=settings.backchannel.grant_op_budget)
     sockets = OpSockets(report.plugins, runtime_dir=settings.backchannel.runtime_dir)
@@ -233,6 +248,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         spawned,
         changes_in,
         changes_out,
+        metrics,
     )
 
 
@@ -418,7 +434,7 @@ def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChan
         input_timeout_s=settings.children.input_timeout_s,
         input_budget=settings.children.input_budget,
     )
-    return BackChannel(early.sockets, early.grants, services, _channel_limits(settings))
+    return BackChannel(early.sockets, early.grants, services, _channel_limits(settings), early.metrics)
 
 
 def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: MetaCaps) -> VisitorDoor:
@@ -433,6 +449,7 @@ def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: 
         call_timeout_s=settings.children.call_timeout_s,
         holds=shared.holds if settings.policy.hold_destructive_tools else None,
         turns=shared.turns,
+        metrics=early.metrics,
     )
 
 
@@ -463,19 +480,23 @@ def _owner_door(
     )
 
 
-def _doors(
-    settings: Settings,
-    shared: _Shared,
-    door: VisitorDoor,
-    visitor_manager: StreamableHTTPSessionManager,
-    owner_manager: StreamableHTTPSessionManager,
-) -> Doors:
+def _protocol_sessions(settings: Settings, manager: StreamableHTTPSessionManager) -> ProtocolSessions:
+    """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager."""
     limits = ProtocolSessionLimits(
         per_principal=settings.protocol_sessions.per_principal,
         per_client=settings.protocol_sessions.per_client,
         idle_s=settings.protocol_sessions.idle_s,
     )
-    body_cap = settings.http.max_body_bytes
+    return ProtocolSessions(RpcEdge(manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits)
+
+
+def _doors(
+    settings: Settings,
+    shared: _Shared,
+    door: VisitorDoor,
+    visitor_protocol: ProtocolSessions,
+    owner_protocol: ProtocolSessions,
+) -> Doors:
     return Doors(
         sessions=SessionsEndpoint(
             shared.access,
@@ -484,14 +505,8 @@ def _doors(
             settings.base_url,
             settings.http.max_rest_body_bytes,
         ),
-        visitor=VisitorMCPEndpoint(
-            shared.sessions,
-            ProtocolSessions(RpcEdge(visitor_manager.handle_request, max_body_bytes=body_cap), limits),
-        ),
-        owner=OwnerMCPEndpoint(
-            shared.owners,
-            ProtocolSessions(RpcEdge(owner_manager.handle_request, max_body_bytes=body_cap), limits),
-        ),
+        visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol),
+        owner=OwnerMCPEndpoint(shared.owners, owner_protocol),
         turns=TurnsEndpoint(shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes),
     )
 
@@ -520,7 +535,21 @@ async def wired(
     owner_manager = _session_manager(
         build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )
-    doors = _doors(settings, shared, door, visitor_manager, owner_manager)
+    protocol = {
+        "visitor": _protocol_sessions(settings, visitor_manager),
+        "owner": _protocol_sessions(settings, owner_manager),
+    }
+    doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"])
+    watch(
+        early.metrics,
+        pool=early.pool,
+        database=database,
+        holds=shared.holds,
+        pins=shared.pins,
+        owner_id=shared.owner_id,
+        rounds=rounds,
+        protocol_sessions=protocol,
+    )
     # The back-channel serves before the doors that mint grants open, and stops after them.
     async with channel, visitor_manager.run(), owner_manager.run():
         try:
@@ -545,6 +574,7 @@ async def wired(
                 connections=shared.connections,
                 audit=shared.audit,
                 pins=shared.pins,
+                metrics=early.metrics,
                 rounds=rounds,
             )
         finally:

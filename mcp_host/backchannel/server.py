@@ -38,11 +38,12 @@ import mcp.types as types
 from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
 
-from mcp_host.edge import untraced
-from mcp_host.errors import DatabaseUnavailable, Denied, explained, tool_error
+from mcp_host.edge import HostMetrics, untraced
+from mcp_host.errors import DatabaseUnavailable, Denied, QuotaExhausted, explained, tool_error
 from mcp_host.plugins import Plugin
 from mcp_host.store import as_unavailable
-from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, structured_result
+from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, refusal_of, structured_result
+from mcp_host_kit.contract import REFUSAL_CODES
 
 from .grants import GrantBook
 from .ops import OPS, OpServices, run_op
@@ -66,13 +67,22 @@ class BackChannel:
     """Serving host ops on the back-channel's sockets; an async context manager that owns the
     accept loops and every connection's task."""
 
-    def __init__(self, sockets: OpSockets, grants: GrantBook, services: OpServices, limits: BackChannelLimits) -> None:
+    def __init__(
+        self,
+        sockets: OpSockets,
+        grants: GrantBook,
+        services: OpServices,
+        limits: BackChannelLimits,
+        metrics: HostMetrics | None = None,
+    ) -> None:
         """`sockets` must be entered first (its listeners are served on entry); they stay
-        open, and owned by `sockets`, after this exits."""
+        open, and owned by `sockets`, after this exits. `metrics`: where each op's outcome is
+        counted (an op the table does not have as `unknown`: the name is the plugin's text)."""
         self._sockets = sockets
         self._grants = grants
         self._services = services
         self._limits = limits
+        self._metrics = metrics
         self._denials = LimitedLog(
             logger, per_s=limits.denials_logged_per_s, burst=limits.denials_logged_burst, what="host-op denials"
         )
@@ -132,6 +142,19 @@ class BackChannel:
         self, plugin: Plugin, name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
     ) -> types.CallToolResult:
         """One op call that arrived on `plugin`'s socket; the back-channel's error boundary."""
+        answer = await self._answer(plugin, name, arguments, meta)
+        if self._metrics is not None:
+            pair = refusal_of(answer)
+            # A connector's verb answers with its own code: only the contract's codes are labels.
+            outcome = "ok" if not answer.is_error else pair.code if pair and pair.code in REFUSAL_CODES else "error"
+            self._metrics.backchannel_op(name if name in OPS else "unknown", outcome)
+            if outcome == QuotaExhausted.code:
+                self._metrics.quota_refused(plugin.manifest.id, "insert")
+        return answer
+
+    async def _answer(
+        self, plugin: Plugin, name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
         pid = plugin.manifest.id
         try:
             if name not in named_ops(plugin):

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from mcp_host.edge import HostMetrics
 from mcp_host.errors import Unavailable
 
 from .backoff import RunOfFailures
@@ -25,6 +26,9 @@ from .lifecycle import Child, ChildLimits, LaunchBuilder
 from .stderr import ChildLog
 
 __all__ = ["ChildPool"]
+
+# Why a child's run ended when it did not crash (`lifecycle.Child._run`).
+_CLEAN_EXITS = ("stopped", "idle")
 
 
 class ChildPool:
@@ -50,8 +54,10 @@ class ChildPool:
         on_exit: Callable[[int], None] = lambda pid: None,
         on_tools_changed: Callable[[str], None] = lambda plugin_id: None,
         on_list_changed: Callable[[ListChange], None] = lambda change: None,
+        metrics: HostMetrics | None = None,
     ) -> None:
-        """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`')."""
+        """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`').
+        `metrics`: where each child's starts, crashes and restarts are counted (`_counted`)."""
         self._limits = limits
         idle_s = limits.idle_timeout_s if session_idle_timeout_s is None else session_idle_timeout_s
         self._session_limits = dataclasses.replace(limits, idle_timeout_s=idle_s)
@@ -63,6 +69,7 @@ class ChildPool:
         self._on_spawn = on_spawn
         self._on_exit = on_exit
         self._on_tools_changed = on_tools_changed
+        self._metrics = metrics
         self._children: dict[str, Child] = {}
         self._logs: dict[str, ChildLog] = {}
         self._runs: dict[str, RunOfFailures] = {}
@@ -121,21 +128,48 @@ class ChildPool:
                 errors_per_s=limits.errors_logged_per_s,
                 errors_burst=limits.errors_logged_burst,
             )
+        on_spawn, on_ended = self._counted(
+            plugin_id, self.sessions.ended if session_id is not None else lambda child: None
+        )
         return Child(
             plugin_id,
             launch,
             limits,
             self._tg,
-            on_spawn=lambda pid: self._on_spawn(pid, plugin_id),
+            on_spawn=on_spawn,
             on_exit=self._on_exit,
             on_tools_changed=self._on_tools_changed,
             on_list_changed=self._on_list_changed,
             session_id=session_id,
             log=log,
-            on_ended=self.sessions.ended if session_id is not None else lambda child: None,
+            on_ended=on_ended,
             failures=self._runs.setdefault(plugin_id, RunOfFailures()),
             owner_context=owner_context,
         )
+
+    def _counted(
+        self, plugin_id: str, on_ended: Callable[[Child], None]
+    ) -> tuple[Callable[[int], None], Callable[[Child], None]]:
+        """One child's spawn and end callbacks, counting into `metrics`: a run that ended other
+        than stopped or idle is a crash (a failed start too), and the next spawn of the same
+        instance a restart."""
+        crashed = False
+
+        def spawned(pid: int) -> None:
+            nonlocal crashed
+            self._on_spawn(pid, plugin_id)
+            if self._metrics is not None:
+                self._metrics.child_started(plugin_id, restart=crashed)
+            crashed = False
+
+        def ended(child: Child) -> None:
+            nonlocal crashed
+            crashed = child.health().last_exit not in _CLEAN_EXITS
+            if crashed and self._metrics is not None:
+                self._metrics.child_crashed(plugin_id)
+            on_ended(child)
+
+        return spawned, ended
 
     def failures(self, plugin_id: str) -> RunOfFailures | None:
         """The run of failures every child of `plugin_id` shares; None before its first child."""
@@ -169,3 +203,12 @@ class ChildPool:
 
     def running_count(self) -> int:
         return sum(1 for c in [*self._children.values(), *self.sessions.all()] if c.running)
+
+    def running_by_plugin(self) -> dict[str, int]:
+        """How many children of each plugin have a live process (shared, owner-context and
+        per-session instances alike)."""
+        counts: dict[str, int] = {}
+        for child in [*self._children.values(), *self.sessions.all()]:
+            if child.running:
+                counts[child.plugin_id] = counts.get(child.plugin_id, 0) + 1
+        return counts

@@ -1,24 +1,28 @@
 """The HTTP edge, in front of the MCP SDK: the JSON-RPC edge, caps on protocol sessions, Host and
 Origin rules, throttling wrong credentials, the uvicorn config, the MCP servers'
-tracing, and the REST endpoints' error answers.
+tracing, the host's Prometheus series, and the REST endpoints' error answers.
 Below: `wire`. Above: the doors.
 """
 
 from .host_origin import HostOriginGuard
 from .http_server import server_config
 from .jsonrpc import RpcEdge, drain_limit, read_body
+from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
 from .tracing import untraced
 
 __all__ = [
+    "METRICS_CONTENT_TYPE",
     "REST_ERRORS",
     "FailureThrottle",
+    "HostMetrics",
     "HostOriginGuard",
     "MethodNotAllowed",
     "ProtocolSessionLimits",
     "ProtocolSessions",
+    "Reading",
     "RpcEdge",
     "ThrottleLimits",
     "TooLarge",

@@ -30,6 +30,7 @@ child is not called.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child, ChildSource
 from mcp_host.connectors import RequirementGate
+from mcp_host.edge import HostMetrics
 from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
 from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
 from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
@@ -62,9 +64,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Called:
-    """What a call's boundary learns as the call proceeds: the tool its name resolved to."""
+    """What a call's boundary learns as the call proceeds: the tool its name resolved to, and
+    its capability's id."""
 
     tool: types.Tool | None = None
+    capability: str = ""
 
     def accepts(self, refusal: types.CallToolResult) -> bool:
         """Whether `refusal` (a `tool_error`) may also carry its `{code, message}` as structured
@@ -116,9 +120,11 @@ class VisitorDoor:
         holds: HoldBook | None = None,
         turns: TurnStore | None = None,
         listings: Listings | None = None,
+        metrics: HostMetrics | None = None,
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
-        `turns`: where receipts of completed calls go; None records none."""
+        `turns`: where receipts of completed calls go; None records none. `metrics`: where each
+        call's outcome and time, and quota refusals, are counted; None counts nothing."""
         self._plugins = plugins  # live: a plugin installed or removed while the host runs shows here
         self._bindings = bindings
         self._child_of = child_of
@@ -130,6 +136,7 @@ class VisitorDoor:
         self._holds = holds
         self._turns = turns
         self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
+        self._metrics = metrics
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -225,8 +232,12 @@ class VisitorDoor:
         A refusal carries `{code, message}` as structured content only where every client accepts
         it (`Called.accepts`; `errors.error_result` says why)."""
         called = Called()
+        started = time.perf_counter()
+        outcome = "cancelled"  # what a call that ends by cancellation (no answer) counts as
         try:
-            return await self._call(session, name, arguments, meta, progress, client, called, offered)
+            result = await self._call(session, name, arguments, meta, progress, client, called, offered)
+            outcome = "tool_error" if result.is_error else "ok"
+            return result
         except Exception as exc:
             known = explained(exc) or as_unavailable(exc)
             if known is None:
@@ -234,7 +245,20 @@ class VisitorDoor:
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
                 logger.info("session %s: %s -> %s: %s", session.id, name[:80], known.code, known.message)
             refusal = tool_error(known or exc, structured=False)
+            outcome = known.code if known is not None else "internal"
             return tool_error(known or exc) if called.accepts(refusal) else refusal
+        finally:
+            self._counted(called, outcome, time.perf_counter() - started)
+
+    def _counted(self, called: Called, outcome: str, seconds: float) -> None:
+        """One call in the metrics: labelled by the tool its name resolved to (a name that did
+        not resolve is the visitor's text, never a label) and its outcome."""
+        if self._metrics is None:
+            return
+        tool = called.tool.name if called.tool is not None else ""
+        self._metrics.tool_call("visitor", called.capability, tool, outcome, seconds)
+        if outcome == QuotaExhausted.code:
+            self._metrics.quota_refused(called.capability, "call")
 
     async def admit(
         self,
@@ -267,6 +291,7 @@ class VisitorDoor:
             raise UnknownTool(f"no tool named {name[:80]!r} is available in this session")
         if called is not None:
             called.tool = binding.tool
+            called.capability = binding.capability
         plugin = self._capability(binding.capability)
         await self._check_quota(plugin, session, binding.tool.name)
         if self._holds is not None and needs_hold(binding.tool):
