@@ -335,6 +335,9 @@ class Settings(BaseSettings):
     # should hold nothing more); unset, only the owner token.
     metrics_token: SecretStr | None = None
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The URL other replicas on the same database reach this one at (a retry parked here is
+    # forwarded to it); unset, the address the host listens on (`host_file.listen_url`).
+    replica_url: str | None = None
     # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
     # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).
     log_format: Literal["text", "json"] = "text"

@@ -57,6 +57,7 @@ from mcp_host.store import ConfigStore, Database, OwnerEnv, PluginStores, Secret
 from mcp_host.visitor import (
     Bindings,
     ChangeFeed,
+    Fleet,
     InputRounds,
     OwnerReview,
     SessionsEndpoint,
@@ -69,6 +70,7 @@ from mcp_host.visitor import (
 from mcp_host.wire import MetaCaps
 from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginAdmin, build_owner_server
 
+from .host_file import listen_url
 from .host_metrics import watch
 
 __all__ = [
@@ -173,8 +175,8 @@ def security(settings: Settings) -> TransportSecuritySettings:
     """The Host and Origin rules of every door: the host's own names, the configured ones and
     the public URL's."""
     hosts = list(settings.allowed_hosts)
-    if settings.public_url:
-        netloc = urlsplit(settings.public_url).netloc
+    for url in (settings.public_url, settings.replica_url):  # other replicas' forwards use the latter
+        netloc = urlsplit(url).netloc if url else ""
         if netloc:
             hosts.append(netloc)
     return security_settings(settings.host, settings.port, hosts)
@@ -480,14 +482,19 @@ def _owner_door(
     )
 
 
-def _protocol_sessions(settings: Settings, manager: StreamableHTTPSessionManager) -> ProtocolSessions:
-    """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager."""
+def _protocol_sessions(
+    settings: Settings, manager: StreamableHTTPSessionManager, fleet: Fleet | None = None
+) -> ProtocolSessions:
+    """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
+    (for the visitor door, with the forward of retries parked on other replicas between)."""
     limits = ProtocolSessionLimits(
         per_principal=settings.protocol_sessions.per_principal,
         per_client=settings.protocol_sessions.per_client,
         idle_s=settings.protocol_sessions.idle_s,
     )
-    return ProtocolSessions(RpcEdge(manager.handle_request, max_body_bytes=settings.http.max_body_bytes), limits)
+    cap = settings.http.max_body_bytes
+    app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
+    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap), limits)
 
 
 def _doors(
@@ -526,9 +533,18 @@ async def wired(
     channel = _back_channel(settings, early, shared)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = _visitor_door(settings, early, shared, meta_caps)
-    feed = ChangeFeed(door.sees, background, early.pool.runs_own)
+    # This replica's row, forwards and change notices (the other replicas on this database).
+    fleet = Fleet(
+        database.pool,
+        url=settings.replica_url or listen_url(settings.host, settings.port),
+        host_key=load_host_key(settings.data_dir, _secret(settings)),
+        task_group=background,
+    )
+    await fleet.register()
+    feed = ChangeFeed(door.sees, background, early.pool.runs_own, relay=fleet.relay)
+    await background.start(fleet.run, feed.publish_remote)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
-    rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s)
+    rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins)
@@ -536,7 +552,7 @@ async def wired(
         build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )
     protocol = {
-        "visitor": _protocol_sessions(settings, visitor_manager),
+        "visitor": _protocol_sessions(settings, visitor_manager, fleet),
         "owner": _protocol_sessions(settings, owner_manager),
     }
     doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"])
@@ -579,3 +595,4 @@ async def wired(
             )
         finally:
             rounds.close()  # calls parked between input rounds end with the host
+            await fleet.stop()

@@ -17,10 +17,13 @@ from .config import (
 )
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
+from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
 from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
 
 __all__ = [
+    "MAX_NOTICE_BYTES",
+    "ChangeChannel",
     "ConfigBackend",
     "ConfigScope",
     "ConfigStore",
@@ -32,6 +35,7 @@ __all__ = [
     "PluginStore",
     "PluginStores",
     "QuotaCheck",
+    "Replicas",
     "SCOPES",
     "SealError",
     "SecretBox",
@@ -43,6 +47,7 @@ __all__ = [
     "declared",
     "is_connection_failure",
     "load_host_key",
+    "new_replica_id",
     "open_database",
     "read_values",
     "uninstall",

@@ -6,6 +6,7 @@ Below: the back-channel. Above: `owner`, `app`.
 from .bindings import Bindings
 from .change_feed import ChangeFeed
 from .door import VisitorDoor
+from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
 from .owner_review import OwnerReview
@@ -14,6 +15,7 @@ from .server import build_visitor_server
 __all__ = [
     "Bindings",
     "ChangeFeed",
+    "Fleet",
     "InputRounds",
     "OwnerReview",
     "SessionsEndpoint",

@@ -86,10 +86,13 @@ class ChangeFeed:
         sees: Callable[[Session, str], bool],
         task_group: TaskGroup,
         runs_own: Callable[[str, str], bool] = lambda plugin_id, session_id: False,
+        relay: Callable[[ListChange], None] | None = None,
     ) -> None:
         """`sees(session, plugin_id)`: whether the session can see that child now;
         `runs_own(plugin_id, session_id)`: whether the session has a running per-session
-        instance of that plugin (`ChildPool.runs_own`)."""
+        instance of that plugin (`ChildPool.runs_own`); `relay(change)`: tells the other
+        replicas of a change said here (`Fleet.relay`)."""
+        self._relay = relay
         self._sees = sees
         self._runs_own = runs_own
         self._tg = task_group
@@ -155,7 +158,15 @@ class ChangeFeed:
 
     def publish(self, change: ListChange) -> None:
         """A child said its `change.what` changed ("tools", "prompts", "resources",
-        "resource:<uri>"): told to the sessions whose lists come from that child."""
+        "resource:<uri>"): told to the sessions whose lists come from that child, here and
+        (through `relay`) on the other replicas."""
+        if self._relay is not None:
+            self._relay(change)
+        self.publish_remote(change)
+
+    def publish_remote(self, change: ListChange) -> None:
+        """A change another replica's child said (or one said here, once relayed): told to
+        this replica's sessions whose lists come from that child."""
         event = _event(change.what)
         if change.session_id is not None:  # a per-session instance: its own session's only
             own = self._by_session.get(change.session_id)

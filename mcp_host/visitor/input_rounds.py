@@ -14,8 +14,9 @@ group and is parked between rounds.
 (SECURITY.md E16): it is bound to the visitor session, the tool name and a digest of the
 arguments; it is single use; it expires with the input timeout (the child's request then
 fails and the call is cancelled). A state that fails any of these is refused as
-`invalid_arguments`. Parked calls live in this replica's memory: a retry must reach the
-replica that parked it.
+`invalid_arguments`. Parked calls live in this replica's memory: the state is
+`<replica id>.<token>`, so a retry that reaches another replica is sent on to this one
+(`replica_forward`).
 
 A client that declared none of elicitation, sampling and roots can be asked nothing: its calls
 run inline in the request's own task (the child's requests fail at once), since the task hop
@@ -161,9 +162,17 @@ class InputRounds:
     """Parked calls of this replica, by request state."""
 
     def __init__(
-        self, task_group: TaskGroup, *, timeout_s: float, max_parked: int = 1024, max_per_session: int = 8
+        self,
+        task_group: TaskGroup,
+        *,
+        timeout_s: float,
+        max_parked: int = 1024,
+        max_per_session: int = 8,
+        replica_id: str = "",
     ) -> None:
+        """`replica_id`: the prefix of every state this replica hands out (none: no prefix)."""
         self._tg = task_group
+        self._prefix = f"{replica_id}." if replica_id else ""
         self._timeout_s = timeout_s
         self._max_parked = max_parked
         self._max_per_session = max_per_session
@@ -257,7 +266,7 @@ class InputRounds:
             mine = sum(1 for p in self._parked.values() if p.session_key == client.session_key)
             if mine >= self._max_per_session or len(self._parked) >= self._max_parked:
                 raise Unavailable("too many calls are waiting for their visitors' input")
-            state = secrets.token_urlsafe(_STATE_BYTES)
+            state = self._prefix + secrets.token_urlsafe(_STATE_BYTES)
             self._parked[state] = _Parked(
                 client.session_key, tool, digest, time.monotonic() + self._timeout_s, events, waiting, cancel, client
             )

@@ -1,0 +1,165 @@
+"""The replicas serving on this database, and the channel their change notices travel on.
+
+Above: `visitor.fleet` (a retry forwarded to the replica that parked its call; list changes
+heard on every replica). Below: asyncpg, the `mcp_host.replicas` table (migration 010) and
+PostgreSQL's `LISTEN/NOTIFY`.
+
+Each process registers a row under an id random per start (`new_replica_id`), with the URL
+other replicas reach it at, and beats every `heartbeat_s`; a row not beaten for `missed`
+heartbeats counts as gone (`url_of` ignores it) and is deleted by the next heartbeat of any
+replica. A clean stop deletes its own row.
+
+`ChangeChannel` sends a notice with `pg_notify` through the pool and hears them on one
+dedicated connection, opened again (with a doubling wait) whenever it is lost: a database
+restart costs the notices sent during the outage, and nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from .database import PgPool, is_connection_failure
+
+__all__ = ["CHANGES_CHANNEL", "ChangeChannel", "MAX_NOTICE_BYTES", "Replicas", "new_replica_id"]
+
+logger = logging.getLogger(__name__)
+
+CHANGES_CHANNEL = "mcp_host_changes"
+MAX_NOTICE_BYTES = 7900
+"""A notice's payload limit (PostgreSQL's is 8000 bytes), with room to spare."""
+
+
+def new_replica_id() -> str:
+    """A random id for this process: 16 hex digits, no delimiter the host uses."""
+    return secrets.token_hex(8)
+
+
+class Replicas:
+    """The `mcp_host.replicas` rows: this process's own, and the lookup of the others'."""
+
+    def __init__(self, pool: PgPool, replica_id: str, url: str, *, heartbeat_s: float = 2.0, missed: int = 3) -> None:
+        self._pool = pool
+        self.id = replica_id
+        self.url = url
+        self._heartbeat_s = heartbeat_s
+        self._stale_s = heartbeat_s * missed
+
+    async def beat(self) -> None:
+        """Register or refresh this replica's row; delete the rows whose heartbeats stopped."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                "INSERT INTO mcp_host.replicas (id, url) VALUES ($1, $2)"
+                " ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, heartbeat_at = now()",
+                self.id,
+                self.url,
+            )
+            await conn.execute(
+                "DELETE FROM mcp_host.replicas WHERE heartbeat_at < now() - make_interval(secs => $1)",
+                self._stale_s,
+            )
+
+    async def run(self) -> None:
+        """Beat every `heartbeat_s` until cancelled; a database outage only skips beats."""
+        while True:
+            await anyio.sleep(self._heartbeat_s)
+            try:
+                await self.beat()
+            except Exception as exc:  # a missed beat must not end the host
+                if is_connection_failure(exc):
+                    logger.debug("replica %s: a heartbeat was skipped (the database is unreachable)", self.id)
+                else:
+                    logger.warning("replica %s: a heartbeat failed", self.id, exc_info=True)
+
+    async def remove(self) -> None:
+        """Delete this replica's row (a clean stop); an unreachable database leaves it to expire."""
+        try:
+            with anyio.fail_after(2):
+                await self._pool.execute("DELETE FROM mcp_host.replicas WHERE id = $1", self.id)
+        except Exception:
+            logger.debug("replica %s: its row was left to expire", self.id, exc_info=True)
+
+    async def url_of(self, replica_id: str) -> str | None:
+        """The URL of a live replica, or None (gone, never was, or its heartbeats stopped)."""
+        row = await self._pool.fetchval(
+            "SELECT url FROM mcp_host.replicas WHERE id = $1 AND heartbeat_at >= now() - make_interval(secs => $2)",
+            replica_id,
+            self._stale_s,
+        )
+        return None if row is None else str(row)
+
+
+class ChangeChannel:
+    """`NOTIFY` and `LISTEN` on `CHANGES_CHANNEL`."""
+
+    def __init__(self, pool: PgPool, *, retry_max_s: float = 5.0) -> None:
+        self._pool = pool
+        self._retry_max_s = retry_max_s
+
+    async def notify(self, payload: str) -> None:
+        """Send one notice (at most `MAX_NOTICE_BYTES`: the caller checks); an outage loses it."""
+        try:
+            await self._pool.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, payload)
+        except Exception as exc:
+            if not is_connection_failure(exc):
+                raise
+            logger.debug("a change notice was not sent (the database is unreachable)")
+
+    async def listen(self, on_notice: Callable[[str], None], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hear every notice until cancelled, on a connection of its own, opened again when lost.
+        Started with `TaskGroup.start`: returns once the first connection listens (or failed to)."""
+        wait = 0.1
+        started = anyio.Event()
+
+        def listening() -> None:
+            nonlocal wait
+            wait = 0.1
+            if not started.is_set():
+                started.set()
+                task_status.started()
+
+        while True:
+            try:
+                await self._listen_once(on_notice, listening)
+            except Exception as exc:  # the channel must outlive outages and odd failures alike
+                if not is_connection_failure(exc):
+                    logger.warning("the change channel failed", exc_info=True)
+            if not started.is_set():  # the host does not wait for a database that is down at start
+                started.set()
+                task_status.started()
+            logger.debug("the change channel's connection was lost; listening again in %.1f s", wait)
+            await anyio.sleep(wait)
+            wait = min(wait * 2, self._retry_max_s)
+
+    async def _listen_once(self, on_notice: Callable[[str], None], listening: Callable[[], None]) -> None:
+        """Listen on one pooled connection until it is lost."""
+        lost = anyio.Event()
+
+        def heard(_conn: object, _pid: int, _channel: str, payload: object) -> None:
+            on_notice(str(payload))
+
+        async with self._pool.acquire() as conn:
+            conn.add_termination_listener(lambda _conn: lost.set())
+            await conn.add_listener(CHANGES_CHANNEL, heard)
+            listening()
+            try:
+                await _until_lost(conn, lost)
+            finally:
+                if not conn.is_closed():
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                        await conn.remove_listener(CHANGES_CHANNEL, heard)
+
+
+async def _until_lost(conn: Any, lost: anyio.Event) -> None:
+    """Return when the connection closes: its termination listener, or a failed probe (a server
+    restart is not always seen by an idle connection until it is used)."""
+    while not lost.is_set():
+        with anyio.move_on_after(5):
+            await lost.wait()
+        if lost.is_set() or conn.is_closed():
+            return
+        await conn.fetchval("SELECT 1")
