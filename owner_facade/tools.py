@@ -38,8 +38,8 @@ from mcp_host.plugins import (
     switch_upgrade,
 )
 from mcp_host.policy import REDACTED, DefinitionChanged, PendingTool, definition_hash, summarize
-from mcp_host.sandbox import launch_for
-from mcp_host.store import SCOPES, ConfigScope, declared, uninstall
+from mcp_host.sandbox import Launch, launch_for
+from mcp_host.store import SCOPES, ConfigScope, ConfigUnset, OwnerEnv, declared, uninstall
 
 from . import services as _services
 from .models import (
@@ -627,13 +627,25 @@ async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> An
     return answer
 
 
-async def _tried(admin: PluginAdmin, plugin: Plugin) -> list[str]:
+async def _tried(s: OwnerServices, owner_id: str, admin: PluginAdmin, plugin: Plugin) -> list[str]:
     """Start the staged new version in owner context beside the old one (its own pool key, no
-    host socket) and list its tools; stopped again either way. A failure raises one sentence."""
+    host socket) and list its tools; stopped again either way. It starts with the variables the
+    owner's config gives the plugin (`OwnerEnv`, the env source real starts read), so a version
+    that needs a setting the owner has set starts as it will once switched in. A failure raises
+    one sentence; a required setting left unset names it."""
     assert admin.settings is not None
     settings, key = admin.settings, f"{plugin.manifest.id}#upgrade"
+    env = OwnerEnv(s.config, owner_id)
+
+    async def launch() -> Launch:
+        return launch_for(plugin, settings, extra_env=await env.env_for(plugin))
+
     try:
-        child = admin.children.child(key, lambda: launch_for(plugin, settings), per_session=plugin.manifest.per_session)
+        await env.env_for(plugin)  # a required setting left unset: said, before anything spawns
+    except ConfigUnset as exc:
+        raise InvalidArguments(f"the new version cannot start: {exc.message}; the old one keeps running") from None
+    try:
+        child = admin.children.child(key, launch, per_session=plugin.manifest.per_session)
         tools = await child.list_tools(timeout_s=_FIRST_LIST_WAIT_S)
     except HostError as exc:
         why = f"the new version did not list its tools ({exc.code}); the old one keeps running"
@@ -655,7 +667,7 @@ async def _plugin_upgrade(s: OwnerServices, owner_id: str, a: PluginUpgrade) -> 
     staged = await anyio.to_thread.run_sync(_services.upgrade, a.id, a.version, a.source, admin.data_dir)
     try:
         plugin = _loaded(s, staged, replacing=a.id)
-        tools = await _tried(admin, plugin)
+        tools = await _tried(s, owner_id, admin, plugin)
     except BaseException:
         await anyio.to_thread.run_sync(_discard, staged.folder)
         raise

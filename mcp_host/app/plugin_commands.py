@@ -50,6 +50,7 @@ from mcp_host.plugins import (
 )
 from mcp_host.sandbox import launch_for
 from mcp_host.settings import Settings
+from mcp_host.store import ConfigUnset
 
 from .door_client import Door, DoorFailed, DoorRefused, NoDoor, call_door, find_door
 from .host_file import HOST_FILE
@@ -191,13 +192,48 @@ def _remove(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _config_env(plugin: Plugin, settings: Settings) -> dict[str, str]:
+    """The variables the owner's config gives `plugin`'s children (`Transport.env_from_config`),
+    read as a host's start reads them (`OwnerEnv`, secrets opened with the host key); the
+    database is opened only for a plugin that needs config. Raises `ConfigUnset` naming a
+    required setting the owner left unset."""
+    transport = plugin.manifest.transport
+    if not (transport is not None and transport.env_from_config) and not any(
+        field.required for field in plugin.manifest.config
+    ):
+        return {}
+    from mcp_host.access import OwnerStore
+    from mcp_host.store import ConfigStore, OwnerEnv, SecretBox, load_host_key, open_database
+
+    key = settings.connectors.secret_key
+    box = SecretBox(load_host_key(settings.data_dir, key.get_secret_value() if key is not None else None))
+    unset: ConfigUnset | None = None
+    async with open_database(settings) as database:
+        owner = await OwnerStore(database.pool).ensure_single_owner()
+        try:
+            env = await OwnerEnv(ConfigStore(database.pool, box=box), owner.id).env_for(plugin)
+        except ConfigUnset as exc:  # raised below, outside the database's task group
+            unset = exc
+    if unset is not None:
+        raise unset
+    return env
+
+
 async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
-    """Start `plugin` once, sandboxed as the host would in owner context, and list its tools."""
+    """Start `plugin` once, sandboxed as the host would in owner context (with the owner's
+    config in its environment), and list its tools."""
     from .wiring import child_limits  # the composition root's limits; imported only here
 
+    try:
+        env = await _config_env(plugin, settings)
+    except ConfigUnset as exc:
+        why = f"the new version of {plugin.manifest.id} cannot start: {exc.message}; the old one stays"
+        raise InvalidArguments(why) from None
     async with ChildPool(child_limits(settings), max_children=1) as pool:
         child = pool.child(
-            plugin.manifest.id, lambda: launch_for(plugin, settings), per_session=plugin.manifest.per_session
+            plugin.manifest.id,
+            lambda: launch_for(plugin, settings, extra_env=env),
+            per_session=plugin.manifest.per_session,
         )
         try:
             tools = await child.list_tools(timeout_s=_LIST_WAIT_S)
@@ -235,6 +271,8 @@ def _upgrade_offline(args: argparse.Namespace, settings: Settings) -> int:
             raise InvalidArguments(f"the new version of {args.plugin_id} does not load; the old one stays")
         try:
             tools = anyio.run(_listed, report.plugins[0], settings)
+        except InvalidArguments:  # a required setting the owner left unset, named
+            raise
         except HostError as exc:
             raise InvalidArguments(
                 f"the new version of {args.plugin_id} did not list its tools ({exc.code}); the old one stays"

@@ -11,15 +11,19 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
+from pydantic import SecretStr
 
-from mcp_host.access import write_owner_token_file
+from mcp_host.access import OwnerStore, write_owner_token_file
 from mcp_host.app.cli import main
 from mcp_host.app.host_file import write_host_file
-from mcp_host.plugins import install_pypi
+from mcp_host.plugins import BundleSource, install_bundle, install_pypi
+from mcp_host.plugins.manifest import load_manifest
+from mcp_host.settings import Settings
+from mcp_host.store import ConfigStore, SecretBox, load_host_key, open_database
 from tests.hosting import free_port, host_settings, running_host
 from tests.owner_facade.test_plugin_tools import SHOUT, local_npm, needs_npm, owner_client, tarball
-from tests.plugins.packages import PYPI_SOURCE, wheel
-from tests.plugins.test_install import NPM_ID, owner_call
+from tests.plugins.packages import PACKAGES, PYPI_SOURCE, wheel
+from tests.plugins.test_install import NPM_ID, leftovers, owner_call
 from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle
 from tests.processes import needs_bwrap
 
@@ -169,3 +173,59 @@ def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
         " then `mcp-host uninstall pypi.whisper_server --yes`"
     )
     assert (tmp_path / "plugins" / "pypi.whisper_server").is_dir()
+
+
+def keyed_bundle(path: Path, version: str) -> Path:
+    """A node .mcpb of tiny-node's `shout` whose server exits at start unless SHOUT_KEY, from a
+    sensitive user_config the owner must give, is in its environment."""
+    server = {
+        "type": "node",
+        "entry_point": "server/index.js",
+        "mcp_config": {
+            "command": "node",
+            "args": ["${__dirname}/server/index.js"],
+            "env": {"SHOUT_KEY": "${user_config.api_key}"},
+        },
+    }
+    secret = {
+        "type": "string",
+        "title": "API key",
+        "description": "For the service.",
+        "sensitive": True,
+        "required": True,
+    }
+    manifest = bundle_manifest(version=version, user_config={"api_key": secret}, server=server)
+    code = (PACKAGES / "tiny-node" / "server.js").read_text()
+    code = code.replace('"use strict";', '"use strict";\nif (!process.env.SHOUT_KEY) process.exit(3);', 1)
+    return make_bundle(path, manifest, {"server/index.js": (code.encode(), 0o644)})
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_offline_upgrade_starts_the_new_version_with_the_owners_setting(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    install_bundle(BundleSource(keyed_bundle(tmp_path / "v1.mcpb", "1.2.0")), data)
+    new = keyed_bundle(tmp_path / "v2.mcpb", "1.3.0")
+    folder = data / "plugins" / BUNDLE_ID
+    assert load_manifest(folder).transport.env_from_config == {"SHOUT_KEY": "api_key"}  # type: ignore[union-attr]
+    monkeypatch.setenv("MCP_HOST_DATABASE_URL", database_url)  # no host runs: the command opens it
+    upgrade = ("plugin", "upgrade", BUNDLE_ID, str(new), "--data-dir", str(data))
+
+    assert await run(*upgrade) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"mcp-host: the new version of {BUNDLE_ID} cannot start: the owner must set 'api_key' of {BUNDLE_ID}"
+        " (config_set) before it can start; the old one stays"
+    ), err
+    assert load_manifest(folder).version == "1.2.0" and leftovers(data) == [BUNDLE_ID]
+
+    async with open_database(Settings(database_url=SecretStr(database_url), data_dir=data)) as database:
+        owner = await OwnerStore(database.pool).ensure_single_owner()
+        config = ConfigStore(database.pool, box=SecretBox(load_host_key(data, None)))
+        await config.for_plugin(BUNDLE_ID, load_manifest(folder)).set(owner.id, "owner", "", {"api_key": "k-1"})
+    assert await run(*upgrade) == 0  # the new version's trial start gets SHOUT_KEY: it lists its tools
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"upgraded {BUNDLE_ID} to 1.3.0" and out[2] == "  tools:   shout", out
+    assert load_manifest(folder).version == "1.3.0" and leftovers(data) == [BUNDLE_ID]

@@ -82,3 +82,49 @@ async def test_upgrade_switches_only_when_listed_and_a_changed_tool_is_pending_a
             assert tools["shout"].description == NEW_DESCRIPTION
             loud = await visitor.call_tool("shout", {"text": "new"})
             assert not loud.is_error and loud.content[0].text == "NEW"  # type: ignore[union-attr]
+
+
+def needy(folder: Path, version: str) -> Path:
+    """A copy of the envy test plugin at `version` whose server exits at start unless its
+    required secret setting (api_token, as ENVY_TOKEN) reaches its environment."""
+    shutil.copytree(PLUGINS / "envy", folder)
+    manifest = folder / "manifest.yaml"
+    manifest.write_text(manifest.read_text() + f"version: '{version}'\n")
+    server = folder / "server.py"
+    exits = 'import os, sys\nif not os.environ.get("ENVY_TOKEN"):\n    sys.exit("ENVY_TOKEN is not set")\n'
+    server.write_text(exits + server.read_text())
+    return folder
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_plugin_that_needs_the_owners_setting_upgrades_with_it(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The new version's trial start gets the owner's config as a real start does: without the
+    # owner's api_token it would exit at start and the upgrade would be refused.
+    def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
+        folder = needy(data_dir / "plugins" / "test.envy", "1")
+        return Installed("test.envy", folder, "python", ("server.py",), "1")
+
+    def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
+        folder = needy(data_dir / "plugins" / ".staging-needy", "2")
+        return Installed(plugin_id, folder, "python", ("server.py",), "2")
+
+    monkeypatch.setattr(owner_services, "install", install)
+    monkeypatch.setattr(owner_services, "upgrade", upgrade)
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    async with running_host(settings) as running, owner_client(running) as owner:
+        failed, added = await owner_call(owner, "plugin_add", source="npm:needy")
+        assert not failed, added
+        failed, refusal = await owner_call(owner, "plugin_upgrade", id="test.envy", version="2")
+        assert failed and "the owner must set 'api_token' of test.envy" in refusal["message"], refusal
+        assert leftovers(settings.data_dir) == ["test.envy"]
+
+        values = {"api_token": "tok-123"}
+        failed, answer = await owner_call(owner, "config_set", capability="test.envy", scope="owner", values=values)
+        assert not failed, answer
+        failed, upgraded = await owner_call(owner, "plugin_upgrade", id="test.envy", version="2")
+        assert not failed, upgraded
+        assert (upgraded["from_version"], upgraded["version"], upgraded["tools"]) == ("1", "2", ["env_show"])
+        assert leftovers(settings.data_dir) == ["test.envy"]
