@@ -25,7 +25,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio.to_thread
@@ -159,7 +159,8 @@ def launch_for(
     bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
     extra_env: variables from the owner's config (`Transport.env_from_config`, secrets among
     them), set like the manifest's `env`: inside the sealed memfd bwrap reads (`--setenv`),
-    never on a command line (unsandboxed, development only: on `env -i`'s, for an instant).
+    never on a command line (unsandboxed, development only: in the spawn's environment, which
+    holds them alone; `env` adds the rest from its argv).
     `command: python` children also see the SDK's packages and the plugin kit, read-only, the
     kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
     A sandboxed child sees its plugin folder writable through its own throwaway layer, where the
@@ -196,9 +197,15 @@ def launch_for(
             allow_net=False,
             limits=budget.limits,
         )
-        argv = build_command(spec, sandbox=False)
+        build_command(spec, sandbox=False)  # checks every variable, the owner's too, as it would pass them
+        owners = dict(extra_env or {})
+        shown = {key: value for key, value in env.items() if key not in owners}
+        argv = build_command(replace(spec, env=shown), sandbox=False)  # env -i -- K=V… command args
+        # Without -i: env starts from the spawn's environment, which is the owner's variables
+        # alone (`Launch.env`; nothing of the host's), so none of their values is on an argv.
+        assert argv[1] == "-i", argv
         logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
-        return Launch(argv=argv, cwd=plugin.folder, env=env)
+        return Launch(argv=[argv[0], *argv[2:]], cwd=plugin.folder, env=owners)
     view = python_view() if python else command_view(transport.command, plugin.folder)
     env.update(view.env)
     spec = SandboxSpec(

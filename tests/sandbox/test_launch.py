@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_host.children.lifecycle import Child
@@ -268,6 +269,25 @@ async def test_a_python_plugin_sees_the_kit_read_only_on_its_path(echo: Plugin) 
     assert argv[at - 1 : at + 2] == ["--ro-bind", str(KIT), "/opt/mcp-host/lib/mcp_host_kit"]
     at = argv.index("PYTHONPATH")
     assert argv[at + 1] == "/opt/mcp-host/lib"
+
+
+@pytest.mark.anyio
+async def test_unsandboxed_owner_values_reach_the_child_by_its_environment_never_an_argv() -> None:
+    envy = load_plugins(None, [PLUGINS / "envy"]).plugins[0]
+    secret = "s3cret-owner-value"
+    launches: list[Launch] = []
+
+    def launch() -> Launch:
+        launches.append(launch_for(envy, Settings(sandbox="off"), extra_env={"ENVY_TOKEN": secret}))
+        return launches[-1]
+
+    async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
+        shown = await call(pool.child("test.envy", launch), "env_show")
+        cmdline = await anyio.Path(f"/proc/{shown['pid']}/cmdline").read_bytes()
+    assert shown["env"] == {"ENVY_TOKEN": secret}  # it reached the child
+    assert secret.encode() not in cmdline and b"python" in cmdline  # the child's own command line
+    assert not any(secret in arg for arg in launches[0].argv)  # nor env's, before it ran the child
+    assert launches[0].env == {"ENVY_TOKEN": secret}  # the spawn's environment: the owner's values alone
 
 
 def test_unsandboxed_plugin_is_told_the_host_path_of_its_socket(tmp_path: Path) -> None:
