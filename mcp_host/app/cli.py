@@ -28,12 +28,11 @@ from mcp_host.plugins import PluginKind, check_paths, load_plugins
 from mcp_host.sandbox import limit_warnings, require_bwrap
 from mcp_host.settings import OtelSettings, Settings, default_data_dir
 
+from .door_client import Door, DoorFailed, DoorRefused, NoDoor, TokenRefused, call_door
 from .host_file import HostRecord, read_host_file
 from .plugin_commands import add_plugin_commands
 
 if TYPE_CHECKING:
-    import mcp.types as types
-
     from mcp_host.store import Uninstalled
 
 __all__ = ["main"]
@@ -379,65 +378,29 @@ def _owner_profile(args: argparse.Namespace) -> int:
     base, token = door
     changes = {k: getattr(args, k) for k in ("name", "email", "timezone") if getattr(args, k) is not None}
     tool, arguments = ("owner_profile_set", changes) if changes else ("owner_profile_get", {})
-    statuses: list[int] = []
     try:
-        result = anyio.run(_call_owner_tool, base, token, tool, arguments, statuses)
-    except Exception as exc:
+        answer = anyio.run(call_door, Door(url=base, pid=None, token=token), tool, arguments)
+    except TokenRefused:
         token_file = settings.data_dir / OWNER_TOKEN_FILE
-        print(f"mcp-host: {_unreachable(exc, base, token_file, refused=401 in statuses)}", file=sys.stderr)
+        print(
+            f"mcp-host: the host at {base} refused the owner token in {token_file}; is it another host's data"
+            " directory? (`mcp-host owner token --rotate` issues a new one)",
+            file=sys.stderr,
+        )
         return 1
-    answer = result.structured_content or {}
-    if result.is_error:
-        print(f"mcp-host: {answer.get('code', 'error')}: {answer.get('message', '')}", file=sys.stderr)
+    except NoDoor:
+        print(f"mcp-host: no host answered at {base}; start it with `mcp-host serve` (or pass --url)", file=sys.stderr)
+        return 1
+    except DoorFailed as exc:
+        print(f"mcp-host: {exc.message}", file=sys.stderr)
+        return 1
+    except DoorRefused as exc:
+        print(f"mcp-host: {exc.refusal.code}: {exc.refusal.message}", file=sys.stderr)
         return 1
     for field in ("name", "email", "timezone"):
         value = answer.get(field)
         print(f"{field + ':':<10}{value if value is not None else '(not set)'}")
     return 0
-
-
-async def _call_owner_tool(
-    base: str, token: str, tool: str, arguments: dict[str, Any], statuses: list[int]
-) -> types.CallToolResult:
-    """Call one owner tool; `statuses` gets every HTTP status the host answered (the SDK turns
-    a 401 into a JSON-RPC error that no longer says it was one)."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    from mcp_host.owner import OWNER_MCP_PATH
-
-    async def note(response: httpx2.Response) -> None:
-        statuses.append(response.status_code)
-
-    headers = {"Authorization": f"Bearer {token}"}
-    timeout = httpx2.Timeout(10, read=60)
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [note]}) as http:
-        transport = streamable_http_client(base + OWNER_MCP_PATH, http_client=http)
-        async with Client(transport, cache=None) as client:
-            return await client.call_tool(tool, arguments)
-
-
-def _unreachable(exc: BaseException, base: str, token_file: Path, *, refused: bool) -> str:
-    """One line for a failed call to the owner door: the token refused, or no host there."""
-    import httpx2
-
-    if refused:
-        return (
-            f"the host at {base} refused the owner token in {token_file}; "
-            "is it another host's data directory? (`mcp-host owner token --rotate` issues a new one)"
-        )
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        else:
-            leaves.append(current)
-    if any(isinstance(leaf, httpx2.TransportError | OSError) for leaf in leaves):
-        return f"no host answered at {base}; start it with `mcp-host serve` (or pass --url)"
-    return f"the owner door at {base} did not answer ({type(leaves[0]).__name__ if leaves else 'no cause'})"
 
 
 async def _rotate_owner_token(settings: Settings) -> Path:

@@ -8,8 +8,11 @@ HTTP (`owner`'s path to the door).
 
 Three outcomes besides an answer, each its own exception so the caller cannot mix them up:
 `NoDoor` — nothing answered at the host file's address (a stale file: the caller works offline);
-`DoorFailed` — a host was reached but the call did not complete (one sentence);
+`DoorFailed` — a host was reached but the call did not complete (one sentence); `TokenRefused`,
+one of them, when the host refused the owner token (the caller may name the token's file);
 `DoorRefused` — the door answered with a refusal (its `{code, message}`).
+
+`mcp-host owner profile` calls the door through here too (`cli`), with a URL it was given.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from mcp_host.wire import Refusal, refusal_of
 
 from .host_file import read_host_file
 
-__all__ = ["Door", "DoorFailed", "DoorRefused", "NoDoor", "call_door", "find_door"]
+__all__ = ["Door", "DoorFailed", "DoorRefused", "NoDoor", "TokenRefused", "call_door", "find_door"]
 
 
 class Progress(Protocol):
@@ -50,6 +53,11 @@ class DoorFailed(Exception):
         self.message = message
 
 
+class TokenRefused(DoorFailed):
+    """The host answered 401: the owner token is not this host's (another data directory's, or
+    rotated since)."""
+
+
 class DoorRefused(Exception):
     """The owner door refused the call; `refusal` is its `{code, message}`."""
 
@@ -63,8 +71,13 @@ class Door:
     """The owner door of the host running with a data directory."""
 
     url: str  # the host's base URL
-    pid: int
+    pid: int | None  # None: a host named by its URL alone (`owner profile --url`)
     token: str
+
+    @property
+    def named(self) -> str:
+        """The host as a message names it: its URL, and its pid when known."""
+        return self.url if self.pid is None else f"{self.url} (pid {self.pid})"
 
 
 def find_door(data_dir: Path) -> Door | None:
@@ -86,9 +99,11 @@ def find_door(data_dir: Path) -> Door | None:
     return Door(url=record.url.rstrip("/"), pid=record.pid, token=token)
 
 
-async def call_door(door: Door, tool: str, arguments: dict[str, Any], on_progress: Progress) -> dict[str, Any]:
-    """Call owner tool `tool` with `arguments`, reporting its progress to `on_progress`; its
-    structured answer. Raises `NoDoor`, `DoorFailed` or `DoorRefused` (see the module)."""
+async def call_door(
+    door: Door, tool: str, arguments: dict[str, Any], on_progress: Progress | None = None
+) -> dict[str, Any]:
+    """Call owner tool `tool` with `arguments`, reporting its progress to `on_progress` (if
+    any); its structured answer. Raises `NoDoor`, `DoorFailed` or `DoorRefused` (see the module)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -139,11 +154,11 @@ def _failure(exc: Exception, door: Door, statuses: list[int]) -> Exception:
     if not statuses and any(isinstance(leaf, httpx2.ConnectError | ConnectionRefusedError) for leaf in leaves):
         return NoDoor()
     if 401 in statuses:
-        return DoorFailed(
+        return TokenRefused(
             f"the host at {door.url} refused the owner token of this data directory: is it another host's?"
             " (`mcp-host owner token --rotate` issues a new one)"
         )
     if any(isinstance(leaf, httpx2.TimeoutException) for leaf in leaves):
-        return DoorFailed(f"the host at {door.url} (pid {door.pid}) stopped answering; `plugin list` shows what it did")
+        return DoorFailed(f"the host at {door.named} stopped answering; `plugin list` shows what it did")
     name = type(leaves[0]).__name__ if leaves else "no cause"
-    return DoorFailed(f"the owner door at {door.url} (pid {door.pid}) did not complete the call ({name})")
+    return DoorFailed(f"the owner door at {door.named} did not complete the call ({name})")
