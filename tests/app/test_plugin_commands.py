@@ -21,13 +21,14 @@ from mcp_host.plugins.manifest import load_manifest
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigStore, SecretBox, load_host_key, open_database
 from tests.hosting import free_port, host_settings, running_host
-from tests.owner_facade.test_plugin_tools import SHOUT, local_npm, needs_npm, owner_client, tarball
+from tests.owner_facade.test_plugin_tools import SHOUT, approve_all, local_npm, needs_npm, owner_client, tarball
+from tests.owner_facade.test_plugin_upgrade import versions
 from tests.plugins.packages import PACKAGES, PYPI_SOURCE, wheel
 from tests.plugins.test_install import NPM_ID, leftovers, owner_call
 from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle
 from tests.processes import needs_bwrap
 
-__all__ = ["local_npm", "tarball"]  # fixtures of the owner door's tests, used here too
+__all__ = ["local_npm", "tarball", "versions"]  # fixtures of the owner door's tests, used here too
 
 
 def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -173,6 +174,40 @@ def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
         " then `mcp-host uninstall pypi.whisper_server --yes`"
     )
     assert (tmp_path / "plugins" / "pypi.whisper_server").is_dir()
+
+
+@needs_npm
+@needs_bwrap
+@pytest.mark.anyio
+async def test_upgrade_goes_through_the_running_host_and_a_changed_tool_is_pending_again(
+    tmp_path: Path, database_url: str, local_npm: None, versions: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    data = str(settings.data_dir)
+    async with running_host(settings) as running, owner_client(running) as owner:
+        assert await run("plugin", "add", SHOUT, "--data-dir", data) == 0
+        assert await approve_all(owner, NPM_ID) == ["shout"]  # its tool was pending, now approved
+        failed, pending = await owner_call(owner, "tools_pending")
+        assert not failed and pending["pending"] == [], pending
+        capsys.readouterr()
+
+        assert await run("plugin", "upgrade", NPM_ID, "2.0.0", "--data-dir", data) == 0  # description changed
+        upgraded = capsys.readouterr()
+        failed, pending = await owner_call(owner, "tools_pending")
+        assert not failed and [(e["capability"], e["tool"]) for e in pending["pending"]] == [(NPM_ID, "shout")]
+        failed, listed = await owner_call(owner, "plugins_list")
+        assert not failed and [(p["id"], p["version"], p["loaded"]) for p in listed["plugins"]] == [
+            (NPM_ID, "2.0.0", True)
+        ]
+    assert upgraded.out.splitlines() == [
+        f"upgraded {NPM_ID} from 1.0.0 to 2.0.0",
+        f"  folder:  {settings.data_dir / 'plugins' / NPM_ID}",
+        "  tools:   shout",
+        "  pending: shout",
+        f"  the host at {running.url} serves it now; changed tools wait in tools_pending for your approval",
+    ]
+    assert load_manifest(settings.data_dir / "plugins" / NPM_ID).version == "2.0.0"
+    assert leftovers(settings.data_dir) == [NPM_ID]
 
 
 def keyed_bundle(path: Path, version: str) -> Path:
