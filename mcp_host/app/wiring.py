@@ -53,7 +53,16 @@ from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_
 from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigStore, Database, OwnerEnv, PluginStores, SecretBox, StoreLimits, load_host_key
+from mcp_host.store import (
+    ConfigStore,
+    Database,
+    OwnerEnv,
+    PluginStores,
+    ProtocolSessionRecords,
+    SecretBox,
+    StoreLimits,
+    load_host_key,
+)
 from mcp_host.visitor import (
     Bindings,
     ChangeFeed,
@@ -483,10 +492,14 @@ def _owner_door(
 
 
 def _protocol_sessions(
-    settings: Settings, manager: StreamableHTTPSessionManager, fleet: Fleet | None = None
+    settings: Settings,
+    manager: StreamableHTTPSessionManager,
+    records: ProtocolSessionRecords,
+    fleet: Fleet | None = None,
 ) -> ProtocolSessions:
     """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
-    (for the visitor door, with the forward of retries parked on other replicas between)."""
+    (for the visitor door, with the forward of retries parked on other replicas between); a
+    session born on another replica is adopted through `records`."""
     limits = ProtocolSessionLimits(
         per_principal=settings.protocol_sessions.per_principal,
         per_client=settings.protocol_sessions.per_client,
@@ -494,7 +507,7 @@ def _protocol_sessions(
     )
     cap = settings.http.max_body_bytes
     app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
-    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap), limits)
+    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap), limits, records)
 
 
 def _doors(
@@ -551,9 +564,10 @@ async def wired(
     owner_manager = _session_manager(
         build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )
+    records = ProtocolSessionRecords(database.pool, idle_s=settings.protocol_sessions.idle_s)
     protocol = {
-        "visitor": _protocol_sessions(settings, visitor_manager, fleet),
-        "owner": _protocol_sessions(settings, owner_manager),
+        "visitor": _protocol_sessions(settings, visitor_manager, records, fleet),
+        "owner": _protocol_sessions(settings, owner_manager, records),
     }
     doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"])
     watch(
@@ -566,6 +580,8 @@ async def wired(
         rounds=rounds,
         protocol_sessions=protocol,
     )
+    for protocol_sessions in protocol.values():
+        background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
     # The back-channel serves before the doors that mint grants open, and stops after them.
     async with channel, visitor_manager.run(), owner_manager.run():
         try:
@@ -590,8 +606,8 @@ async def wired(
                 connections=shared.connections,
                 audit=shared.audit,
                 pins=shared.pins,
-                metrics=early.metrics,
                 rounds=rounds,
+                metrics=early.metrics,
             )
         finally:
             rounds.close()  # calls parked between input rounds end with the host

@@ -8,7 +8,7 @@ from .host_origin import HostOriginGuard
 from .http_server import server_config
 from .jsonrpc import RpcEdge, drain_limit, read_body
 from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
-from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions
+from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecord, SessionRecords, record_key
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
 from .tracing import untraced
@@ -24,11 +24,14 @@ __all__ = [
     "ProtocolSessions",
     "Reading",
     "RpcEdge",
+    "SessionRecord",
+    "SessionRecords",
     "ThrottleLimits",
     "TooLarge",
     "Unauthorized",
     "drain_limit",
     "read_body",
+    "record_key",
     "rest_response",
     "server_config",
     "untraced",

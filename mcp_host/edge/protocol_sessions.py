@@ -23,15 +23,30 @@ What is known comes from the wire only, as the SDK shows it to any client:
   SDK has dropped it too;
 - to close one, a DELETE for it is sent through the next callable with the credential and
   Host of the request that opened it, as its client would.
+
+Adoption (issue 16, several replicas): neither SDK client opens a new session on the 404 the
+protocol prescribes for an id its replica does not know, so a client whose replica died would
+fail. With `records` (a `SessionRecords`, backed by the database) each session born here is
+recorded — the sha256 of its id, the principal, the endpoint path and the initialize request's
+params (the opening body is kept only when it is at most 64 KiB). A request whose id this
+replica does not know, for which a live record exists with the same principal and path, is
+served by a session opened here as its client would (the stored initialize, then
+`notifications/initialized`, with the request's credential and Host); from then on that
+client's id is renamed on the way in (its id -> the new one) and out (the `Mcp-Session-Id`
+response header, the new one -> its id). A DELETE of it forgets the record; records of open
+sessions are kept alive by `keep_records`, the others expire after `idle_s`. A request whose id
+is known here pays one dict lookup more at most.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -39,13 +54,49 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.errors import INVALID_REQUEST
 
-__all__ = ["ProtocolSessionLimits", "ProtocolSessions"]
+__all__ = ["ProtocolSessionLimits", "ProtocolSessions", "SessionRecord", "SessionRecords", "record_key"]
 
 logger = logging.getLogger(__name__)
 
 _SESSION_HEADER = b"mcp-session-id"
 _VERSION_HEADER = b"mcp-protocol-version"
 _HANDSHAKE_VERSIONS = frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
+MAX_KEPT_INITIALIZE = 64 * 1024
+"""The largest opening body kept to record its initialize (a larger one opens a session that
+only its own replica serves)."""
+_INITIALIZE_KEYS = ("protocolVersion", "capabilities", "clientInfo")
+_INTERNAL_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What opening a client's protocol session again on another replica takes."""
+
+    principal: str
+    path: str
+    initialize: dict[str, Any]
+    """The initialize request's params (protocolVersion, capabilities, clientInfo)."""
+
+
+class SessionRecords(Protocol):
+    """Where the protocol sessions born on any replica are recorded, by `record_key` of their id."""
+
+    async def record(self, key: bytes, record: SessionRecord) -> None:
+        """Record a session just born."""
+
+    async def lookup(self, key: bytes) -> SessionRecord | None:
+        """The live record (used within the idle timeout), if any."""
+
+    async def forget(self, key: bytes) -> None:
+        """The client ended it (DELETE) or it was closed to make room."""
+
+    async def touch(self, keys: Collection[bytes]) -> None:
+        """Keep the records of sessions open here alive; let every record idle too long go."""
+
+
+def record_key(session_id: bytes) -> bytes:
+    """A record's key: the sha256 of the session id (the id itself is never stored)."""
+    return hashlib.sha256(session_id).digest()
 
 
 @dataclass(frozen=True)
@@ -70,15 +121,26 @@ class _Open:
     path: str
     last_used: float
     in_flight: int = 0
+    alias: bytes | None = None
+    """The id its client uses, when it was adopted (opened here for a session born elsewhere)."""
+
+    @property
+    def key(self) -> bytes:
+        """Its record's key: of the id its client uses."""
+        return record_key(self.alias if self.alias is not None else self.session_id)
 
 
 class ProtocolSessions:
     """ASGI wrapper: keep each principal's and each address's protocol sessions under their caps."""
 
-    def __init__(self, app: ASGIApp, limits: ProtocolSessionLimits) -> None:
+    def __init__(self, app: ASGIApp, limits: ProtocolSessionLimits, records: SessionRecords | None = None) -> None:
         self._app = app
         self._limits = limits
+        self._records = records
         self._open: dict[bytes, _Open] = {}
+        self._adopted: dict[bytes, bytes] = {}
+        """A client's id -> the id of the session opened here for it."""
+        self._adopting: dict[bytes, anyio.Event] = {}
         self._by_principal: dict[str, dict[bytes, _Open]] = {}
         self._by_client: dict[str, dict[bytes, _Open]] = {}
         # Opening requests admitted and not answered yet, so concurrent ones count too.
@@ -93,6 +155,19 @@ class ProtocolSessions:
         if client is not None:
             return len(self._by_client.get(client, {}))
         return len(self._open)
+
+    async def keep_records(self) -> None:
+        """Run for the host's life: every quarter of `idle_s`, keep the records of the sessions
+        open here alive (and let the others expire)."""
+        if self._records is None:
+            return
+        while True:
+            await anyio.sleep(self._limits.idle_s / 4)
+            keys = [record.key for record in self._open.values()]
+            try:
+                await self._records.touch(keys)
+            except Exception:  # the database may be away for a while; the next round tries again
+                logger.exception("keeping the protocol session records alive failed")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,6 +201,16 @@ class ProtocolSessions:
         self._opening_principal[principal] += 1
         self._opening_client[client] += 1
         opened: _Open | None = None
+        body: list[bytes] | None = [] if self._records is not None else None
+
+        async def keep() -> Message:
+            nonlocal body
+            message = await receive()
+            if body is not None and message["type"] == "http.request":
+                body.append(message.get("body", b""))
+                if sum(map(len, body)) > MAX_KEPT_INITIALIZE:
+                    body = None
+            return message
 
         async def watch(message: Message) -> None:
             nonlocal opened
@@ -135,10 +220,12 @@ class ProtocolSessions:
                 if message["status"] < 400 and new_id is not None:
                     opened = self._register(new_id, principal, client, scope, now)
                     opened.in_flight = 1
+                    if body is not None:
+                        await self._record(opened, b"".join(body))
             await send(message)
 
         try:
-            await self._app(scope, receive, watch)
+            await self._app(scope, receive if body is None else keep, watch)
         finally:
             if opened is None:
                 self._release(principal, client)
@@ -178,7 +265,9 @@ class ProtocolSessions:
                 victims.append(victim)
         return victims, True
 
-    def _register(self, session_id: bytes, principal: str, client: str, scope: Scope, now: float) -> _Open:
+    def _register(
+        self, session_id: bytes, principal: str, client: str, scope: Scope, now: float, alias: bytes | None = None
+    ) -> _Open:
         record = _Open(
             session_id=session_id,
             principal=principal,
@@ -187,14 +276,38 @@ class ProtocolSessions:
             host=_header(scope, b"host") or b"",
             path=str(scope.get("path", "/")),
             last_used=now,
+            alias=alias,
         )
         self._open[session_id] = record
+        if alias is not None:
+            self._adopted[alias] = session_id
         self._by_principal.setdefault(principal, {})[session_id] = record
         self._by_client.setdefault(client, {})[session_id] = record
         return record
 
+    async def _record(self, opened: _Open, body: bytes) -> None:
+        """Record a session born here, so another replica can adopt it (never fails the opening)."""
+        assert self._records is not None
+        initialize = _initialize_params(body)
+        if initialize is None:
+            return
+        try:
+            await self._records.record(opened.key, SessionRecord(opened.principal, opened.path, initialize))
+        except Exception:  # the session works here without it; only adoption elsewhere is lost
+            logger.exception("recording a protocol session of %s failed", opened.principal)
+
+    async def _forget_record(self, record: _Open) -> None:
+        if self._records is None:
+            return
+        try:
+            await self._records.forget(record.key)
+        except Exception:  # it expires with the idle timeout anyway
+            logger.exception("forgetting the record of a protocol session of %s failed", record.principal)
+
     async def _close(self, victim: _Open) -> None:
-        """End `victim` in the SDK: DELETE it as its own client would."""
+        """End `victim` in the SDK: DELETE it as its own client would (and its record: a client
+        closed to make room must not be adopted back)."""
+        await self._forget_record(victim)
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -241,12 +354,17 @@ class ProtocolSessions:
     async def _use(self, session_id: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         record = self._open.get(session_id)
         principal = _principal(scope)
+        if record is None and self._records is not None:
+            record = await self._adopted_or_adopt(session_id, principal, scope)
         if record is not None and record.principal != principal:
             # Someone else's session id: the SDK answers 404 as if it did not exist, and
             # nothing here may change because of it.
             await self._app(scope, receive, send)
             return
         status: int | None = None
+        if record is not None and record.alias is not None:
+            scope = _with_session(scope, record.session_id)
+            send = _renaming(send, record.session_id, record.alias)
 
         async def watch(message: Message) -> None:
             nonlocal status
@@ -267,10 +385,117 @@ class ProtocolSessions:
             if status == 404 or (status is not None and status < 300 and scope["method"] == "DELETE"):
                 if record is not None:
                     self._forget(record)
+                    if status != 404:
+                        with anyio.CancelScope(shield=True):
+                            await self._forget_record(record)
             elif record is None and status is not None and status < 400:
                 # The SDK still serves a session this table had already let go (expired a
                 # moment before the SDK's own timer fired): count it again.
                 self._register(session_id, principal, _client(scope), scope, now)
+
+    # -- adopting ------------------------------------------------------------------------
+
+    async def _adopted_or_adopt(self, session_id: bytes, principal: str, scope: Scope) -> _Open | None:
+        """The session opened here for a client's id born elsewhere, opening it if there is a
+        record of it for this principal and path (one opening per id at a time)."""
+        new_id = self._adopted.get(session_id)
+        if new_id is not None:
+            return self._open.get(new_id)
+        pending = self._adopting.get(session_id)
+        if pending is not None:
+            await pending.wait()
+            new_id = self._adopted.get(session_id)
+            return self._open.get(new_id) if new_id is not None else None
+        done = self._adopting[session_id] = anyio.Event()
+        try:
+            return await self._adopt(session_id, principal, scope)
+        finally:
+            del self._adopting[session_id]
+            done.set()
+
+    async def _adopt(self, session_id: bytes, principal: str, scope: Scope) -> _Open | None:
+        assert self._records is not None
+        try:
+            stored = await self._records.lookup(record_key(session_id))
+        except Exception:  # without the record the request gets the SDK's 404, as before
+            logger.exception("looking up a protocol session record failed")
+            return None
+        if stored is None or stored.principal != principal or stored.path != scope.get("path"):
+            return None
+        client, now = _client(scope), anyio.current_time()
+        victims, room = self._make_room(principal, client, now)
+        for victim in victims:
+            await self._close(victim)
+        if not room:
+            return None
+        new_id = await self._open_as_client(stored, scope)
+        if new_id is None:
+            return None
+        logger.info("adopted a protocol session of %s opened on another replica", principal)
+        return self._register(new_id, principal, client, scope, now, alias=session_id)
+
+    async def _open_as_client(self, stored: SessionRecord, scope: Scope) -> bytes | None:
+        """Open a session through the next callable as its client would: the stored initialize,
+        then `notifications/initialized`, with the request's credential and Host."""
+        initialize = {"jsonrpc": "2.0", "id": "mcp-host-adopt", "method": "initialize", "params": stored.initialize}
+        status, headers = await self._internal(scope, "POST", [], json.dumps(initialize).encode())
+        new_id = _response_header({"headers": headers}, _SESSION_HEADER)
+        if status >= 400 or new_id is None:
+            logger.warning("adopting a protocol session failed: initialize answered %s", status)
+            return None
+        extra = [(_SESSION_HEADER, new_id)]
+        version = _header(scope, _VERSION_HEADER)
+        if version is not None:
+            extra.append((_VERSION_HEADER, version))
+        notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        status, _ = await self._internal(scope, "POST", extra, json.dumps(notice).encode())
+        if status >= 400:
+            logger.warning("adopting a protocol session failed: notifications/initialized answered %s", status)
+            return None
+        return new_id
+
+    async def _internal(
+        self, scope: Scope, method: str, extra: list[tuple[bytes, bytes]], body: bytes
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """One request through the next callable with `scope`'s credential, path and Host; its
+        status and headers (0 when it gave none). The body is read to its end."""
+        headers = [
+            (b"host", _header(scope, b"host") or b""),
+            (b"accept", b"application/json, text/event-stream"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *extra,
+        ]
+        inner = {**scope, "method": method, "headers": headers, "query_string": b""}
+        started: list[Message] = []
+        finished = anyio.Event()
+        asked = False
+
+        async def receive() -> Message:
+            nonlocal asked
+            if not asked:
+                asked = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await finished.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                started.append(message)
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished.set()
+
+        try:
+            with anyio.fail_after(_INTERNAL_TIMEOUT_S):
+                await self._app(inner, receive, send)
+        except Exception:
+            logger.exception("a request opening a protocol session failed")
+            return 0, []
+        finally:
+            finished.set()
+        if not started:
+            return 0, []
+        return int(started[0]["status"]), [(bytes(k).lower(), bytes(v)) for k, v in started[0].get("headers", ())]
 
     # -- forgetting ----------------------------------------------------------------------
 
@@ -287,6 +512,8 @@ class ProtocolSessions:
 
     def _forget(self, record: _Open) -> None:
         self._open.pop(record.session_id, None)
+        if record.alias is not None and self._adopted.get(record.alias) == record.session_id:
+            del self._adopted[record.alias]
         for index, key in ((self._by_principal, record.principal), (self._by_client, record.client)):
             members = index.get(key)
             if members is not None:
@@ -307,6 +534,41 @@ def _response_header(message: Message, name: bytes) -> bytes | None:
         if bytes(key).lower() == name:
             return bytes(value)
     return None
+
+
+def _with_session(scope: Scope, session_id: bytes) -> Scope:
+    """`scope` with its `Mcp-Session-Id` replaced."""
+    headers = [(k, session_id if k == _SESSION_HEADER else v) for k, v in scope.get("headers", ())]
+    return {**scope, "headers": headers}
+
+
+def _renaming(send: Send, ours: bytes, theirs: bytes) -> Send:
+    """`send` with the response's `Mcp-Session-Id` `ours` shown as `theirs`."""
+
+    async def renamed(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                (k, theirs if bytes(k).lower() == _SESSION_HEADER and bytes(v) == ours else v)
+                for k, v in message.get("headers", ())
+            ]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return renamed
+
+
+def _initialize_params(body: bytes) -> dict[str, Any] | None:
+    """The params of an initialize request body (what adopting its session needs), if it is one."""
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or request.get("method") != "initialize":
+        return None
+    params = request.get("params")
+    if not isinstance(params, dict):
+        return None
+    return {key: params[key] for key in _INITIALIZE_KEYS if key in params}
 
 
 def _principal(scope: Scope) -> str:

@@ -17,6 +17,7 @@ from .config import (
 )
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
+from .protocol_records import ProtocolSessionRecords
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
 from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
@@ -34,6 +35,7 @@ __all__ = [
     "PgPool",
     "PluginStore",
     "PluginStores",
+    "ProtocolSessionRecords",
     "QuotaCheck",
     "Replicas",
     "SCOPES",

@@ -1,8 +1,12 @@
 """2025-11-25 protocol sessions are capped per principal and per address, and expire when idle
-(issue 11, defect 2): one caller's `initialize` flood never locks another client out."""
+(issue 11, defect 2): one caller's `initialize` flood never locks another client out. A session
+born on one replica is adopted by another its client's requests reach (issue 16: two hosts on
+one database)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,10 +17,14 @@ import anyio
 import httpx2
 import pytest
 from inline_snapshot import snapshot
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
+from mcp_host.edge import record_key
 from mcp_host.edge.protocol_sessions import ProtocolSessionLimits
 from mcp_host.settings import Settings
+from mcp_host.store import open_database
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host, wait_until
 
@@ -202,3 +210,120 @@ async def test_idle_protocol_sessions_expire(
             assert anyio.current_time() - started >= idle_s
             assert not await door.alive(left)
             assert await door.alive(kept)
+
+
+# -- adoption: a session born on one replica is carried on by another (issue 16) ---------------
+
+SHARED_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()  # MCP_HOST_SECRET_KEY of both replicas
+TOOLS_CALL = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "echo", "arguments": {"text": "hi"}},
+}
+
+
+@asynccontextmanager
+async def two_replicas(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[RunningHost, RunningHost]]:
+    """Two hosts on one database with one host key (a visitor session is good on both)."""
+    settings = [host_settings(tmp_path / name, database_url, ["echo"], secret_key=SHARED_KEY) for name in "ab"]
+    async with running_host(settings[0]) as a, running_host(settings[1]) as b:
+        yield a, b
+
+
+def on(running: RunningHost, door: Door) -> Door:
+    """The same credential and endpoint path, reached through `running`'s address."""
+    path = door.url.split("/", 3)[3]
+    return Door(running.http, f"{running.url}/{path}", door.headers["Authorization"].removeprefix("Bearer "))
+
+
+def sse_result(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC answer in a POST's response (JSON or one SSE event)."""
+    if response.headers["content-type"].startswith("application/json"):
+        return dict(response.json())
+    data = [line.removeprefix("data:").strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return dict(json.loads(data[-1]))
+
+
+async def test_a_session_born_on_one_replica_is_adopted_by_another(tmp_path: Path, database_url: str) -> None:
+    async with two_replicas(tmp_path, database_url) as (a, b):
+        door_a = await visitor(a)
+        door_b = on(b, door_a)
+        opened = await door_a.open()
+        assert await door_a.alive(opened)
+        # Replica b never saw it: it opens a session of its own for the client and renames it.
+        headers = {**door_b.headers, "Mcp-Session-Id": opened, "MCP-Protocol-Version": LEGACY}
+        called = await b.http.post(door_b.url, json=TOOLS_CALL, headers=headers)
+        assert called.status_code == 200, called.text
+        assert called.headers.get("mcp-session-id", opened) == opened
+        assert sse_result(called)["result"]["structuredContent"] == {"text": "hi"}
+        assert await door_b.alive(opened) and await door_a.alive(opened)
+        # The client ends it through b: the record goes, and a third replica could not adopt it.
+        assert await door_b.delete(opened) == 200
+        assert not await door_b.alive(opened)
+        async with open_database(Settings(data_dir=tmp_path / "probe", database_url=database_url)) as database:
+            rows = await database.pool.fetchval(
+                "SELECT count(*) FROM mcp_host.protocol_sessions WHERE key = $1", record_key(opened.encode())
+            )
+        assert rows == 0
+
+
+async def test_a_session_is_adopted_once_under_concurrent_requests(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.edge.protocol_sessions")
+    async with two_replicas(tmp_path, database_url) as (a, b):
+        door_a = await visitor(a)
+        door_b = on(b, door_a)
+        opened = await door_a.open()
+        statuses: list[int] = []
+
+        async def ping(n: int) -> None:
+            headers = {**door_b.headers, "Mcp-Session-Id": opened}
+            response = await b.http.post(door_b.url, json={**PING, "id": 100 + n}, headers=headers)
+            statuses.append(response.status_code)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(8):
+                tg.start_soon(ping, n)
+        assert statuses == [200] * 8
+        adopted = [r for r in caplog.records if r.getMessage().startswith("adopted a protocol session")]
+        assert len(adopted) == 1  # one session opened on b for all eight
+        assert await door_b.alive(opened)
+
+
+async def test_another_principal_or_an_unrecorded_id_still_gets_404(tmp_path: Path, database_url: str) -> None:
+    async with two_replicas(tmp_path, database_url) as (a, b):
+        owner_of_it = await visitor(a)
+        opened = await owner_of_it.open()
+        stranger = on(b, await visitor(a))  # another visitor session, on its own endpoint
+        assert not await stranger.alive(opened)
+        assert not await on(b, owner_of_it).alive("0" * 32)  # never born anywhere
+        # The rightful client is still adopted after the stranger's try.
+        assert await on(b, owner_of_it).alive(opened)
+
+
+async def test_the_python_sdk_client_carries_on_when_its_requests_reach_another_replica(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with two_replicas(tmp_path, database_url) as (a, b):
+        session = await a.new_session()
+        moved = False
+
+        async def balance(request: httpx2.Request) -> None:
+            """A load balancer whose first choice went away: every request goes to b from now on."""
+            if moved:
+                request.url = request.url.copy_with(port=int(b.url.rsplit(":", 1)[1]))
+                request.headers["host"] = request.url.netloc.decode()  # each replica allows its own
+
+        headers = {"Authorization": f"Bearer {session['token']}"}
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=httpx2.Timeout(30, read=60), event_hooks={"request": [balance]}
+        ) as http:
+            transport = streamable_http_client(session["mcp_url"], http_client=http)
+            async with Client(transport, mode="legacy", cache=None) as client:
+                assert (await client.call_tool("echo", {"text": "on a"})).structured_content == {"text": "on a"}
+                moved = True
+                for n in range(3):
+                    result = await client.call_tool("echo", {"text": f"on b {n}"})
+                    assert result.structured_content == {"text": f"on b {n}"}

@@ -43,6 +43,8 @@ MIGRATED = [
     (7, "holds"),
     (8, "turns"),
     (9, "owner_profile"),
+    (10, "replicas"),
+    (11, "protocol_sessions"),
 ]
 
 
@@ -85,7 +87,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -105,7 +107,9 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "host_settings",
             "owner_tokens",
             "owners",
+            "protocol_sessions",
             "receipts",
+            "replicas",
             "roles",
             "schema_migrations",
             "sessions",
@@ -222,7 +226,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9]]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
     assert recorded == MIGRATED
 
 
