@@ -32,15 +32,15 @@ from tests.cluster.support import (
 from tests.conftest import fresh_database
 from tests.processes import needs_bwrap
 
-pytestmark = [pytest.mark.anyio, pytest.mark.cluster, pytest.mark.timeout(300), needs_haproxy, needs_bwrap]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.cluster,
+    pytest.mark.timeout(300),
+    needs_haproxy,
+    needs_bwrap,
+]
 
 LEGACY, MODERN = "legacy", "2026-07-28"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
-}
 
 
 @pytest.fixture(scope="module")
@@ -127,46 +127,53 @@ async def test_quota_is_exact_across_three_replicas_under_50_way_concurrency(who
     print(f"\nquota: {callers} callers on one code over replicas {dict(homes)}: {cap} added, {callers - cap} refused")  # noqa: T201 - a figure issue 16 asks for
 
 
-async def test_an_unknown_mcp_session_id_is_answered_404(whole: Cluster) -> None:
+async def test_an_mcp_session_id_no_replica_knows_is_answered_404(whole: Cluster) -> None:
     session = await whole.new_session()
-    one, two = list(whole.replicas.values())[:2]
     headers = {
         "Authorization": f"Bearer {session['token']}",
         "Accept": "application/json, text/event-stream",
         "Content-Type": "application/json",
+        "Mcp-Session-Id": "0" * 32,  # never issued
+        "MCP-Protocol-Version": "2025-11-25",
     }
     path = session["mcp_url"].split("/", 3)[3]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     async with httpx2.AsyncClient(timeout=10, headers=headers) as http:
-        opened = await http.post(f"{one.url}/{path}", json=INIT)
-        assert opened.status_code == 200, opened.text
-        protocol = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-        assert (await http.post(f"{one.url}/{path}", json=listing, headers=protocol)).status_code == 200
-        elsewhere = await http.post(f"{two.url}/{path}", json=listing, headers=protocol)
-    assert elsewhere.status_code == 404
+        for url in [whole.url, *(r.url for r in whole.replicas.values())]:
+            assert (await http.post(f"{url}/{path}", json=listing)).status_code == 404
 
 
-async def test_the_python_sdk_client_initializes_again_after_its_replica_died(whole: Cluster) -> None:
+# When a 2025-11-25 client's replica dies, its next request reaches another replica. That
+# replica either serves it (when it can adopt the session) or answers the protocol's 404;
+# neither SDK client initializes again by itself on that 404 (the Python client raises the
+# JSON-RPC error of the answer, "Session not found"; the TypeScript client throws
+# StreamableHTTPError 404), so the application opens a new client on the same session URL.
+# Both ways the visitor carries on; the tests say which one happened.
+
+
+async def test_the_python_sdk_client_carries_on_after_its_replica_died(whole: Cluster) -> None:
     session = await whole.new_session()
     home = await home_of(whole, session)
     seen: list[str] = []
     async with whole.client(session, LEGACY, seen) as client:
         assert structured(await client.call_tool("count", {}))["count"] == 1
         await whole.kill(home)
-        # The SDK client does not initialize again by itself: the 404 reaches the caller as
-        # an MCP error ("Session not found").
-        with pytest.raises(MCPError) as raised:
-            await client.call_tool("count", {})
-    assert raised.value.error.message == "Session not found"
-    # A new client (initialize again, same visitor session and URL) carries on elsewhere.
+        try:
+            after: Any = structured(await client.call_tool("count", {}))["count"]
+        except MCPError as exc:
+            after = exc.error.message
+    assert after in (1, "Session not found")  # adopted (a new instance counts 1), or the 404
+    if after == "Session not found":
+        async with whole.client(session, LEGACY, seen) as client:  # initialize again
+            assert structured(await client.call_tool("count", {}))["count"] == 1
     async with whole.client(session, LEGACY, seen) as client:
-        assert structured(await client.call_tool("count", {}))["count"] == 1  # a new instance there
         assert structured(await client.call_tool("echo", {"text": "on"}))["text"] == "on"
     assert seen[-1] != home
+    print(f"\nPython SDK client after its replica died: {after!r}")  # noqa: T201 - which way it went
 
 
 @pytest.mark.skipif(not TS_SDK.is_dir(), reason="the TypeScript SDK is not installed (scripts/install-ecosystem)")
-async def test_the_typescript_sdk_client_initializes_again_after_its_replica_died(whole: Cluster) -> None:
+async def test_the_typescript_sdk_client_carries_on_after_its_replica_died(whole: Cluster) -> None:
     session = await whole.new_session()
     home = await home_of(whole, session)
     visitor = await ts_visitor(session)
@@ -174,17 +181,18 @@ async def test_the_typescript_sdk_client_initializes_again_after_its_replica_die
         first = await visitor.send({"call": "count"})
         assert first["result"]["structuredContent"]["count"] == 1
         await whole.kill(home)
-        lost = await visitor.send({"call": "count"})
-        again = await visitor.send({"reconnect": True})
-        carried = await visitor.send({"call": "count"})
+        after = await visitor.send({"call": "count"})
+        if "error" in after:
+            assert after["error"]["code"] == 404, after
+            assert after["sessionId"] == first["sessionId"]
+            again = await visitor.send({"reconnect": True})
+            assert again["reconnected"] and again["sessionId"] not in (None, first["sessionId"])
+            after = await visitor.send({"call": "count"})
+        carried = await visitor.send({"call": "echo", "arguments": {"text": "on"}})
     finally:
         await visitor.close()
-    # Nor does the TypeScript client initialize again by itself: its call fails with the
-    # HTTP status; a new transport (initialize again) carries on with a new Mcp-Session-Id.
-    assert lost["error"]["code"] == 404, lost
-    assert lost["sessionId"] == first["sessionId"]
-    assert again["reconnected"] and again["sessionId"] not in (None, first["sessionId"])
-    assert carried["result"]["structuredContent"]["count"] == 1
+    assert after["result"]["structuredContent"]["count"] == 1  # a new instance on another replica
+    assert carried["result"]["structuredContent"]["text"] == "on"
 
 
 async def warm(cluster: Cluster, session: dict[str, Any], mode: str) -> None:
