@@ -28,6 +28,14 @@ class RunOfFailures:
     cause: str | None = None
     next_start_at: float = 0.0
     """Monotonic time before which no child of the plugin is started."""
+    unconfigured: bool = False
+    """`cause` says what the owner must set up (`refused`), not a failure."""
+
+    def refused(self, cause: str) -> None:
+        """A start was refused for want of the owner's setup (a remote server answered 401 or
+        403): no failure, no backoff; the cause stays until a child answers or fails."""
+        self.cause = cause
+        self.unconfigured = True
 
     def crashed(self, cause: str, *, base_s: float, max_s: float) -> None:
         """One more failure: the first restart is immediate, the next waits `base_s`, doubling
@@ -38,12 +46,14 @@ class RunOfFailures:
         delay = 0.0 if self.count == 1 else base_s * 2.0**doublings
         self.next_start_at = time.monotonic() + min(delay, max_s)
         self.cause = cause
+        self.unconfigured = False
 
     def answered(self) -> None:
         """A child answered a call: the plugin works; a pending backoff no longer holds."""
         self.count = 0
         self.cause = None
         self.next_start_at = 0.0
+        self.unconfigured = False
 
     def stayed_up(self, *, crashed: bool) -> None:
         """A process ran long enough: whatever ended it starts a new count (a clean end also

@@ -17,6 +17,7 @@ child starts; until the source is given, such a start waits for it (at most the 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,12 +26,13 @@ from typing import Protocol
 import anyio
 
 from mcp_host.errors import HostError, Unavailable
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, Transport
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
 
 from .lifecycle import Child
 from .pool import ChildPool
+from .remote import RemoteChild, RemoteLink
 
 __all__ = ["ChildFactory", "ChildSource", "EnvSource", "SocketPaths"]
 
@@ -78,14 +80,45 @@ class ChildFactory:
     def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child that serves `session_id` (None: owner context). Raises Unavailable when the
         pool already runs as many children, or busy per-session instances, as it may."""
-        socket = self._sockets.socket_for(plugin.manifest.id)
         scope = session_id if plugin.manifest.per_session else None
+        transport = plugin.manifest.transport
+        if transport is not None and transport.kind == "http":
+            return self._remote(plugin, transport, scope)
+        socket = self._sockets.socket_for(plugin.manifest.id)
 
         async def launch() -> Launch:
             extra = await self._env_of(plugin) if _needs_config(plugin) else None
             return launch_for(plugin, self._settings, host_socket=socket, extra_env=extra)
 
         return self._pool.child(plugin.manifest.id, launch, scope, per_session=plugin.manifest.per_session)
+
+    def _remote(self, plugin: Plugin, transport: Transport, scope: str | None) -> Child:
+        """A remote plugin's child: no launch, a `RemoteLink` from its manifest (headers from the
+        owner's config read at each start, as a stdio child's variables are)."""
+        assert transport.url is not None  # the manifest requires it for http
+
+        async def config_headers() -> dict[str, str]:
+            return await self._env_of(plugin)
+
+        link = RemoteLink(
+            url=transport.url,
+            allowed_hosts=frozenset(transport.reachable_hosts()),
+            named_hosts=frozenset(transport.allowed_hosts),
+            timeout_s=float(transport.timeout_s or self._settings.children.call_timeout_s),
+            headers=dict(transport.headers),
+            config_headers=config_headers if _needs_config(plugin) else None,
+        )
+
+        def no_launch() -> Launch:
+            raise RuntimeError("a remote plugin launches nothing")
+
+        return self._pool.child(
+            plugin.manifest.id,
+            no_launch,
+            scope,
+            per_session=plugin.manifest.per_session,
+            make=functools.partial(RemoteChild, link=link),
+        )
 
     async def _env_of(self, plugin: Plugin) -> dict[str, str]:
         with anyio.move_on_after(self._settings.children.start_timeout_s):
@@ -121,5 +154,5 @@ class ChildFactory:
 
 def _needs_config(plugin: Plugin) -> bool:
     transport = plugin.manifest.transport
-    env_from = transport.env_from_config if transport is not None else {}
+    env_from = {**transport.env_from_config, **transport.headers_from_config} if transport is not None else {}
     return bool(env_from) or any(field.required for field in plugin.manifest.config)

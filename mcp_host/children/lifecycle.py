@@ -90,6 +90,9 @@ class ChildHealth:
     """Why its last process ended (a crash explained, or stopped, idle), kept once it recovers."""
     last_exit_at: float | None = None
     """When (seconds since the epoch)."""
+    unconfigured: bool = False
+    """`cause` is something the owner must set up (a remote server refused the host's
+    credentials), not a failure of the plugin."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,15 @@ class Child:
         last_exit, last_exit_at = self._last_exit or (None, None)
         run = self._run_of
         return ChildHealth(
-            self._state_now(), run.cause, pid, self._starts, run.count, run.retry_in_s(), last_exit, last_exit_at
+            self._state_now(),
+            run.cause,
+            pid,
+            self._starts,
+            run.count,
+            run.retry_in_s(),
+            last_exit,
+            last_exit_at,
+            run.unconfigured,
         )
 
     def _state_now(self) -> ChildState:
@@ -570,25 +581,7 @@ class Child:
                 on_overflow=overflow,
                 name=self.plugin_id,
             ) as (read, write):
-                self._raw = JSONRPCDispatcher(read, write)
-                async with ClientSession(
-                    dispatcher=self._raw,
-                    message_handler=self._on_message,
-                    client_info=_CLIENT_INFO,
-                    sampling_callback=self.router.sample,
-                    elicitation_callback=self.router.elicit,
-                    list_roots_callback=self.router.list_roots,
-                    logging_callback=self.router.log,
-                    # The SDK's client drops what its core tables lack, task status included.
-                    notification_bindings=[
-                        NotificationBinding(
-                            method="notifications/tasks/status",
-                            params_type=types.TaskStatusNotificationParams,
-                            handler=self.router.task_status,
-                        )
-                    ],
-                    sampling_capabilities=types.SamplingCapability(),
-                ) as session:
+                async with self._client_session(read, write) as session:
                     try:
                         with anyio.fail_after(self._limits.start_timeout_s):
                             await session.initialize()
@@ -605,13 +598,38 @@ class Child:
             tg.cancel_scope.cancel()
         return outcome[0] if outcome else "exited"
 
-    async def _supervise(self, process: Process) -> str:
-        """Wait until the process exits, a stop is asked, or it has been idle too long."""
+    def _client_session(self, read: Any, write: Any) -> ClientSession:
+        """The MCP client session over a child's wire (`read`, `write`), its server→client
+        requests and log messages routed by `self.router`; `raw_request` uses its dispatcher."""
+        self._raw = JSONRPCDispatcher(read, write)
+        return ClientSession(
+            dispatcher=self._raw,
+            message_handler=self._on_message,
+            client_info=_CLIENT_INFO,
+            sampling_callback=self.router.sample,
+            elicitation_callback=self.router.elicit,
+            list_roots_callback=self.router.list_roots,
+            logging_callback=self.router.log,
+            # The SDK's client drops what its core tables lack, task status included.
+            notification_bindings=[
+                NotificationBinding(
+                    method="notifications/tasks/status",
+                    params_type=types.TaskStatusNotificationParams,
+                    handler=self.router.task_status,
+                )
+            ],
+            sampling_capabilities=types.SamplingCapability(),
+        )
+
+    async def _supervise(self, process: Process | None) -> str:
+        """Wait until the process exits, a stop is asked, or it has been idle too long (a
+        remote child has no process: only the last two)."""
         result = "stopped"
         async with anyio.create_task_group() as tg:
 
             async def exited() -> None:
                 nonlocal result
+                assert process is not None
                 await process.wait()
                 result = "exited"
                 tg.cancel_scope.cancel()
@@ -633,7 +651,8 @@ class Child:
                         tg.cancel_scope.cancel()
                         return
 
-            tg.start_soon(exited)
+            if process is not None:
+                tg.start_soon(exited)
             tg.start_soon(stop_asked)
             tg.start_soon(idle)
         return result

@@ -27,6 +27,9 @@ from .stderr import ChildLog
 
 __all__ = ["ChildPool"]
 
+ChildMaker = Callable[..., Child]
+"""What makes a pool's child, called with `Child`'s arguments (`Child`, or a remote child)."""
+
 # Why a child's run ended when it did not crash (`lifecycle.Child._run`).
 _CLEAN_EXITS = ("stopped", "idle")
 
@@ -94,27 +97,35 @@ class ChildPool:
         session_id: str | None = None,
         *,
         per_session: bool = False,
+        make: ChildMaker = Child,
     ) -> Child:
         """The child of `plugin_id` for `session_id` (None: the shared or owner-context one),
         created (not started) on first ask. `per_session`: the plugin has per-session instances
-        (so scope None is its owner-context instance).
+        (so scope None is its owner-context instance). `make`: the kind of child (`Child`, a
+        process; `remote.RemoteChild`, a remote server), called as `Child` is.
 
         Raises Unavailable when the pool already runs as many children (or, for a session,
         per-session instances with a call in flight) as it may.
         """
         if session_id is not None:
             return self.sessions.get(plugin_id, session_id) or self.sessions.add(
-                self._new(plugin_id, launch, session_id)
+                self._new(plugin_id, launch, session_id, make=make)
             )
         child = self._children.get(plugin_id)
         if child is None:
             if len(self._children) >= self._max:
                 raise Unavailable("the host runs as many capabilities as it may")
-            child = self._children[plugin_id] = self._new(plugin_id, launch, None, owner_context=per_session)
+            child = self._children[plugin_id] = self._new(plugin_id, launch, None, owner_context=per_session, make=make)
         return child
 
     def _new(
-        self, plugin_id: str, launch: LaunchBuilder, session_id: str | None, *, owner_context: bool = False
+        self,
+        plugin_id: str,
+        launch: LaunchBuilder,
+        session_id: str | None,
+        *,
+        owner_context: bool = False,
+        make: ChildMaker = Child,
     ) -> Child:
         if self._tg is None:
             raise RuntimeError("ChildPool must be entered before use")
@@ -131,7 +142,7 @@ class ChildPool:
         on_spawn, on_ended = self._counted(
             plugin_id, self.sessions.ended if session_id is not None else lambda child: None
         )
-        return Child(
+        return make(
             plugin_id,
             launch,
             limits,

@@ -34,7 +34,9 @@ __all__ = [
 # How much of a rejected tool's name is shown (a valid one is at most 64 characters).
 _NAME_SHOWN = 80
 
-Status = Literal["healthy", "not_started", "failing", "invalid"]
+Status = Literal["healthy", "not_started", "failing", "unconfigured", "invalid"]
+"""`unconfigured`: the plugin waits for the owner's setup (a remote server refused the host's
+credentials), with the cause."""
 
 
 class CatalogueEntry(BaseModel):
@@ -189,13 +191,16 @@ class Catalogue:
                 status: Status = "not_started"
             elif health.state == ChildState.FAILING:
                 status = "failing"
+            elif health.unconfigured and health.state != ChildState.RUNNING:
+                status = "unconfigured"
             elif health.state == ChildState.RUNNING and not withheld:
                 status = "healthy"
             elif health.cause:
                 status = "failing"
             else:
                 status = "not_started" if health.state == ChildState.STOPPED else "healthy"
-            cause = withheld or (health.cause if health is not None and status == "failing" else None)
+            failed = status in ("failing", "unconfigured")
+            cause = withheld or (health.cause if health is not None and failed else None)
             entry = entry_for(plugin, status, cause)
             out.append(self._with_instances(plugin, entry) if plugin.manifest.per_session else entry)
         out.extend(invalid_entry(error) for error in self._report.errors)
@@ -214,4 +219,6 @@ class Catalogue:
         run = self._pool.failures(pid)
         if run is not None and run.count and run.cause:
             status, cause = "failing", cause or run.cause
+        elif run is not None and run.unconfigured and run.cause and not running:
+            status, cause = "unconfigured", cause or run.cause
         return entry.model_copy(update={"status": status, "cause": cause, "instances": running})

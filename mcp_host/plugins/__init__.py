@@ -26,7 +26,17 @@ from .install import (
 )
 from .install_bundle import install_bundle, install_registry_entry
 from .loading import LoadReport, Plugin, check_paths, load_plugins
-from .manifest import TOOL_NAME_RE, ClaimGate, ConfigField, Manifest, OwnerTool, Quota, collision_key
+from .manifest import (
+    TOOL_NAME_RE,
+    ClaimGate,
+    ConfigField,
+    Manifest,
+    OwnerTool,
+    Quota,
+    Transport,
+    collision_key,
+    url_host,
+)
 from .registry import PluginKind, Registry
 from .registry_entries import (
     EnvironmentVariable,
@@ -65,6 +75,7 @@ __all__ = [
     "Source",
     "StdioPackage",
     "TOOL_NAME_RE",
+    "Transport",
     "UserConfigField",
     "UserConfigValue",
     "check_paths",
@@ -94,4 +105,5 @@ __all__ = [
     "stdio_package",
     "text_problem",
     "upgrade_argument",
+    "url_host",
 ]

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -34,6 +35,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     StringConstraints,
@@ -70,6 +72,7 @@ __all__ = [
     "check_tool_schema",
     "load_manifest",
     "read_manifest",
+    "url_host",
 ]
 
 MAX_TITLE_CHARS = 200
@@ -362,6 +365,70 @@ def _url(value: str) -> str:
 
 Arg = Annotated[StrictStr, StringConstraints(max_length=4096), AfterValidator(_no_nul)]
 
+# Headers the host's HTTP client and the MCP transport set themselves; a manifest may not.
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+        "trailer",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+    }
+)
+_HEADER_NAME_RE = re.compile(r"\A[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}\Z")
+_HEADER_VALUE_RE = re.compile(r"\A[\x20-\x7e]{0,4096}\Z")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME_RE = re.compile(rf"\A(?=.{{1,253}}\Z)(?:{_LABEL}\.)*{_LABEL}\Z|\A\[[0-9A-Fa-f:.]{{2,45}}\]\Z")
+
+
+def _header_name(value: str) -> str:
+    if not _HEADER_NAME_RE.match(value):
+        raise ValueError(f"{shown(value)} is not an HTTP header name")
+    if value.casefold() in _RESERVED_HEADERS or value.casefold().startswith("mcp-param-"):
+        raise ValueError(f"{shown(value)} is set by the host's MCP client, not by a manifest")
+    return value
+
+
+def _header_value(value: str) -> str:
+    if not _HEADER_VALUE_RE.match(value):
+        raise ValueError("a header value is printable ASCII without control characters, at most 4096")
+    return value
+
+
+def _host_name(value: str) -> str:
+    if not _HOST_NAME_RE.match(value):
+        raise ValueError(f"{shown(value)} is not a host name (or an IP address, an IPv6 one in [brackets])")
+    return value.casefold()
+
+
+HeaderValue = Annotated[StrictStr, AfterValidator(_header_value)]
+HostName = Annotated[StrictStr, AfterValidator(_host_name)]
+
+
+def url_host(url: str) -> str | None:
+    """The host part of `url`, lower-cased (an IPv6 address in brackets), or None."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return f"[{host}]" if ":" in host else host.casefold()
+
 
 class Transport(_Model):
     """How the host reaches the plugin's MCP server: a sandboxed stdio child or a remote URL."""
@@ -379,6 +446,29 @@ class Transport(_Model):
     )
     """Environment variable -> owner `config` key: the owner's value (a secret opened) is put in
     the child's environment when it starts; unset and not required, the variable is left out."""
+    headers: Annotated[dict[Annotated[StrictStr, AfterValidator(_header_name)], HeaderValue], Field(max_length=64)] = (
+        Field(default_factory=dict)
+    )
+    """http only: header name -> value, sent with every request to the remote server."""
+    headers_from_config: Annotated[
+        dict[Annotated[StrictStr, AfterValidator(_header_name)], Key], Field(max_length=16)
+    ] = Field(default_factory=dict)
+    """http only: header name -> owner `config` key whose value (a secret opened) is the header's
+    value (e.g. `Authorization` -> a value `Bearer …`); unset and not required, it is left out."""
+    timeout_s: Annotated[StrictInt | StrictFloat, Field(gt=0, le=3600)] | None = None
+    """http only: how long one HTTP exchange with the remote server may take (connect, read);
+    absent: the host's call timeout."""
+    allowed_hosts: Annotated[tuple[HostName, ...], Field(max_length=32), _unique("allowed host", fold=True)] = ()
+    """http only: the host names the host may connect to for this plugin; the url's host must be
+    one of them, and a redirect elsewhere is refused. Absent: the url's host alone. A loopback,
+    private or otherwise non-public address is reached only when named here."""
+
+    def reachable_hosts(self) -> tuple[str, ...]:
+        """The hosts an http transport's requests may go to: `allowed_hosts`, else the url's."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        host = url_host(self.url) if self.url is not None else None
+        return (host,) if host is not None else ()
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:
@@ -390,12 +480,23 @@ class Transport(_Model):
             for name in self.env_from_config:
                 if name in self.env:
                     raise _problem(f"env_from_config.{name}", f"{name} is set in env too")
+            for name in ("headers", "headers_from_config", "timeout_s", "allowed_hosts"):
+                if name in self.model_fields_set:
+                    raise _problem(name, f"only an http transport takes {name}")
             return self
         if self.url is None:
             raise _problem("url", "required for an http transport")
         for name in ("command", "args", "env", "sandbox", "env_from_config"):
             if name in self.model_fields_set:
                 raise _problem(name, f"an http transport takes no {name}")
+        for name in self.headers_from_config:
+            if name.casefold() in {h.casefold() for h in self.headers}:
+                raise _problem(f"headers_from_config.{name}", f"{name} is set in headers too")
+        host = url_host(self.url)
+        if host is None:
+            raise _problem("url", "has no host")
+        if self.allowed_hosts and host not in self.allowed_hosts:
+            raise _problem("url", f"its host {shown(host)} is not in allowed_hosts")
         return self
 
 
@@ -513,6 +614,10 @@ def _config_env_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
     for name, key in env.items():
         if key not in owner_keys:
             yield f"transport.env_from_config.{name}", f"{shown(key)} is not a key declared in config"
+    headers = manifest.transport.headers_from_config if manifest.transport is not None else {}
+    for name, key in headers.items():
+        if key not in owner_keys:
+            yield f"transport.headers_from_config.{name}", f"{shown(key)} is not a key declared in config"
 
 
 def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:

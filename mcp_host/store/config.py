@@ -366,7 +366,9 @@ class PluginConfig:
         self._fields = {scope: declared(manifest, scope) for scope in SCOPES}
         self._box = box
         self._on_env_changed = on_env_changed
-        self._env_from = dict(manifest.transport.env_from_config) if manifest.transport is not None else {}
+        transport = manifest.transport
+        # A remote plugin's headers_from_config are read as its variables are (name -> value).
+        self._env_from = {**transport.env_from_config, **transport.headers_from_config} if transport is not None else {}
         self._feeds_child = set(self._env_from.values()) | {f.key for f in manifest.config if f.required}
 
     @property

@@ -257,6 +257,10 @@ Second line,	tabbed.
                     "workspace": True,
                 },
                 "env_from_config": {},
+                "headers": {},
+                "headers_from_config": {},
+                "timeout_s": None,
+                "allowed_hosts": [],
             },
             "category": None,
             "verbs": None,
@@ -282,6 +286,10 @@ def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> N
                     "url": "https://caldav.example/mcp",
                     "sandbox": {"host_ops": [], "allow_net": False, "workspace": False},
                     "env_from_config": {},
+                    "headers": {},
+                    "headers_from_config": {},
+                    "timeout_s": None,
+                    "allowed_hosts": [],
                 },
                 "category": "calendar",
                 "verbs": ["freebusy", "insert_event"],
@@ -1181,4 +1189,84 @@ def test_env_from_config_names_owner_config_keys_and_loads(tmp_path: Path) -> No
     ],
 )
 def test_bad_config_env_is_refused_naming_the_field(tmp_path: Path, text: str, expected: tuple[str, str]) -> None:
+    assert refusal(tmp_path, f"id: demo\n{text}\n") == expected
+
+
+def test_an_http_transport_takes_headers_config_headers_a_timeout_and_allowed_hosts(tmp_path: Path) -> None:
+    folder = write_manifest(
+        tmp_path / "plugin",
+        """\
+        id: demo
+        config: [{key: token, type: string, secret: true}]
+        transport:
+          kind: http
+          url: https://MCP.example.com:8443/mcp
+          headers: {X-Client: demo}
+          headers_from_config: {Authorization: token}
+          timeout_s: 12.5
+          allowed_hosts: [mcp.example.com, "[::1]"]
+        """,
+    )
+    transport = load_manifest(folder).transport
+    assert transport is not None
+    assert (transport.headers, transport.headers_from_config) == ({"X-Client": "demo"}, {"Authorization": "token"})
+    assert (transport.timeout_s, transport.allowed_hosts) == (12.5, ("mcp.example.com", "[::1]"))
+    assert transport.reachable_hosts() == ("mcp.example.com", "[::1]")
+    bare = load_manifest(
+        write_manifest(tmp_path / "bare", "id: bare\ntransport: {kind: http, url: 'https://a.example/mcp'}")
+    )
+    assert bare.transport is not None and bare.transport.reachable_hosts() == ("a.example",)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "transport: {kind: http, url: 'https://evil.example/mcp', allowed_hosts: [good.example]}",
+            ("transport.url", "its host 'evil.example' is not in allowed_hosts"),
+            id="url-host-not-allowed",
+        ),
+        pytest.param(
+            "transport: {kind: http, url: 'https://a.example/mcp', allowed_hosts: ['a.example/x']}",
+            (
+                "transport.allowed_hosts.0",
+                "'a.example/x' is not a host name (or an IP address, an IPv6 one in [brackets])",
+            ),
+            id="bad-host",
+        ),
+        pytest.param(
+            "transport: {kind: http, url: 'https://a.example/mcp', headers: {Mcp-Session-Id: x}}",
+            ("transport.headers.Mcp-Session-Id", "'Mcp-Session-Id' is set by the host's MCP client, not by a manifest"),
+            id="reserved-header",
+        ),
+        pytest.param(
+            "transport: {kind: http, url: 'https://a.example/mcp', headers: {X-A: \"a\\nb\"}}",
+            ("transport.headers.X-A", "a header value is printable ASCII without control characters, at most 4096"),
+            id="header-value-newline",
+        ),
+        pytest.param(
+            "config: [{key: token, type: string}]\n"
+            "transport: {kind: http, url: 'https://a.example/mcp', headers: {authorization: x},"
+            " headers_from_config: {Authorization: token}}",
+            ("transport.headers_from_config.Authorization", "Authorization is set in headers too"),
+            id="header-twice",
+        ),
+        pytest.param(
+            "transport: {kind: http, url: 'https://a.example/mcp', headers_from_config: {Authorization: nope}}",
+            ("transport.headers_from_config.Authorization", "'nope' is not a key declared in config"),
+            id="undeclared-key",
+        ),
+        pytest.param(
+            "transport: {command: node, timeout_s: 5}",
+            ("transport.timeout_s", "only an http transport takes timeout_s"),
+            id="stdio-timeout",
+        ),
+        pytest.param(
+            "transport: {kind: http, url: 'https://a.example/mcp', timeout_s: 0}",
+            ("transport.timeout_s", "Input should be greater than 0"),
+            id="zero-timeout",
+        ),
+    ],
+)
+def test_bad_http_transport_is_refused_naming_the_field(tmp_path: Path, text: str, expected: tuple[str, str]) -> None:
     assert refusal(tmp_path, f"id: demo\n{text}\n") == expected

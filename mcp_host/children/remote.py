@@ -1,0 +1,216 @@
+"""Remote children: a plugin whose manifest says `transport.kind: http` is a remote MCP server
+the host reaches as a client over streamable HTTP, behind the same `Child` the stdio children
+are (list and call tools, prompts, resources, notifications, server→client requests routed by
+the call they are about). Nothing runs locally, so there is no sandbox and no process.
+
+Above: `ChildFactory` (which makes a `RemoteChild` in the pool for an http plugin, with the
+`RemoteLink` its manifest and the owner's config give). Below: the MCP SDK's
+`streamable_http_client` and `httpx2`.
+
+A child's "start" is one MCP client session with the server (`initialize`), kept while calls
+use it and closed after the idle time, as a process would be; a per-session plugin has one per
+visitor session, so the server's session state is per visitor. The HTTP client carries only
+the manifest's `headers` and `headers_from_config` (the owner's values, secrets opened): a
+visitor's own headers never reach it. `_Guard` lets each request through only to a host named in
+`allowed_hosts` (absent: the url's host; the SDK follows no redirect off the url's origin
+either), and to a loopback, private or otherwise non-public address (or `localhost`, or a name
+that resolves to one) only when the manifest's `allowed_hosts` names that host itself. A 401
+or 403 from the server refuses the start as `unconfigured`, with the cause kept for the
+catalogue, and costs no backoff.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_host.errors import HostError, Unconfigured
+from mcp_host.store import ConfigUnset
+
+from .lifecycle import Child, ChildState, _Start
+
+__all__ = ["RemoteChild", "RemoteLink"]
+
+logger = logging.getLogger(__name__)
+
+_REFUSED_HOST = 421  # the status `_Guard` answers for a host it does not let the child reach
+_LOCAL_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class RemoteLink:
+    """Where and how a remote plugin's server is reached (its manifest's http transport)."""
+
+    url: str
+    allowed_hosts: frozenset[str]
+    """Lower-cased host names; an IPv6 address in [brackets]."""
+    named_hosts: frozenset[str]
+    """The hosts the manifest's `allowed_hosts` names itself: only those may be non-public."""
+    timeout_s: float
+    headers: Mapping[str, str] = field(default_factory=dict)
+    config_headers: Callable[[], Awaitable[Mapping[str, str]]] | None = None
+    """The headers from the owner's config, read at each start; raises `ConfigUnset`."""
+
+
+class _Guard(httpx2.AsyncBaseTransport):
+    """The remote child's only way out: each request goes to an allowed host and a permitted
+    address, or is answered 421 here without leaving the host. Also notes a 401/403 answer."""
+
+    def __init__(self, allowed: frozenset[str], named: frozenset[str]) -> None:
+        self._allowed = allowed
+        self._named = named
+        self._inner = httpx2.AsyncHTTPTransport(retries=0, trust_env=False)
+        self.denied: int | None = None
+        """The last 401/403 status the server answered (None when it answered otherwise since)."""
+        self.refused: str | None = None
+        """Why the last request refused here was refused."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        host = request.url.host.casefold()
+        shown = f"[{host}]" if ":" in host else host
+        why = None
+        if shown not in self._allowed:
+            why = f"{shown} is not in the plugin's allowed_hosts"
+        elif shown not in self._named:
+            port = request.url.port or (443 if request.url.scheme == "https" else 80)
+            why = _non_public_address(host) or await _non_public(host, port)
+        if why is not None:
+            self.refused = why
+            logger.warning("remote plugin: refused a request to %s: %s", shown, why)
+            return httpx2.Response(_REFUSED_HOST, request=request)
+        response = await self._inner.handle_async_request(request)
+        if response.status_code in (401, 403):
+            self.denied = response.status_code
+        elif response.status_code < 400:
+            self.denied = None
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _non_public_address(host: str) -> str | None:
+    """Why `host`, an address or `localhost` that allowed_hosts does not name, is refused."""
+    if host in _LOCAL_NAMES:
+        return f"{host} is reached only when allowed_hosts names it"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return None if address.is_global else "a non-public address is reached only when allowed_hosts names it"
+
+
+async def _non_public(host: str, port: int) -> str | None:
+    """Why a host name must not be reached (it resolves to a loopback, private, link-local or
+    reserved address), or None."""
+    try:
+        ipaddress.ip_address(host)
+        return None  # an address: `_non_public_address` read it
+    except ValueError:
+        pass
+    try:
+        found = await anyio.getaddrinfo(host, port)
+    except OSError:
+        return None  # the connection itself fails and says so
+    for *_, sockaddr in found:
+        address = ipaddress.ip_address(sockaddr[0])
+        if not address.is_global:
+            return f"{host} resolves to a non-public address; name the address in allowed_hosts to reach it"
+    return None
+
+
+class RemoteChild(Child):
+    """A remote MCP server as a child: one MCP client session over streamable HTTP per start."""
+
+    def __init__(self, *args: Any, link: RemoteLink, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._link = link
+        self._guard: _Guard | None = None
+
+    async def _run(self, start: _Start) -> None:
+        started_at = time.monotonic()
+        link = self._link
+        try:
+            headers = dict(link.headers)
+            if link.config_headers is not None:
+                headers.update(await link.config_headers())
+        except ConfigUnset as exc:  # the owner must set a value first: not a crash, no backoff
+            self._run_of.cause = exc.message
+            start.refusal = exc
+            self._finish(start, exc.message, started_at, crashed=False)
+            return
+        except Exception as exc:
+            logger.exception("%s: could not prepare the connection", self.plugin_id)
+            why = exc.message if isinstance(exc, HostError) else "could not prepare its connection"
+            self._finish(start, why, started_at, crashed=True)
+            return
+        guard = self._guard = _Guard(link.allowed_hosts, link.named_hosts)
+        self._starts += 1
+        reason: str | None = None
+        try:
+            reason = await self._connect(guard, headers, start)
+        except Exception:
+            # A connection failure may leave the SDK's transport by its task group.
+            logger.info("%s: the connection to the remote server failed", self.plugin_id, exc_info=True)
+            reason = "could not reach the remote server"
+        finally:
+            self._session = None
+            self._raw = None
+            self._state = ChildState.STOPPED
+            self._tasks.clear()
+            if reason is None:  # cancelled: the host is shutting down
+                reason = "stopped"
+            if guard.denied is not None and reason not in ("stopped", "idle"):
+                cause = (
+                    f"the remote server refused the host's credentials (HTTP {guard.denied}); the owner sets "
+                    "them with config_set"
+                )
+                self._run_of.refused(cause)
+                if not start.done.is_set():
+                    start.refusal = Unconfigured(cause)
+                self._finish(start, cause, started_at, crashed=False)
+            else:
+                if guard.refused is not None and reason not in ("stopped", "idle"):
+                    reason = f"{reason}: {guard.refused}"
+                crashed = reason not in ("stopped", "idle")
+                if not crashed:
+                    self._tools = None
+                self._finish(start, reason, started_at, crashed=crashed)
+
+    async def _connect(self, guard: _Guard, headers: dict[str, str], start: _Start) -> str | None:
+        link = self._link
+        timeout = httpx2.Timeout(link.timeout_s, read=None)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=timeout, transport=guard, trust_env=False) as http,
+            streamable_http_client(link.url, http_client=http) as (read, write),
+            self._client_session(read, write) as session,
+        ):
+            try:
+                with anyio.fail_after(self._limits.start_timeout_s):
+                    await session.initialize()
+            except TimeoutError:
+                return f"did not answer initialize within {self._limits.start_timeout_s:g} s"
+            except MCPError:
+                return "the remote server refused to start a session"
+            self._session = session
+            self._state = ChildState.RUNNING
+            start.done.set()
+            logger.info("%s: connected to its remote server", self.plugin_id)
+            return await self._supervise(None)
+
+    def _map_error(self, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
+        guard = self._guard
+        if guard is not None and guard.denied is not None:
+            # The credentials stopped working while connected: the next use starts again.
+            self.stop()
+            return Unconfigured(f"the remote server refused the host's credentials (HTTP {guard.denied})")
+        return super()._map_error(exc, method, timeout_s)

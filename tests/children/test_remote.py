@@ -1,0 +1,225 @@
+"""Remote plugins (`transport.kind: http`) through a real host: an SDK streamable-HTTP server
+started here on loopback, requiring a bearer token, reached by visitor sessions of both eras;
+the token from the owner's sealed config, a 401 shown `unconfigured` in the catalogue, a
+changed remote tool pending again, a redirect off the allowed hosts refused, and a visitor's
+own Authorization never forwarded (the server records every request's headers)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+
+from mcp_host.children.remote import _Guard
+from tests.hosting import free_port, host_settings, refusal, running_host
+from tests.owner_facade.test_door import call, owner_client
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "tok-remote-5b1e9c"
+PLUGIN = "test.remote"
+
+
+@dataclass
+class Remote:
+    url: str
+    seen: list[dict[str, str]] = field(default_factory=list)
+    """The headers of every request that reached the server (lower-cased names)."""
+
+
+def _server() -> MCPServer:
+    mcp = MCPServer("remote-test", version="1", log_level="WARNING")
+
+    @mcp.tool(description="say hello")
+    def hello(name: str) -> str:
+        return f"hello {name}"
+
+    @mcp.tool(description="change hello's description")
+    async def morph(ctx: Context) -> str:
+        mcp.remove_tool("hello")
+
+        @mcp.tool(name="hello", description="say hello, differently")
+        def hello_again(name: str) -> str:
+            return f"hi {name}"
+
+        await ctx.session.send_tool_list_changed()
+        return "morphed"
+
+    return mcp
+
+
+class _Gate:
+    """Records each request's headers; answers 401 without the bearer token, and a redirect
+    to `localhost` (not in the plugin's allowed hosts) on /away/."""
+
+    def __init__(self, app: Any, remote: Remote, port: int) -> None:
+        self._app = app
+        self._remote = remote
+        self._port = port
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        self._remote.seen.append(headers | {":path": scope["path"]})
+        if scope["path"].startswith("/away/"):
+            location = f"http://localhost:{self._port}/mcp".encode()
+            await send({"type": "http.response.start", "status": 307, "headers": [(b"location", location)]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if headers.get("authorization") != f"Bearer {TOKEN}":
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await self._app(scope, receive, send)
+
+
+@asynccontextmanager
+async def remote_server() -> AsyncIterator[Remote]:
+    port = free_port()
+    remote = Remote(f"http://127.0.0.1:{port}")
+    app = _Gate(_server().streamable_http_app(streamable_http_path="/mcp"), remote, port)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 - uvicorn signals no event
+                await anyio.sleep(0.02)
+        yield remote
+        server.should_exit = True
+
+
+def remote_plugin(folder: Path, url: str) -> Path:
+    folder.mkdir()
+    (folder / "manifest.yaml").write_text(
+        f"""id: {PLUGIN}
+kind: capability
+title: Remote (test)
+acl: always
+visitor_tools: [hello, morph]
+config:
+  - {{key: token, type: string, secret: true, description: "Bearer …"}}
+transport:
+  kind: http
+  url: {url}
+  allowed_hosts: [127.0.0.1]
+  headers: {{X-Plugin: remote-test}}
+  headers_from_config: {{Authorization: token}}
+  timeout_s: 10
+"""
+    )
+    return folder
+
+
+async def entry(owner: Any) -> dict[str, Any]:
+    _, listed = await call(owner, "capabilities_list")
+    return dict(next(c for c in listed["capabilities"] if c["id"] == PLUGIN))
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_remote_server_is_a_plugin_with_its_token_from_sealed_config(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    async with remote_server() as remote:
+        settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+        settings = settings.model_copy(update={"plugins": [remote_plugin(tmp_path / "remote", f"{remote.url}/mcp")]})
+        async with running_host(settings) as running:
+            pins = running.host.pins
+            assert pins is not None
+            session = await running.new_session()
+            async with owner_client(running) as owner, running.client(session, mode=mode) as visitor:
+                # No token yet: the server answers 401; the catalogue says unconfigured, and why.
+                unset = await visitor.call_tool("hello", {"name": "x"})
+                unconfigured = await entry(owner)
+                set_ = await call(
+                    owner, "config_set", capability=PLUGIN, scope="owner", values={"token": f"Bearer {TOKEN}"}
+                )
+                hidden = (await visitor.list_tools()).tools
+                pending = sorted(p.tool for p in await pins.pending())
+                await pins.approve(PLUGIN, "hello")
+                await pins.approve(PLUGIN, "morph")
+                listed = sorted(t.name for t in (await visitor.list_tools()).tools)
+                said = await visitor.call_tool("hello", {"name": "ann"})
+                healthy = await entry(owner)
+                morphed = await visitor.call_tool("morph", {})
+                after = [t.name for t in (await visitor.list_tools()).tools]
+                waiting = [(p.plugin_id, p.tool) for p in await pins.pending()]
+                trail = await call(owner, "audit_list", limit=100)
+
+    assert refusal(unset) is not None and unset.is_error
+    assert unconfigured["status"] == "unconfigured"
+    assert "HTTP 401" in unconfigured["cause"]
+    assert set_[0] is False and set_[1]["values"]["token"] == {"set": True}
+    assert hidden == [] and pending == ["hello", "morph"]
+    assert listed == ["hello", "morph"]
+    assert said.is_error is not True and said.structured_content == {"result": "hello ann"}
+    assert healthy["status"] == "healthy"
+    assert morphed.is_error is not True
+    # The remote tool changed: it is pending the owner's approval again, and hidden meanwhile.
+    assert after == ["morph"]
+    assert waiting == [(PLUGIN, "hello")]
+    assert TOKEN not in json.dumps(trail[1])
+    # Every request carried the manifest's headers; the visitor's bearer reached it never.
+    authorized = [h for h in remote.seen if h.get("authorization") == f"Bearer {TOKEN}"]
+    assert authorized and all(h.get("x-plugin") == "remote-test" for h in remote.seen)
+    assert all(session["token"] not in json.dumps(h) for h in remote.seen)
+    # The owner's listing and the visitor's calls went through MCP sessions of their own.
+    assert len({h["mcp-session-id"] for h in authorized if "mcp-session-id" in h}) >= 2
+
+
+async def test_a_redirect_to_a_host_not_allowed_is_refused(tmp_path: Path, database_url: str) -> None:
+    async with remote_server() as remote:
+        settings = host_settings(tmp_path, database_url, [])
+        plugin = remote_plugin(tmp_path / "remote", f"{remote.url}/away/mcp")
+        settings = settings.model_copy(update={"plugins": [plugin]})
+        async with running_host(settings) as running:
+            session = await running.new_session()
+            async with owner_client(running) as owner, running.client(session) as visitor:
+                await call(owner, "config_set", capability=PLUGIN, scope="owner", values={"token": f"Bearer {TOKEN}"})
+                refused = await visitor.call_tool("hello", {"name": "x"})
+                failing = await entry(owner)
+
+    assert refused.is_error
+    assert failing["status"] == "failing"
+    assert "localhost" not in json.dumps(failing)  # nothing of the redirect's target is echoed
+    # The redirect was answered, and nothing reached the server at the host it named.
+    assert [h[":path"] for h in remote.seen if h[":path"] != "/away/mcp"] == []
+    assert all(h["host"].startswith("127.0.0.1:") for h in remote.seen)
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed", "named", "why"),
+    [
+        (
+            "http://other.example/mcp",
+            {"a.example"},
+            {"a.example"},
+            "other.example is not in the plugin's allowed_hosts",
+        ),
+        (
+            "http://127.0.0.1:9/mcp",
+            {"127.0.0.1"},
+            set(),
+            "a non-public address is reached only when allowed_hosts names it",
+        ),
+        ("http://[::1]:9/mcp", {"[::1]"}, set(), "a non-public address is reached only when allowed_hosts names it"),
+        ("http://localhost:9/mcp", {"localhost"}, set(), "localhost is reached only when allowed_hosts names it"),
+    ],
+)
+async def test_the_guard_answers_421_for_a_host_not_allowed_or_an_address_not_named(
+    url: str, allowed: set[str], named: set[str], why: str
+) -> None:
+    guard = _Guard(frozenset(allowed), frozenset(named))
+    response = await guard.handle_async_request(httpx2.Request("POST", url))
+    await guard.aclose()
+    assert (response.status_code, guard.refused) == (421, why)
