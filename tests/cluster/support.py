@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import httpx2
 import pytest
 from anyio.abc import Process
@@ -215,6 +216,30 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
                         process.kill()
                         await process.wait()
                     await process.aclose()
+
+
+async def home_of(cluster: Cluster, session: dict[str, Any]) -> str:
+    """The replica HAProxy sends `session`'s requests to (read off an unauthenticated GET)."""
+    async with httpx2.AsyncClient(timeout=5) as http:
+        response = await http.get(session["mcp_url"])
+    return response.headers[REPLICA_HEADER]
+
+
+async def stored_note_ids(cluster: Cluster) -> set[str]:
+    """The ids of every `notes` record in the cluster's database (the plugin stores' tables)."""
+    connection = await asyncpg.connect(cluster.database_url)
+    try:
+        schemas = await connection.fetch(
+            "SELECT table_schema FROM information_schema.tables WHERE table_name = 'records'"
+        )
+        ids: set[str] = set()
+        for row in schemas:
+            schema = '"' + str(row["table_schema"]).replace('"', '""') + '"'
+            found = await connection.fetch(f"SELECT id FROM {schema}.records WHERE collection = 'notes'")
+            ids.update(str(r["id"]) for r in found)
+        return ids
+    finally:
+        await connection.close()
 
 
 def structured(result: Any) -> dict[str, Any]:

@@ -10,22 +10,9 @@ calling through HAProxy with no error reaching the caller.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx2
 import pytest
 
-from tests.cluster.support import (
-    REPLICA_HEADER,
-    TS_SDK,
-    Cluster,
-    needs_haproxy,
-    running_cluster,
-    structured,
-    ts_visitor,
-)
-from tests.conftest import fresh_database
+from tests.cluster.support import TS_SDK, Cluster, home_of, needs_haproxy, structured, ts_visitor
 from tests.processes import needs_bwrap
 
 pytestmark = [
@@ -38,25 +25,6 @@ pytestmark = [
 ]
 
 LEGACY = "legacy"
-
-
-@pytest.fixture(scope="module")
-async def cluster(postgres_server: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
-    async with fresh_database(postgres_server) as url, running_cluster(tmp_path_factory.mktemp("adopt"), url) as c:
-        yield c
-
-
-@pytest.fixture
-async def whole(cluster: Cluster) -> Cluster:
-    """The cluster with all 3 replicas up (a previous test may have killed one)."""
-    await cluster.revive()
-    return cluster
-
-
-async def home_of(cluster: Cluster, session: dict[str, Any]) -> str:
-    async with httpx2.AsyncClient(timeout=5) as http:
-        response = await http.get(session["mcp_url"])
-    return response.headers[REPLICA_HEADER]
 
 
 async def test_the_python_sdk_client_carries_on_after_its_replica_died(whole: Cluster) -> None:
