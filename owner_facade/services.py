@@ -23,11 +23,13 @@ from mcp_host.plugins import (
     PluginKind,
     PypiSource,
     Registry,
+    RemoteSource,
     install_bundle,
     install_npm,
     install_pypi,
     install_registry_entry,
-    parse_source,
+    install_remote,
+    parse_add_source,
     stage_upgrade,
 )
 from mcp_host.policy import AuditLog, HoldBook, PinBook
@@ -54,8 +56,11 @@ class ReviewProgress(Protocol):
 def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
     """Install `source_text` into `<data_dir>/plugins` (blocking: npm or pip runs; call it off
     the event loop), as `mcp-host plugin add` does; a bundle or a server.json is a path on the
-    host's machine. Tests replace this function to install from a local tarball or wheel."""
-    source = parse_source(source_text)
+    host's machine, an https:// URL a remote MCP server (a manifest only). Tests replace this
+    function to install from a local tarball or wheel."""
+    source = parse_add_source(source_text)
+    if isinstance(source, RemoteSource):
+        return install_remote(source, data_dir, plugin_id=plugin_id)
     if isinstance(source, NpmSource):
         return install_npm(source, data_dir, plugin_id=plugin_id)
     if isinstance(source, PypiSource):

@@ -35,13 +35,15 @@ from mcp_host.plugins import (
     NpmSource,
     Plugin,
     PypiSource,
+    RemoteSource,
     install_bundle,
     install_npm,
     install_pypi,
     install_registry_entry,
+    install_remote,
     installed,
     load_plugins,
-    parse_source,
+    parse_add_source,
     plugins_dir,
     remove,
     stage_upgrade,
@@ -98,8 +100,8 @@ def _offline(why: str) -> None:
 def _host_source(text: str) -> str:
     """`text` as the host takes it: a path (a bundle, a server.json) made absolute; the host
     runs on this machine but not in this directory."""
-    source = parse_source(text)  # refuses a bad source here, before any host is asked
-    if isinstance(source, NpmSource | PypiSource):
+    source = parse_add_source(text)  # refuses a bad source here, before any host is asked
+    if isinstance(source, NpmSource | PypiSource | RemoteSource):
         return text
     return os.path.abspath(text)
 
@@ -121,8 +123,10 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _add_offline(args: argparse.Namespace, settings: Settings) -> int:
-    source = parse_source(args.source)
-    if isinstance(source, NpmSource):
+    source = parse_add_source(args.source)
+    if isinstance(source, RemoteSource):
+        done = install_remote(source, settings.data_dir, plugin_id=args.id)
+    elif isinstance(source, NpmSource):
         done = install_npm(source, settings.data_dir, plugin_id=args.id)
     elif isinstance(source, PypiSource):
         done = install_pypi(source, settings.data_dir, plugin_id=args.id)

@@ -19,6 +19,7 @@ from .install import (
     Installed,
     install_npm,
     install_pypi,
+    install_remote,
     installed,
     installed_root,
     plugins_dir,
@@ -46,11 +47,22 @@ from .registry_entries import (
     parse_server_json,
     stdio_package,
 )
-from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, parse_source
+from .sources import (
+    AddSource,
+    BundleSource,
+    NpmSource,
+    PypiSource,
+    RegistryEntrySource,
+    RemoteSource,
+    Source,
+    parse_add_source,
+    parse_source,
+)
 from .text_safety import check_text, check_tool_schema, printable, schema_validator, shown, text_problem
 from .upgrade import installed_source, stage_upgrade, switch_upgrade, upgrade_argument
 
 __all__ = [
+    "AddSource",
     "BundleCaps",
     "BundleManifest",
     "BundleSource",
@@ -71,6 +83,7 @@ __all__ = [
     "Registry",
     "RegistryEntrySource",
     "RegistryServer",
+    "RemoteSource",
     "SANDBOX_PLUGIN_DIR",
     "Source",
     "StdioPackage",
@@ -86,6 +99,7 @@ __all__ = [
     "install_bundle",
     "install_npm",
     "install_pypi",
+    "install_remote",
     "install_registry_entry",
     "installed",
     "installed_root",
@@ -93,6 +107,7 @@ __all__ = [
     "load_plugins",
     "parse_bundle_manifest",
     "parse_server_json",
+    "parse_add_source",
     "parse_source",
     "plugins_dir",
     "printable",

@@ -32,13 +32,23 @@ import yaml
 from mcp_host.errors import InvalidArguments, ManifestError, Unavailable
 
 from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, load_manifest
-from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, plugin_id_words
+from .sources import (
+    BundleSource,
+    NpmSource,
+    PypiSource,
+    RegistryEntrySource,
+    RemoteSource,
+    Source,
+    plugin_id_words,
+    remote_id_words,
+)
 from .text_safety import MAX_DESCRIPTION_BYTES, printable, text_problem
 
 __all__ = [
     "Installed",
     "install_npm",
     "install_pypi",
+    "install_remote",
     "installed",
     "installed_root",
     "plugins_dir",
@@ -128,6 +138,49 @@ def install_pypi(
     with Staging(data_dir, default_id(source) if plugin_id is None else plugin_id) as staging:
         got = pypi_into(staging.path, source, spec)
         return staging.finish(source, f"{source.package} {got.version} from PyPI", got)
+
+
+# The one setting a remote plugin's manifest declares: what it sends as Authorization, if set.
+_REMOTE_AUTH = {
+    "key": "authorization",
+    "label": "Authorization header",
+    "type": "string",
+    "secret": True,
+    "description": "Sent to the remote server as its Authorization header when set (e.g. Bearer <token>).",
+}
+
+
+def install_remote(source: RemoteSource, data_dir: Path, *, plugin_id: str | None = None) -> Installed:
+    """Write a plugin folder whose manifest reaches the remote MCP server `source` over
+    streamable HTTP: its id from the host name (unless given), the url's host the only one it
+    may reach, and one optional secret setting sent as Authorization. It grants nothing
+    (`role_granted`, one MCP session per visitor session); its tools wait for approval."""
+    chosen = ".".join(remote_id_words(source)) if plugin_id is None else plugin_id
+    if plugin_id is None and not PLUGIN_ID_RE.match(chosen):
+        raise InvalidArguments(f"no plugin id can be made from {printable(source.host, 80)}; choose one with --id")
+    with Staging(data_dir, chosen) as staging:
+        manifest: dict[str, Any] = {
+            "id": staging.plugin_id,
+            "title": _shown_text(source.host, "title", MAX_TITLE_CHARS, multiline=False),
+            "version": "",
+            "description": _shown_text(f"The remote MCP server at {source.url}", "description", 2048, multiline=True),
+            "acl": "role_granted",
+            "instances": "per_session",
+            "config": [_REMOTE_AUTH],
+            "transport": {
+                "kind": "http",
+                "url": source.url,
+                "allowed_hosts": [source.host],
+                "headers_from_config": {"Authorization": _REMOTE_AUTH["key"]},
+            },
+        }
+        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        header = (
+            f"# Installed by `mcp-host plugin add {printable(str(source), 300)}` on {today}:\n"
+            f"# a remote MCP server; the host connects to {printable(source.host, 200)} only.\n"
+            "# Nothing runs locally; the owner approves its tools before visitors see them.\n"
+        )
+        return staging.write(manifest, header, Installed(staging.plugin_id, staging.target, source.url, (), ""))
 
 
 @dataclass(frozen=True)
@@ -251,6 +304,10 @@ class Staging:
             f"# {printable(origin, 400)}.\n"
             "# No network, no host ops, no workspace; the owner approves its tools before visitors see them.\n"
         )
+        return self.write(manifest, header, Installed(self.plugin_id, self.target, got.command, got.args, got.version))
+
+    def write(self, manifest: dict[str, Any], header: str, done: Installed) -> Installed:
+        """Write `manifest` under `header`, check that it loads, and move the folder into place."""
         body = yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
         (self.path / MANIFEST_NAME).write_text(header + body, encoding="utf-8")
         try:
@@ -263,7 +320,7 @@ class Staging:
             self.path.rename(self.target)
         except OSError:
             raise InvalidArguments(f"a plugin {self.plugin_id} appeared at {self.target} meanwhile") from None
-        return Installed(self.plugin_id, self.target, got.command, got.args, got.version)
+        return done
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,25 +11,35 @@ path ever reaches npm or pip as a package name.
   letter or digit at both ends), a PEP 440 version.
 - a path ending `.mcpb` (an MCP Bundle) or named `server.json` (an MCP registry entry):
   recognised here, installed by `install_bundle` (unpacked, or its npm or PyPI package).
+- `https://<host>[:port]/<path>`: a remote MCP server (streamable HTTP), written as a manifest
+  with an http transport by `install.install_remote`; `http://` only to a loopback host
+  (`127.0.0.1`, `[::1]`, `localhost`). No user or password in the URL, no fragment, printable
+  ASCII, at most 2048 characters.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from mcp_host.errors import InvalidArguments
 
 from .text_safety import printable
 
 __all__ = [
+    "AddSource",
     "BundleSource",
     "NpmSource",
     "PypiSource",
     "RegistryEntrySource",
+    "RemoteSource",
     "Source",
+    "parse_add_source",
     "parse_source",
+    "remote_id_words",
 ]
 
 _NPM_WORD = r"[a-z0-9][a-z0-9._~-]*"
@@ -92,7 +102,24 @@ class RegistryEntrySource:
         return str(self.path)
 
 
+@dataclass(frozen=True)
+class RemoteSource:
+    """A remote MCP server's streamable-HTTP endpoint."""
+
+    url: str
+    host: str
+    """The url's host, lower-cased (an IPv6 address in [brackets])."""
+
+    def __str__(self) -> str:
+        return self.url
+
+
 Source = NpmSource | PypiSource | BundleSource | RegistryEntrySource
+"""What a plugin folder is installed (and upgraded) from."""
+AddSource = Source | RemoteSource
+"""What `plugin add` takes: a source to install, or a remote server to write a manifest for."""
+_LOOPBACK_NAMES = ("localhost",)
+_MAX_URL = 2048
 
 
 def parse_source(text: str) -> Source:
@@ -108,8 +135,65 @@ def parse_source(text: str) -> Source:
         return BundleSource(path) if text.endswith(".mcpb") else RegistryEntrySource(path)
     raise InvalidArguments(
         f"{printable(text, 80)!r} is not a source: use npm:<package>[@<version>], pypi:<package>[==<version>],"
-        " a path to an .mcpb bundle or a path to a server.json"
+        " a path to an .mcpb bundle, a path to a server.json or an https:// URL of a remote MCP server"
     )
+
+
+def parse_add_source(text: str) -> AddSource:
+    """What `plugin add` is given: `parse_source`, or a remote server's URL (`RemoteSource`)."""
+    if text.startswith(("https://", "http://")):
+        return _remote(text)
+    return parse_source(text)
+
+
+def _remote(text: str) -> RemoteSource:
+    if len(text) > _MAX_URL or not text.isascii() or not text.isprintable() or " " in text:
+        raise InvalidArguments("a remote server's URL is printable ASCII without spaces, at most 2048 characters")
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a malformed port raises here
+    except ValueError:
+        raise InvalidArguments(f"{printable(text, 80)!r} is not a URL") from None
+    if not host:
+        raise InvalidArguments(f"{printable(text, 80)!r} names no host")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidArguments(
+            "a remote server's URL carries no user or password; the owner sets credentials as config"
+        )
+    if parts.fragment:
+        raise InvalidArguments("a remote server's URL has no #fragment")
+    host = host.casefold()
+    if parts.scheme == "http" and not _loopback(host):
+        raise InvalidArguments("an http:// source must be a loopback host (127.0.0.1, [::1], localhost); use https://")
+    return RemoteSource(text, f"[{host}]" if ":" in host else host)
+
+
+def _loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def remote_id_words(source: RemoteSource) -> list[str]:
+    """The words of a remote plugin's default id: its host's labels (`mcp.example.com` →
+    mcp, example, com; an address → ip_127_0_0_1)."""
+    host = source.host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return ["ip_" + re.sub(r"[^0-9a-f]+", "_", host).strip("_")]
+    words = []
+    for label in host.split("."):
+        word = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", label)).strip("_")
+        if word:
+            words.append(word if word[0].isalpha() else f"h{word}")
+    return words
 
 
 def _npm(rest: str) -> NpmSource:

@@ -61,10 +61,11 @@ class _Gate:
     """Records each request's headers; answers 401 without the bearer token, and a redirect
     to `localhost` (not in the plugin's allowed hosts) on /away/."""
 
-    def __init__(self, app: Any, remote: Remote, port: int) -> None:
+    def __init__(self, app: Any, remote: Remote, port: int, token: str | None) -> None:
         self._app = app
         self._remote = remote
         self._port = port
+        self._token = token
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -77,7 +78,7 @@ class _Gate:
             await send({"type": "http.response.start", "status": 307, "headers": [(b"location", location)]})
             await send({"type": "http.response.body", "body": b""})
             return
-        if headers.get("authorization") != f"Bearer {TOKEN}":
+        if self._token is not None and headers.get("authorization") != f"Bearer {self._token}":
             await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -85,10 +86,11 @@ class _Gate:
 
 
 @asynccontextmanager
-async def remote_server() -> AsyncIterator[Remote]:
+async def remote_server(token: str | None = TOKEN) -> AsyncIterator[Remote]:
+    """The test's remote server; `token`: the bearer it requires (None: none)."""
     port = free_port()
     remote = Remote(f"http://127.0.0.1:{port}")
-    app = _Gate(_server().streamable_http_app(streamable_http_path="/mcp"), remote, port)
+    app = _Gate(_server().streamable_http_app(streamable_http_path="/mcp"), remote, port, token)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -122,8 +124,12 @@ transport:
 
 
 async def entry(owner: Any) -> dict[str, Any]:
+    return await entry_of(owner, PLUGIN)
+
+
+async def entry_of(owner: Any, plugin_id: str) -> dict[str, Any]:
     _, listed = await call(owner, "capabilities_list")
-    return dict(next(c for c in listed["capabilities"] if c["id"] == PLUGIN))
+    return dict(next(c for c in listed["capabilities"] if c["id"] == plugin_id))
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -223,3 +229,26 @@ async def test_the_guard_answers_421_for_a_host_not_allowed_or_an_address_not_na
     response = await guard.handle_async_request(httpx2.Request("POST", url))
     await guard.aclose()
     assert (response.status_code, guard.refused) == (421, why)
+
+
+async def test_the_owner_door_adds_a_remote_server_by_its_url_and_lists_its_tools_for_review(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with remote_server(token=None) as remote:
+        settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+        async with running_host(settings) as running, owner_client(running) as owner:
+            added = await owner.call_tool("plugin_add", {"source": f"{remote.url}/mcp"})
+            refused = await owner.call_tool("plugin_add", {"source": "http://mcp.example.com/mcp"})
+            listed = await entry_of(owner, "ip_127_0_0_1")
+
+    assert added.is_error is not True, added
+    answer = added.structured_content or {}
+    assert (answer["capability"], answer["pending_tools"]) == ("ip_127_0_0_1", ["hello", "morph"])
+    assert [f["key"] for f in answer["config_to_set"]] == ["authorization"]
+    assert listed["status"] == "healthy"
+    assert refusal(refused) == {
+        "code": "invalid_arguments",
+        "message": "an http:// source must be a loopback host (127.0.0.1, [::1], localhost); use https://",
+    }
+    folder = settings.data_dir / "plugins" / "ip_127_0_0_1"
+    assert f"url: {remote.url}/mcp" in (folder / "manifest.yaml").read_text()

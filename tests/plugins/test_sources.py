@@ -7,9 +7,17 @@ from pathlib import Path
 import pytest
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import BundleSource, NpmSource, PypiSource, RegistryEntrySource, parse_source
+from mcp_host.plugins import (
+    BundleSource,
+    NpmSource,
+    PypiSource,
+    RegistryEntrySource,
+    RemoteSource,
+    parse_add_source,
+    parse_source,
+)
 from mcp_host.plugins.manifest import PLUGIN_ID_RE
-from mcp_host.plugins.sources import plugin_id_words
+from mcp_host.plugins.sources import plugin_id_words, remote_id_words
 
 
 @pytest.mark.parametrize(
@@ -96,3 +104,43 @@ def test_the_default_id_comes_from_the_package_name(text: str, plugin_id: str) -
     made = ".".join(plugin_id_words(source))
     assert made == plugin_id
     assert PLUGIN_ID_RE.match(made)
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "plugin_id"),
+    [
+        ("https://mcp.example.com/mcp", "mcp.example.com", "mcp.example.com"),
+        ("https://API-1.Example.io:8443/v1/mcp?x=1", "api-1.example.io", "api_1.example.io"),
+        ("https://9lives.example/mcp", "9lives.example", "h9lives.example"),
+        ("http://127.0.0.1:8000/mcp", "127.0.0.1", "ip_127_0_0_1"),
+        ("http://[::1]:8000/mcp", "[::1]", "ip_1"),
+        ("http://localhost:3000/mcp", "localhost", "localhost"),
+    ],
+)
+def test_a_remote_servers_url_is_an_add_source_with_an_id_from_its_host(text: str, host: str, plugin_id: str) -> None:
+    source = parse_add_source(text)
+    assert source == RemoteSource(text, host)
+    made = ".".join(remote_id_words(source))
+    assert made == plugin_id and PLUGIN_ID_RE.match(made)
+    assert parse_add_source("npm:left-pad") == NpmSource("left-pad")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("http://mcp.example.com/mcp", "an http:// source must be a loopback host"),
+        ("http://10.0.0.2/mcp", "an http:// source must be a loopback host"),
+        ("https://user:pw@mcp.example.com/mcp", "no user or password"),
+        ("https://mcp.example.com/mcp#x", "no #fragment"),
+        ("https://mcp.example.com:99999/mcp", "is not a URL"),
+        ("https:///mcp", "names no host"),
+        ("https://mcp.example.com/a b", "printable ASCII without spaces"),
+        ("https://mcp.example.com/\x00", "printable ASCII without spaces"),
+        ("https://mcp.exämple.com/mcp", "printable ASCII without spaces"),
+        ("https://" + "a" * 2050, "at most 2048"),
+    ],
+)
+def test_a_bad_remote_url_is_refused_in_one_sentence(text: str, says: str) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        parse_add_source(text)
+    assert says in caught.value.message and "\n" not in caught.value.message
