@@ -33,6 +33,8 @@ __all__ = [
     "PluginRemove",
     "PluginUpgrade",
     "RolePut",
+    "RuleIn",
+    "RulesSet",
     "SessionEnd",
     "ToolApprove",
 ]
@@ -183,6 +185,33 @@ class HoldsList(_Arguments):
 class HoldDecide(_Arguments):
     id: str = Field(min_length=1, max_length=64, description="The hold's id (holds_list).")
     approve: bool = Field(description="true lets the visitor's call run once; false refuses it.")
+
+
+class RuleIn(_Arguments):
+    name: str | None = Field(default=None, min_length=1, max_length=64, description="A name for the rule (optional).")
+    when: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="A CEL condition over the call: capability, tool, annotations, arguments, session "
+        "{kind, mode, subject, subject_kind, role, id, visitor}, grant, now {hour, minute, weekday, date, time, "
+        "timezone, unix} in your timezone, recent {minute, hour} (this subject's calls by capability); "
+        "text(x) is x as JSON. Example: session.mode == 'public' && capability == 'mail' && tool == 'send'.",
+    )
+    effect: Literal["allow", "refuse", "hold"] = Field(
+        description="allow: the call goes on (a destructive tool too); refuse: answered denied; hold: waits "
+        "for your approval (holds_list, hold_decide)."
+    )
+    reason: str | None = Field(
+        default=None, min_length=1, max_length=200, description="What a refused caller is told (optional)."
+    )
+
+
+class RulesSet(_Arguments):
+    rules: list[RuleIn] = Field(
+        max_length=100,
+        description="The ordered rules, replacing yours; the first whose condition holds decides. No match: "
+        "calls to destructive tools are held, the rest go on. A rule that fails to evaluate refuses the call.",
+    )
 
 
 class HostSettingsSet(_Arguments):

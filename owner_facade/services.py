@@ -32,7 +32,7 @@ from mcp_host.plugins import (
     parse_add_source,
     stage_upgrade,
 )
-from mcp_host.policy import AuditLog, HoldBook, PinBook
+from mcp_host.policy import AuditLog, HoldBook, PinBook, RuleGate
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigBackend, PgPool
 
@@ -111,6 +111,8 @@ class OwnerServices:
     """The review at start (None with pinning off): `tools_pending` waits for it, bounded."""
     admin: PluginAdmin | None = None
     """None: this host does not install or remove plugins from the owner door."""
+    rules: RuleGate | None = None
+    """The owner's rules (`rules_get`, `rules_set`); None: this host has none."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

@@ -37,7 +37,7 @@ from mcp_host.plugins import (
     remove,
     switch_upgrade,
 )
-from mcp_host.policy import REDACTED, DefinitionChanged, PendingTool, definition_hash, summarize
+from mcp_host.policy import REDACTED, DefinitionChanged, PendingTool, RuleGate, definition_hash, summarize
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.store import SCOPES, ConfigScope, ConfigUnset, OwnerEnv, declared, uninstall
 
@@ -64,6 +64,7 @@ from .models import (
     PluginRemove,
     PluginUpgrade,
     RolePut,
+    RulesSet,
     SessionEnd,
     ToolApprove,
 )
@@ -451,6 +452,28 @@ async def _hold_decide(s: OwnerServices, owner_id: str, a: HoldDecide) -> Answer
     return {"hold": (await s.holds.decide(owner_id, a.id, a.approve)).shown()}
 
 
+# -- the owner's rules ------------------------------------------------------------------------
+
+
+def _rules(s: OwnerServices) -> RuleGate:
+    if s.rules is None:
+        raise Unconfigured("this host has no rules")
+    return s.rules
+
+
+async def _rules_get(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    version, rules = await _rules(s).get(owner_id)
+    return {"version": version, "rules": [r.model_dump(exclude_none=True) for r in rules]}
+
+
+async def _rules_set(s: OwnerServices, owner_id: str, a: RulesSet) -> Answer:
+    """Checked before anything changes: an invalid rule is refused naming its position (1-based)."""
+    gate = _rules(s)
+    version = await gate.set(owner_id, [r.model_dump() for r in a.rules])
+    _, rules = await gate.get(owner_id)
+    return {"version": version, "rules": [r.model_dump(exclude_none=True) for r in rules]}
+
+
 async def _audit_list(s: OwnerServices, owner_id: str, a: AuditList) -> Answer:
     rows = await s.audit.list(owner_id, since=a.since, limit=a.limit)
     return {"entries": [row.model_dump(mode="json") for row in rows]}
@@ -820,6 +843,20 @@ _TABLE: list[OwnerTool[Any]] = [
         "again. On any failure the old version keeps running and nothing is left behind.",
         PluginUpgrade,
         _plugin_upgrade,
+    ),
+    OwnerTool(
+        "rules_get",
+        "Your rules, in order, and their version: CEL conditions that allow, refuse or hold each call.",
+        NoArguments,
+        _rules_get,
+    ),
+    OwnerTool(
+        "rules_set",
+        "Replace your rules: an ordered list of {name?, when (CEL), effect: allow|refuse|hold, reason?}, "
+        "checked for every visitor call and owner-context call before it reaches a plugin. Each condition is "
+        "checked now; an invalid one is refused naming its position and why, and nothing changes.",
+        RulesSet,
+        _rules_set,
     ),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),

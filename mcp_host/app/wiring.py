@@ -50,7 +50,7 @@ from mcp_host.edge import (
 )
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
-from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate
+from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate, RuleGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
 from mcp_host.store import (
@@ -59,6 +59,7 @@ from mcp_host.store import (
     OwnerEnv,
     PluginStores,
     ProtocolSessionRecords,
+    RuleStore,
     SecretBox,
     StoreLimits,
     load_host_key,
@@ -365,6 +366,7 @@ class _Shared:
     turns: PostgresTurns
     holds: Holds
     audit: AuditLog
+    rules: RuleGate
 
 
 async def _shared(
@@ -406,6 +408,8 @@ async def _shared(
         {p.manifest.id: p for p in early.plugins.connectors},
         ttl_s=settings.connectors.connections_ttl_s,
     )
+    holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
+    audit = AuditLog(database.pool)
     return _Shared(
         owners=owners,
         owner_id=owner.id,
@@ -427,8 +431,10 @@ async def _shared(
             can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
         ),
         turns=PostgresTurns(database.pool),
-        holds=Holds(database.pool, ttl_s=settings.policy.hold_ttl_s),
-        audit=AuditLog(database.pool),
+        holds=holds,
+        audit=audit,
+        # The owner's rules: every visitor and owner-context call, before its child.
+        rules=RuleGate(RuleStore(database.pool), holds, audit, hold_destructive=settings.policy.hold_destructive_tools),
     )
 
 
@@ -461,6 +467,7 @@ def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: 
         holds=shared.holds if settings.policy.hold_destructive_tools else None,
         turns=shared.turns,
         metrics=early.metrics,
+        rules=shared.rules,
     )
 
 
@@ -468,7 +475,11 @@ def _owner_door(
     settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue, database: Database, feed: ChangeFeed
 ) -> OwnerDoor:
     calls = OwnerCalls(
-        early.plugins, early.children, grants=early.grants, call_timeout_s=settings.children.call_timeout_s
+        early.plugins,
+        early.children,
+        grants=early.grants,
+        call_timeout_s=settings.children.call_timeout_s,
+        rules=shared.rules,
     )
     return OwnerDoor(
         OwnerServices(
@@ -487,6 +498,7 @@ def _owner_door(
             review=shared.review,
             # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
             admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce, settings),
+            rules=shared.rules,
         )
     )
 

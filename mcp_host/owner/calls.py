@@ -8,7 +8,8 @@ call scope is the owner's: `mode: "owner"`, no visitor, no session).
 Only a tool declared in the manifest's `owner_tools` can be run this way, looked up by the
 name the owner sees; a tool the child has but did not declare is `unknown`. The child's
 result comes back as it gave it (its own `{code, message}` refusals included), without the
-child's serverInfo stamp.
+child's serverInfo stamp. The owner's rules (`policy.rules`) decide each call first: an
+owner-context call too may be refused or held (for the owner's own approval, `hold_decide`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child
 from mcp_host.errors import InvalidArguments, UnknownTool
 from mcp_host.plugins import OwnerTool, Plugin, Registry, schema_validator
+from mcp_host.policy import RuleGate, owner_call
 from mcp_host.wire import forwarded_meta, without_host_keys
 
 __all__ = ["OwnerCalls", "check_arguments"]
@@ -56,11 +58,14 @@ class OwnerCalls:
         *,
         grants: GrantBook,
         call_timeout_s: float,
+        rules: RuleGate | None = None,
     ) -> None:
+        """`rules`: the owner's rules, which decide each owner-context call (None: all go on)."""
         self._plugins = plugins
         self._child_of = child_of
         self._grants = grants
         self._call_timeout_s = call_timeout_s
+        self._rules = rules
 
     def owner_tool(self, capability: str, name: str) -> tuple[Plugin, OwnerTool]:
         """The capability and its declared owner tool `name`; raises `UnknownTool`."""
@@ -78,11 +83,14 @@ class OwnerCalls:
         """Run `capability`'s owner tool `name` for `owner_id` and return the child's result.
 
         Raises `UnknownTool` (not declared), `InvalidArguments` (the arguments fail the
-        declared schema; no child is started), and the forwarding errors of `Child.call_tool`.
+        declared schema; no child is started), `Denied`/`Held` (the owner's rules), and the
+        forwarding errors of `Child.call_tool`.
         """
         plugin, tool = self.owner_tool(capability, name)
         args = dict(arguments or {})
         check_arguments(tool.input_schema, args)
+        if self._rules is not None:  # refused or held here: no child starts
+            await self._rules.admit(owner_call(owner_id, plugin.manifest.id, name, args))
         child = self._child_of(plugin)
         scope = CallScope(owner_id)
         if not named_ops(plugin):

@@ -6,11 +6,13 @@ from .audit import REDACTED, AuditLog, summarize
 from .holds import HoldBook, Holds, needs_hold
 from .pins import DefinitionChanged, PendingTool, PinBook, Pins, collision_key, definition_hash
 from .quota import QuotaGate, QuotaState, exhausted
+from .rules import CallFacts, Rule, RuleGate, owner_call, visitor_call
 from .turns import PostgresTurns, TurnStore, UnknownTurn, judge, receipt_ok
 
 __all__ = [
     "REDACTED",
     "AuditLog",
+    "CallFacts",
     "DefinitionChanged",
     "HoldBook",
     "Holds",
@@ -20,6 +22,8 @@ __all__ = [
     "PostgresTurns",
     "QuotaGate",
     "QuotaState",
+    "Rule",
+    "RuleGate",
     "TurnStore",
     "UnknownTurn",
     "collision_key",
@@ -27,6 +31,8 @@ __all__ = [
     "exhausted",
     "judge",
     "needs_hold",
+    "owner_call",
     "receipt_ok",
     "summarize",
+    "visitor_call",
 ]

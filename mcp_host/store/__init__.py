@@ -19,11 +19,13 @@ from .database import Database, PgConnection, PgPool, as_unavailable, is_connect
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
+from .rules import CallCounter, RuleState, RuleStore
 from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
 
 __all__ = [
     "MAX_NOTICE_BYTES",
+    "CallCounter",
     "ChangeChannel",
     "ConfigBackend",
     "ConfigScope",
@@ -38,6 +40,8 @@ __all__ = [
     "ProtocolSessionRecords",
     "QuotaCheck",
     "Replicas",
+    "RuleState",
+    "RuleStore",
     "SCOPES",
     "SealError",
     "SecretBox",

@@ -21,10 +21,10 @@ that cannot be read hides the capability (fail closed). The remaining figures ri
 `tools/list` result's `_meta["mcp-host/quota"]`. A call whose `store.insert` was refused by
 the quota while it ran is answered `quota_exhausted`, whatever the child made of the refusal.
 
-Holds: a call to a tool whose live definition is annotated destructive (`holds.needs_hold`)
-is checked last, after the binding, requirement and quota checks: it goes on only by using up
-the owner's approval of this very call, else it is answered `held` (or `denied`) and the
-child is not called.
+Rules and holds: after the binding, requirement and quota checks, the owner's rules
+(`policy.rules`) allow, refuse or hold the call; when none matches, a call to a tool whose live
+definition is annotated destructive (`holds.needs_hold`) goes on only by using up the owner's
+approval of this very call, else it is answered `held` (or `denied`) and the child is not called.
 """
 
 from __future__ import annotations
@@ -47,7 +47,17 @@ from mcp_host.connectors import RequirementGate
 from mcp_host.edge import HostMetrics
 from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
 from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
-from mcp_host.policy import HoldBook, QuotaGate, QuotaState, TurnStore, exhausted, needs_hold, receipt_ok
+from mcp_host.policy import (
+    HoldBook,
+    QuotaGate,
+    QuotaState,
+    RuleGate,
+    TurnStore,
+    exhausted,
+    needs_hold,
+    receipt_ok,
+    visitor_call,
+)
 from mcp_host.store import as_unavailable
 from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, refusal_of, visitor_meta, without_host_keys
 from mcp_host_kit.contract import QUOTA_KEY
@@ -121,8 +131,11 @@ class VisitorDoor:
         turns: TurnStore | None = None,
         listings: Listings | None = None,
         metrics: HostMetrics | None = None,
+        rules: RuleGate | None = None,
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
+        `rules`: the owner's rules, which decide each call first (and hold through their own
+        holds); None: today's default alone.
         `turns`: where receipts of completed calls go; None records none. `metrics`: where each
         call's outcome and time, and quota refusals, are counted; None counts nothing."""
         self._plugins = plugins  # live: a plugin installed or removed while the host runs shows here
@@ -137,6 +150,7 @@ class VisitorDoor:
         self._turns = turns
         self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
         self._metrics = metrics
+        self._rules = rules
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -294,7 +308,9 @@ class VisitorDoor:
             called.capability = binding.capability
         plugin = self._capability(binding.capability)
         await self._check_quota(plugin, session, binding.tool.name)
-        if self._holds is not None and needs_hold(binding.tool):
+        if self._rules is not None:  # the owner's rules; no rule matched: today's default hold
+            await self._rules.admit(visitor_call(session, plugin.manifest.id, binding.tool, arguments))
+        elif self._holds is not None and needs_hold(binding.tool):
             used = await self._holds.admit(session.owner_id, session.id, plugin.manifest.id, name, arguments or {})
             logger.info("session %s: %s runs on the owner's approval (hold %s)", session.id, name[:80], used)
         return plugin, binding.tool

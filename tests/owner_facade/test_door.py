@@ -52,6 +52,8 @@ OWNER_TOOLS = [
     "plugins_list",
     "plugin_remove",
     "plugin_upgrade",
+    "rules_get",
+    "rules_set",
     "audit_list",
     "host_settings_get",
     "host_settings_set",

@@ -45,6 +45,7 @@ MIGRATED = [
     (9, "owner_profile"),
     (10, "replicas"),
     (11, "protocol_sessions"),
+    (12, "rules"),
 ]
 
 
@@ -87,7 +88,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -111,6 +112,8 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "receipts",
             "replicas",
             "roles",
+            "rule_calls",
+            "rule_sets",
             "schema_migrations",
             "sessions",
             "tool_pins",
@@ -226,7 +229,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]]
+    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]
     assert recorded == MIGRATED
 
 
