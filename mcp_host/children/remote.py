@@ -7,16 +7,21 @@ Above: `ChildFactory` (which makes a `RemoteChild` in the pool for an http plugi
 `RemoteLink` its manifest and the owner's config give). Below: the MCP SDK's
 `streamable_http_client` and `httpx2`.
 
-A child's "start" is one MCP client session with the server (`initialize`), kept while calls
-use it and closed after the idle time, as a process would be; a per-session plugin has one per
-visitor session, so the server's session state is per visitor. The HTTP client carries only
-the manifest's `headers` and `headers_from_config` (the owner's values, secrets opened): a
-visitor's own headers never reach it. `_Guard` lets each request through only to a host named in
-`allowed_hosts` (absent: the url's host; the SDK follows no redirect off the url's origin
-either), and to a loopback, private or otherwise non-public address (or `localhost`, or a name
-that resolves to one) only when the manifest's `allowed_hosts` names that host itself. A 401
-or 403 from the server refuses the start as `unconfigured`, with the cause kept for the
-catalogue, and costs no backoff.
+A child's "start" is one MCP client session with the server, kept while calls use it and
+closed after the idle time, as a process would be; a per-session plugin has one per visitor
+session, so the server's session state is per visitor. The era is the server's: 2026-07-28
+when it answers `server/discover` (its questions come inside a call's result and are put to
+the call's visitor round by round, its list changes on a `subscriptions/listen` stream), else
+the handshake (`initialize`; its requests and notifications routed as a stdio child's are).
+Task-augmented calls (`raw_request`) are sent unstamped, so they work in the handshake era only.
+
+The HTTP client carries only the manifest's `headers` and `headers_from_config` (the owner's
+values, secrets opened): a visitor's own headers never reach it. `_Guard` lets each request
+through only to a host named in `allowed_hosts` (absent: the url's host; the SDK follows no
+redirect off the url's origin either), and to a loopback, private or otherwise non-public
+address (or `localhost`, or a name that resolves to one) only when the manifest's
+`allowed_hosts` names that host itself. A 401 or 403 from the server refuses the start as
+`unconfigured`, with the cause kept for the catalogue, and costs no backoff.
 """
 
 from __future__ import annotations
@@ -26,22 +31,31 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 import httpx2
+import mcp.types as types
 from mcp import MCPError
+from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.subscriptions import event_to_notification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
 
-from mcp_host.errors import HostError, Unconfigured
+from mcp_host.errors import HostError, TransportFailure, Unconfigured
 from mcp_host.store import ConfigUnset
 
+from .call_routing import CALL_KEY
 from .lifecycle import Child, ChildState, _Start
 
 __all__ = ["RemoteChild", "RemoteLink"]
 
 logger = logging.getLogger(__name__)
 
+_R = TypeVar("_R", bound=types.Result)
 _REFUSED_HOST = 421  # the status `_Guard` answers for a host it does not let the child reach
 _LOCAL_NAMES = ("localhost",)
 
@@ -196,16 +210,72 @@ class RemoteChild(Child):
         ):
             try:
                 with anyio.fail_after(self._limits.start_timeout_s):
-                    await session.initialize()
+                    await _negotiate(session)
             except TimeoutError:
                 return f"did not answer initialize within {self._limits.start_timeout_s:g} s"
-            except MCPError:
+            except (MCPError, RuntimeError, ValidationError):
                 return "the remote server refused to start a session"
             self._session = session
             self._state = ChildState.RUNNING
             start.done.set()
-            logger.info("%s: connected to its remote server", self.plugin_id)
-            return await self._supervise(None)
+            logger.info("%s: connected to its remote server (%s)", self.plugin_id, session.protocol_version)
+            if not _modern(session):
+                return await self._supervise(None)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._listen, session)
+                ended = await self._supervise(None)
+                tg.cancel_scope.cancel()
+            return ended
+
+    async def _listen(self, session: ClientSession) -> None:
+        """At 2026-07-28 a server's list changes come on a `subscriptions/listen` stream; each
+        is handled as the notification a handshake-era server sends."""
+        try:
+            async with listen(
+                session, tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+            ) as subscription:
+                async for event in subscription:
+                    await self._on_message(event_to_notification(event, {}))
+        except (MCPError, SubscriptionLost, ListenNotSupportedError, TimeoutError):
+            # Changes then show at the next start, which lists again.
+            logger.info("%s: the remote server's change stream ended", self.plugin_id)
+
+    async def _send(
+        self,
+        session: ClientSession,
+        request: types.ClientRequest,
+        result_type: type[_R],
+        timeout_s: float | None,
+        progress: ProgressFnT | None,
+    ) -> _R:
+        if not (isinstance(request, types.CallToolRequest) and _modern(session)):
+            return await super()._send(session, request, result_type, timeout_s, progress)
+        # 2026-07-28: the server asks for input in its result; each round's requests go to the
+        # call's visitor (routed by the call's id, as a handshake-era server's requests are).
+        params = request.params
+        call_id = (params.meta or {}).get(CALL_KEY)
+        for _ in range(self._limits.input_budget + 1):
+            answer: Any = await super()._send(session, request, cast(Any, _CALL_OR_INPUT), timeout_s, progress)
+            if not isinstance(answer, types.InputRequiredResult):
+                return cast(_R, answer)
+            asked = (answer.input_requests or {}).items()
+            responses = {key: await self._answer(one, call_id) for key, one in asked}
+            params = params.model_copy(update={"input_responses": responses, "request_state": answer.request_state})
+            request = types.CallToolRequest(params=params)
+        raise TransportFailure(f"the capability asked for input more than {self._limits.input_budget} times")
+
+    async def _answer(self, asked: types.InputRequest, call_id: object) -> types.InputResponse:
+        meta = {CALL_KEY: call_id} if isinstance(call_id, str) else {}
+        context = cast(Any, None)  # the router's callbacks read the request, not the context
+        if isinstance(asked, types.ElicitRequest):
+            got: Any = await self.router.elicit(context, _with_meta(asked.params, meta))
+        elif isinstance(asked, types.CreateMessageRequest):
+            got = await self.router.sample(context, _with_meta(asked.params, meta))
+        else:
+            got = await self.router.list_roots(context)
+        if isinstance(got, types.ErrorData):
+            raise TransportFailure("the visitor's client could not answer the capability's question")
+        return cast(types.InputResponse, got)
 
     def _map_error(self, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
         guard = self._guard
@@ -214,3 +284,28 @@ class RemoteChild(Child):
             self.stop()
             return Unconfigured(f"the remote server refused the host's credentials (HTTP {guard.denied})")
         return super()._map_error(exc, method, timeout_s)
+
+
+_CALL_OR_INPUT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
+    types.CallToolResult | types.InputRequiredResult
+)
+
+
+def _modern(session: ClientSession) -> bool:
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def _negotiate(session: ClientSession) -> None:
+    """Speak the era the server offers: 2026-07-28 when it answers `server/discover`, else the
+    handshake (`initialize`)."""
+    try:
+        await session.discover()
+    except (MCPError, RuntimeError, ValidationError):
+        await session.initialize()
+
+
+def _with_meta(params: Any, meta: dict[str, Any]) -> Any:
+    """`params` whose `_meta` also names the call (`CALL_KEY`), so the router finds its visitor."""
+    if not meta:
+        return params
+    return params.model_copy(update={"meta": {**(params.meta or {}), **meta}})

@@ -11,13 +11,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import httpx2
+import mcp.types as types
 import pytest
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
+from pydantic import BaseModel
 
 from mcp_host.children.remote import _Guard
 from tests.hosting import free_port, host_settings, refusal, running_host
@@ -36,8 +38,21 @@ class Remote:
     """The headers of every request that reached the server (lower-cased names)."""
 
 
+class Qty(BaseModel):
+    copies: int
+
+
+async def _ask() -> Elicit[Qty]:
+    return Elicit("How many copies?", Qty)
+
+
 def _server() -> MCPServer:
     mcp = MCPServer("remote-test", version="1", log_level="WARNING")
+
+    @mcp.tool(description="reserve copies of a title, asking how many")
+    async def reserve(title: str, qty: Annotated[ElicitationResult[Qty], Resolve(_ask)]) -> str:
+        n = qty.data.copies if isinstance(qty, AcceptedElicitation) else 0
+        return f"reserved {n} x {title}"
 
     @mcp.tool(description="say hello")
     def hello(name: str) -> str:
@@ -51,7 +66,8 @@ def _server() -> MCPServer:
         def hello_again(name: str) -> str:
             return f"hi {name}"
 
-        await ctx.session.send_tool_list_changed()
+        await ctx.session.send_tool_list_changed()  # the handshake era's notice
+        await ctx.notify_tools_changed()  # 2026-07-28's, on subscriptions/listen
         return "morphed"
 
     return mcp
@@ -61,11 +77,12 @@ class _Gate:
     """Records each request's headers; answers 401 without the bearer token, and a redirect
     to `localhost` (not in the plugin's allowed hosts) on /away/."""
 
-    def __init__(self, app: Any, remote: Remote, port: int, token: str | None) -> None:
+    def __init__(self, app: Any, remote: Remote, port: int, token: str | None, *, legacy_only: bool = False) -> None:
         self._app = app
         self._remote = remote
         self._port = port
         self._token = token
+        self._legacy_only = legacy_only
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -78,6 +95,10 @@ class _Gate:
             await send({"type": "http.response.start", "status": 307, "headers": [(b"location", location)]})
             await send({"type": "http.response.body", "body": b""})
             return
+        if self._legacy_only and headers.get("mcp-method") == "server/discover":  # a server of the handshake era
+            await send({"type": "http.response.start", "status": 404, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
         if self._token is not None and headers.get("authorization") != f"Bearer {self._token}":
             await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
@@ -86,11 +107,13 @@ class _Gate:
 
 
 @asynccontextmanager
-async def remote_server(token: str | None = TOKEN) -> AsyncIterator[Remote]:
-    """The test's remote server; `token`: the bearer it requires (None: none)."""
+async def remote_server(token: str | None = TOKEN, *, legacy_only: bool = False) -> AsyncIterator[Remote]:
+    """The test's remote server; `token`: the bearer it requires (None: none); `legacy_only`:
+    it offers the handshake era only (`server/discover` answered 404)."""
     port = free_port()
     remote = Remote(f"http://127.0.0.1:{port}")
-    app = _Gate(_server().streamable_http_app(streamable_http_path="/mcp"), remote, port, token)
+    mcp_app = _server().streamable_http_app(streamable_http_path="/mcp")
+    app = _Gate(mcp_app, remote, port, token, legacy_only=legacy_only)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -108,7 +131,7 @@ def remote_plugin(folder: Path, url: str) -> Path:
 kind: capability
 title: Remote (test)
 acl: always
-visitor_tools: [hello, morph]
+visitor_tools: [hello, morph, reserve]
 config:
   - {{key: token, type: string, secret: true, description: "Bearer …"}}
 transport:
@@ -132,11 +155,12 @@ async def entry_of(owner: Any, plugin_id: str) -> dict[str, Any]:
     return dict(next(c for c in listed["capabilities"] if c["id"] == plugin_id))
 
 
+@pytest.mark.parametrize("remote_era", ["2026-07-28", "2025-11-25"])
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_remote_server_is_a_plugin_with_its_token_from_sealed_config(
-    tmp_path: Path, database_url: str, mode: str
+    tmp_path: Path, database_url: str, mode: str, remote_era: str
 ) -> None:
-    async with remote_server() as remote:
+    async with remote_server(legacy_only=remote_era != "2026-07-28") as remote:
         settings = host_settings(tmp_path, database_url, [], pin_tools=True)
         settings = settings.model_copy(update={"plugins": [remote_plugin(tmp_path / "remote", f"{remote.url}/mcp")]})
         async with running_host(settings) as running:
@@ -166,21 +190,25 @@ async def test_a_remote_server_is_a_plugin_with_its_token_from_sealed_config(
     assert unconfigured["status"] == "unconfigured"
     assert "HTTP 401" in unconfigured["cause"]
     assert set_[0] is False and set_[1]["values"]["token"] == {"set": True}
-    assert hidden == [] and pending == ["hello", "morph"]
+    assert hidden == [] and pending == ["hello", "morph", "reserve"]
     assert listed == ["hello", "morph"]
     assert said.is_error is not True and said.structured_content == {"result": "hello ann"}
     assert healthy["status"] == "healthy"
     assert morphed.is_error is not True
     # The remote tool changed: it is pending the owner's approval again, and hidden meanwhile.
     assert after == ["morph"]
-    assert waiting == [(PLUGIN, "hello")]
+    assert sorted(waiting) == [(PLUGIN, "hello"), (PLUGIN, "reserve")]  # reserve was never approved
     assert TOKEN not in json.dumps(trail[1])
     # Every request carried the manifest's headers; the visitor's bearer reached it never.
     authorized = [h for h in remote.seen if h.get("authorization") == f"Bearer {TOKEN}"]
     assert authorized and all(h.get("x-plugin") == "remote-test" for h in remote.seen)
     assert all(session["token"] not in json.dumps(h) for h in remote.seen)
-    # The owner's listing and the visitor's calls went through MCP sessions of their own.
-    assert len({h["mcp-session-id"] for h in authorized if "mcp-session-id" in h}) >= 2
+    # The host spoke the era the server offers; in the handshake era, the owner's listing and the
+    # visitor's calls went through MCP sessions of their own.
+    spoken = {h.get("mcp-protocol-version") for h in authorized if h.get("mcp-method") != "server/discover"}
+    assert spoken - {None} == {remote_era}
+    if remote_era == "2025-11-25":
+        assert len({h["mcp-session-id"] for h in authorized if "mcp-session-id" in h}) >= 2
 
 
 async def test_a_redirect_to_a_host_not_allowed_is_refused(tmp_path: Path, database_url: str) -> None:
@@ -243,7 +271,7 @@ async def test_the_owner_door_adds_a_remote_server_by_its_url_and_lists_its_tool
 
     assert added.is_error is not True, added
     answer = added.structured_content or {}
-    assert (answer["capability"], answer["pending_tools"]) == ("ip_127_0_0_1", ["hello", "morph"])
+    assert (answer["capability"], answer["pending_tools"]) == ("ip_127_0_0_1", ["hello", "morph", "reserve"])
     assert [f["key"] for f in answer["config_to_set"]] == ["authorization"]
     assert listed["status"] == "healthy"
     assert refusal(refused) == {
@@ -252,3 +280,27 @@ async def test_the_owner_door_adds_a_remote_server_by_its_url_and_lists_its_tool
     }
     folder = settings.data_dir / "plugins" / "ip_127_0_0_1"
     assert f"url: {remote.url}/mcp" in (folder / "manifest.yaml").read_text()
+
+
+@pytest.mark.parametrize("remote_era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_remote_servers_question_reaches_the_calling_visitor(
+    tmp_path: Path, database_url: str, mode: str, remote_era: str
+) -> None:
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"copies": 3})
+
+    async with remote_server(token=None, legacy_only=remote_era != "2026-07-28") as remote:
+        settings = host_settings(tmp_path, database_url, [])
+        settings = settings.model_copy(update={"plugins": [remote_plugin(tmp_path / "remote", f"{remote.url}/mcp")]})
+        async with running_host(settings) as running:
+            session = await running.new_session()
+            async with running.client(session, mode=mode, elicitation_callback=answer) as visitor:
+                result = await visitor.call_tool("reserve", {"title": "Dune"})
+
+    assert result.is_error is not True, result
+    assert result.structured_content == {"result": "reserved 3 x Dune"}
+    assert asked == ["How many copies?"]
