@@ -331,13 +331,13 @@ class Settings(BaseSettings):
     # The URL visitors are told to use; derived from host and port when unset.
     public_url: str | None = None
     # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
-    # A bearer token `GET /metrics` accepts besides the owner token (for a Prometheus that
-    # should hold nothing more); unset, only the owner token.
-    metrics_token: SecretStr | None = None
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # The URL other replicas on the same database reach this one at (a retry parked here is
     # forwarded to it); unset, the address the host listens on (`host_file.listen_url`).
     replica_url: str | None = None
+    # A bearer token `GET /metrics` accepts besides the owner token (for a Prometheus that
+    # should hold nothing more); unset, only the owner token.
+    metrics_token: SecretStr | None = None
     # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
     # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).
     log_format: Literal["text", "json"] = "text"
