@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mcp_host.access import OWNER_TOKEN_FILE
+from mcp_host.errors import HostError, Unavailable
 from mcp_host.wire import Refusal, refusal_of
 
 from .host_file import read_host_file
@@ -41,16 +42,15 @@ _READ_WAIT_S = 300.0
 _CONNECT_WAIT_S = 10.0
 
 
-class NoDoor(Exception):
+class NoDoor(Unavailable):
     """Nothing answered at the address the host file names: the host is gone (a stale file)."""
 
-
-class DoorFailed(Exception):
-    """A host was found but the call did not complete; `message` says why in one sentence."""
-
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str = "no host answers at the address its host file names") -> None:
         super().__init__(message)
-        self.message = message
+
+
+class DoorFailed(Unavailable):
+    """A host was found but the call did not complete; `message` says why in one sentence."""
 
 
 class TokenRefused(DoorFailed):
@@ -58,7 +58,7 @@ class TokenRefused(DoorFailed):
     rotated since)."""
 
 
-class DoorRefused(Exception):
+class DoorRefused(HostError):
     """The owner door refused the call; `refusal` is its `{code, message}`."""
 
     def __init__(self, refusal: Refusal) -> None:

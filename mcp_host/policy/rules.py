@@ -53,7 +53,7 @@ import mcp.types as types
 from cel_expr_python import cel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_host.errors import Denied, InvalidArguments
+from mcp_host.errors import Denied, InternalError, InvalidArguments
 
 from .audit import summarize
 from .holds import needs_hold
@@ -285,8 +285,9 @@ def the_time(timezone: str | None, at: datetime | None = None) -> dict[str, Any]
     }
 
 
-class RuleFailed(Exception):
-    """A rule could not be evaluated; `position` is 1-based."""
+class RuleFailed(InternalError):
+    """A rule could not be evaluated; `position` is 1-based. Never shown to a caller: the gate
+    refuses the call (fail closed) and logs `why`."""
 
     def __init__(self, position: int, why: str) -> None:
         super().__init__(why)

@@ -31,7 +31,7 @@ import httpx2
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.edge import read_body, rest_response
-from mcp_host.errors import Denied
+from mcp_host.errors import Denied, Unavailable
 
 __all__ = ["FORWARD_HEADER", "ReplicaForward", "client", "forward_key", "sign"]
 
@@ -100,8 +100,11 @@ def _target(body: bytes) -> str | None:
     return replica if dot and replica else None
 
 
-class _NotReached(Exception):
+class _NotReached(Unavailable):
     """The other replica took no part of the request (no connection)."""
+
+    def __init__(self, message: str = "the replica that parked the call cannot be reached") -> None:
+        super().__init__(message)
 
 
 class ReplicaForward:
