@@ -11,9 +11,16 @@ suffix back, so the session-scoped `cluster` starts once, on that worker.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from _pytest.nodeid import NodeId
+
+try:  # pytest 9's structured node id (private): without it, each worker may start its own cluster
+    from _pytest.nodeid import NodeId as _NodeId
+
+    NodeId: Any = _NodeId
+except ImportError:  # pragma: no cover - another pytest: xdist's own suffix is then used, or none
+    NodeId = None
 
 from tests.cluster.support import Cluster, running_cluster
 from tests.conftest import fresh_database
@@ -22,7 +29,7 @@ from tests.conftest import fresh_database
 @pytest.hookimpl(trylast=True)  # after xdist's own hook (a no-op under pytest 9)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Give each `xdist_group` test the `@<group>` node id suffix `--dist loadgroup` schedules by."""
-    if not config.getoption("loadgroup", default=False):  # set on xdist workers under --dist loadgroup
+    if NodeId is None or not config.getoption("loadgroup", default=False):  # set on workers under --dist loadgroup
         return
     for item in items:
         marks = item.iter_markers("xdist_group")
