@@ -214,6 +214,25 @@ class RulesSet(_Arguments):
     )
 
 
+class GrantBudget(_Arguments):
+    calls: int = Field(ge=1, le=10_000_000, description="How many calls the node may make under the grant, in all.")
+
+
+class GrantCreate(_Arguments):
+    capabilities: list[str] = Field(
+        min_length=1, max_length=100, description="The capability ids the node may call (their visitor tools)."
+    )
+    budget: GrantBudget = Field(description="The grant's budget: {calls}.")
+    expires_at: datetime | None = Field(
+        default=None, description="When the grant ends (with a timezone, e.g. 2027-01-01T00:00:00Z); null: never."
+    )
+    note: str = Field(default="", max_length=500, description="Whom or what the grant is for; the rules see it.")
+
+
+class GrantRevoke(_Arguments):
+    id: str = Field(min_length=1, max_length=64, description="The grant's id (from grant_create or grants_list).")
+
+
 class HostSettingsSet(_Arguments):
     public_sessions: bool | None = Field(
         default=None, description="Whether anyone may open a session without a code or key; left out: unchanged."

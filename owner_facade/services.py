@@ -32,7 +32,7 @@ from mcp_host.plugins import (
     parse_add_source,
     stage_upgrade,
 )
-from mcp_host.policy import AuditLog, HoldBook, PinBook, RuleGate
+from mcp_host.policy import AuditLog, HoldBook, NodeGrants, PinBook, RuleGate
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigBackend, PgPool
 
@@ -113,6 +113,8 @@ class OwnerServices:
     """None: this host does not install or remove plugins from the owner door."""
     rules: RuleGate | None = None
     """The owner's rules (`rules_get`, `rules_set`); None: this host has none."""
+    node_grants: NodeGrants | None = None
+    """What the owner lends to nodes (`grant_create`, `grants_list`, `grant_revoke`); None: nothing."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

@@ -37,7 +37,15 @@ from mcp_host.plugins import (
     remove,
     switch_upgrade,
 )
-from mcp_host.policy import REDACTED, DefinitionChanged, PendingTool, RuleGate, definition_hash, summarize
+from mcp_host.policy import (
+    REDACTED,
+    DefinitionChanged,
+    NodeGrants,
+    PendingTool,
+    RuleGate,
+    definition_hash,
+    summarize,
+)
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.store import SCOPES, ConfigScope, ConfigUnset, OwnerEnv, declared, uninstall
 
@@ -55,6 +63,8 @@ from .models import (
     ConnectorConnect,
     ConnectorDisconnect,
     ConnectorInvoke,
+    GrantCreate,
+    GrantRevoke,
     HoldDecide,
     HoldsList,
     HostSettingsSet,
@@ -474,6 +484,35 @@ async def _rules_set(s: OwnerServices, owner_id: str, a: RulesSet) -> Answer:
     return {"version": version, "rules": [r.model_dump(exclude_none=True) for r in rules]}
 
 
+# -- node grants ------------------------------------------------------------------------------
+
+
+def _node_grants(s: OwnerServices) -> NodeGrants:
+    if s.node_grants is None:
+        raise Unconfigured("this host lends nothing to nodes")
+    return s.node_grants
+
+
+async def _grant_create(s: OwnerServices, owner_id: str, a: GrantCreate) -> Answer:
+    """The token is in this answer only: the host keeps its sha256."""
+    missing = [c for c in a.capabilities if s.plugin(c, "capability") is None]
+    if missing:
+        raise InvalidArguments(f"no capability named {missing[0][:64]!r} is loaded")
+    token, grant = await _node_grants(s).create(owner_id, a.capabilities, a.budget.calls, a.expires_at, a.note)
+    return {"grant": grant.shown(), "token": token}
+
+
+async def _grants_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    return {"grants": [g.shown() for g in await _node_grants(s).of_owner(owner_id)]}
+
+
+async def _grant_revoke(s: OwnerServices, owner_id: str, a: GrantRevoke) -> Answer:
+    grant = await _node_grants(s).revoke(owner_id, a.id)
+    if grant is None:
+        raise UnknownTool(f"no grant of yours has the id {a.id[:64]!r}")
+    return {"grant": grant.shown()}
+
+
 async def _audit_list(s: OwnerServices, owner_id: str, a: AuditList) -> Answer:
     rows = await s.audit.list(owner_id, since=a.since, limit=a.limit)
     return {"entries": [row.model_dump(mode="json") for row in rows]}
@@ -858,6 +897,16 @@ _TABLE: list[OwnerTool[Any]] = [
         RulesSet,
         _rules_set,
     ),
+    OwnerTool(
+        "grant_create",
+        "Lend capabilities to a node (another mcp-host started with --parent and this token): "
+        "{capabilities, budget: {calls}, expires_at?, note}. Every node call is decided here when it is made "
+        "(live grant, your rules, one call of the budget). The token is shown once.",
+        GrantCreate,
+        _grant_create,
+    ),
+    OwnerTool("grants_list", "Your node grants (never their tokens), with budget used.", NoArguments, _grants_list),
+    OwnerTool("grant_revoke", "Revoke a node grant: the node's next call is refused.", GrantRevoke, _grant_revoke),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
     OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),
     OwnerTool(

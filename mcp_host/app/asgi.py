@@ -25,7 +25,7 @@ from .drain import Drain
 from .health import OutageGuard, answer_outages, healthz, readyz
 from .host_metrics import metrics
 from .lifespan import host_lifespan
-from .wiring import OWNER_PATH, Doors, Host, security
+from .wiring import NODE_PATH, OWNER_PATH, Doors, Host, security
 
 __all__ = ["HostApp", "create_app"]
 
@@ -158,12 +158,20 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
                 middleware=same_site,
             ),
             Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
+            # A node's calls under a node grant (visitor/node.py); its own bearer, like the owner's.
+            Route(NODE_PATH, _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
+            Route(NODE_PATH + "/{capability}", _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
             Route(
                 "/v1/sessions/{session_id}/mcp", _ToDoor(app, lambda d: d.visitor), methods=["GET", "POST", "DELETE"]
             ),
         ]
     )
     return HostApp(app, drain, retry_after_s=settings.database.retry_after_s)
+
+
+def _node_door(doors: Doors) -> ASGIApp:
+    assert doors.node is not None  # wiring always builds it
+    return doors.node
 
 
 def _parked(host: Host | None) -> int:

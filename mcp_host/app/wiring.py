@@ -50,12 +50,13 @@ from mcp_host.edge import (
 )
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
-from mcp_host.policy import AuditLog, Holds, PinBook, Pins, PostgresTurns, QuotaGate, RuleGate
+from mcp_host.policy import AuditLog, Holds, NodeGrants, PinBook, Pins, PostgresTurns, QuotaGate, RuleGate
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
 from mcp_host.store import (
     ConfigStore,
     Database,
+    NodeGrantStore,
     OwnerEnv,
     PluginStores,
     ProtocolSessionRecords,
@@ -65,15 +66,19 @@ from mcp_host.store import (
     load_host_key,
 )
 from mcp_host.visitor import (
+    NODE_PATH,
     Bindings,
     ChangeFeed,
     Fleet,
     InputRounds,
+    NodeDoor,
+    NodeMCPEndpoint,
     OwnerReview,
     SessionsEndpoint,
     TurnsEndpoint,
     VisitorDoor,
     VisitorMCPEndpoint,
+    build_node_server,
     build_visitor_server,
     security_settings,
 )
@@ -84,6 +89,7 @@ from .host_file import listen_url
 from .host_metrics import watch
 
 __all__ = [
+    "NODE_PATH",
     "OWNER_PATH",
     "Doors",
     "Early",
@@ -106,6 +112,8 @@ class Doors:
     visitor: VisitorMCPEndpoint
     owner: OwnerMCPEndpoint
     turns: TurnsEndpoint
+    node: NodeMCPEndpoint | None = None
+    """`/v1/node/mcp`: what the owner lends to nodes (`visitor.node`)."""
 
 
 @dataclass(frozen=True)
@@ -367,6 +375,7 @@ class _Shared:
     holds: Holds
     audit: AuditLog
     rules: RuleGate
+    node_grants: NodeGrants
 
 
 async def _shared(
@@ -410,6 +419,7 @@ async def _shared(
     )
     holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
     audit = AuditLog(database.pool)
+    rules = RuleGate(RuleStore(database.pool), holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
     return _Shared(
         owners=owners,
         owner_id=owner.id,
@@ -433,8 +443,9 @@ async def _shared(
         turns=PostgresTurns(database.pool),
         holds=holds,
         audit=audit,
-        # The owner's rules: every visitor and owner-context call, before its child.
-        rules=RuleGate(RuleStore(database.pool), holds, audit, hold_destructive=settings.policy.hold_destructive_tools),
+        # The owner's rules: every visitor, owner-context and node call, before its child.
+        rules=rules,
+        node_grants=NodeGrants(NodeGrantStore(database.pool), rules, audit),
     )
 
 
@@ -499,6 +510,7 @@ def _owner_door(
             # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
             admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce, settings),
             rules=shared.rules,
+            node_grants=shared.node_grants,
         )
     )
 
@@ -528,6 +540,7 @@ def _doors(
     door: VisitorDoor,
     visitor_protocol: ProtocolSessions,
     owner_protocol: ProtocolSessions,
+    node_protocol: ProtocolSessions,
 ) -> Doors:
     return Doors(
         sessions=SessionsEndpoint(
@@ -540,6 +553,7 @@ def _doors(
         visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol),
         owner=OwnerMCPEndpoint(shared.owners, owner_protocol),
         turns=TurnsEndpoint(shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes),
+        node=NodeMCPEndpoint(shared.node_grants, node_protocol),
     )
 
 
@@ -576,12 +590,22 @@ async def wired(
     owner_manager = _session_manager(
         build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )
+    node_door = NodeDoor(
+        early.plugins,
+        shared.bindings,
+        early.children,
+        grants=early.grants,
+        node_grants=shared.node_grants,
+        call_timeout_s=settings.children.call_timeout_s,
+    )
+    node_manager = _session_manager(build_node_server(node_door), settings, rules)
     records = ProtocolSessionRecords(database.pool, idle_s=settings.protocol_sessions.idle_s)
     protocol = {
         "visitor": _protocol_sessions(settings, visitor_manager, records, fleet),
         "owner": _protocol_sessions(settings, owner_manager, records),
+        "node": _protocol_sessions(settings, node_manager, records),
     }
-    doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"])
+    doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"], protocol["node"])
     watch(
         early.metrics,
         pool=early.pool,
@@ -595,7 +619,7 @@ async def wired(
     for protocol_sessions in protocol.values():
         background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
     # The back-channel serves before the doors that mint grants open, and stops after them.
-    async with channel, visitor_manager.run(), owner_manager.run():
+    async with channel, visitor_manager.run(), owner_manager.run(), node_manager.run():
         try:
             yield Host(
                 settings=settings,

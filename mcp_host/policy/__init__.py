@@ -4,6 +4,7 @@ the owner's audit log. Below: `access`. Above: back-channel, the doors.
 
 from .audit import REDACTED, AuditLog, summarize
 from .holds import HoldBook, Holds, needs_hold
+from .node_grants import NodeGrant, NodeGrants, node_call
 from .pins import DefinitionChanged, PendingTool, PinBook, Pins, collision_key, definition_hash
 from .quota import QuotaGate, QuotaState, exhausted
 from .rules import CallFacts, Rule, RuleGate, owner_call, visitor_call
@@ -16,6 +17,8 @@ __all__ = [
     "DefinitionChanged",
     "HoldBook",
     "Holds",
+    "NodeGrant",
+    "NodeGrants",
     "PendingTool",
     "PinBook",
     "Pins",
@@ -31,6 +34,7 @@ __all__ = [
     "exhausted",
     "judge",
     "needs_hold",
+    "node_call",
     "owner_call",
     "receipt_ok",
     "summarize",

@@ -16,6 +16,7 @@ from .config import (
     read_values,
 )
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
+from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
@@ -32,6 +33,8 @@ __all__ = [
     "ConfigStore",
     "ConfigUnset",
     "Database",
+    "NodeGrantRow",
+    "NodeGrantStore",
     "OwnerEnv",
     "PgConnection",
     "PgPool",

@@ -9,20 +9,26 @@ from .door import VisitorDoor
 from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
+from .node import NODE_PATH, REQUEST_ID_KEY, NodeDoor, NodeMCPEndpoint, build_node_server
 from .owner_review import OwnerReview
 from .server import build_visitor_server
 
 __all__ = [
+    "NODE_PATH",
+    "REQUEST_ID_KEY",
     "Bindings",
     "ChangeFeed",
     "Fleet",
     "InputRounds",
+    "NodeDoor",
+    "NodeMCPEndpoint",
     "OwnerReview",
     "SessionsEndpoint",
     "TurnsEndpoint",
     "VisitorDoor",
     "VisitorMCPEndpoint",
     "bearer_token",
+    "build_node_server",
     "build_visitor_server",
     "security_settings",
 ]
