@@ -8,6 +8,7 @@ MCP_HOST_TEST_DATABASE_URL to use another server instead (its user needs CREATED
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
@@ -19,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+from anyio import pytest_plugin as anyio_pytest_plugin
 from pydantic import SecretStr
 
 from mcp_host.settings import Settings
@@ -144,3 +146,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _end_to_end(item):
             item.add_marker(pytest.mark.e2e)
+
+
+# -- no host outlives its test ----------------------------------------------------------------
+
+# The coroutines of a running host's lifetime: uvicorn's lifespan task (detached: cancelling
+# `server.serve` leaves it, and with it the whole host, running), the replica heartbeat, the
+# change channel and the protocol session records' keep-alive. anyio's pytest plugin keeps one
+# event loop for the whole run, so a host a test leaves behind goes on running into later tests,
+# on a database its test dropped.
+_HOST_LIFETIME = frozenset({"LifespanOn.main", "Replicas.run", "ChangeChannel.listen", "ProtocolSessions.keep_records"})
+
+
+def _host_tasks() -> set[asyncio.Task[object]]:
+    runner = anyio_pytest_plugin._current_runner  # the loop anyio's plugin runs every test in
+    loop = getattr(getattr(runner, "_runner", None), "get_loop", None)
+    if loop is None:
+        return set()
+    return {
+        task
+        for task in asyncio.all_tasks(loop())
+        if getattr(task.get_coro(), "__qualname__", None) in _HOST_LIFETIME and not task.done()
+    }
+
+
+@pytest.fixture(autouse=True)
+def no_host_left_running() -> Iterator[None]:
+    """Fail a test that leaves a host running (wider fixtures' hosts, started before, are left
+    alone), and cancel what it left so later tests run on a quiet loop."""
+    before = _host_tasks()
+    yield
+    left = _host_tasks() - before
+    if left:
+        for task in left:
+            task.cancel()
+        names = sorted(str(getattr(task.get_coro(), "__qualname__", "?")) for task in left)
+        pytest.fail(f"the test left a host running: {', '.join(names)}", pytrace=False)

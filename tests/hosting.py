@@ -82,16 +82,30 @@ def host_settings(tmp_path: Path, database_url: str | None, plugins: list[str], 
 async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
     app = create_app(settings)
     server = uvicorn.Server(server_config(app, settings))  # what `mcp-host serve` runs
+    served = anyio.Event()
+
+    async def serve() -> None:
+        try:
+            await server.serve()
+        finally:
+            served.set()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(30):
-            while not server.started:
-                if server.should_exit:
-                    raise RuntimeError("the host did not start")
-                await anyio.sleep(0.02)
-        async with httpx2.AsyncClient(timeout=30) as http:
-            yield RunningHost(settings.base_url, app.state.host, http)
-        server.should_exit = True
+        tg.start_soon(serve)
+        try:
+            with anyio.fail_after(30):
+                while not server.started:
+                    if server.should_exit:
+                        raise RuntimeError("the host did not start")
+                    await anyio.sleep(0.02)
+            async with httpx2.AsyncClient(timeout=30) as http:
+                yield RunningHost(settings.base_url, app.state.host, http)
+        finally:
+            # Stop the host on every way out, a failed test's too: cancelling `server.serve`
+            # would leave uvicorn's lifespan task, and so the host, running on the test loop.
+            server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+                await served.wait()
 
 
 def host_fixture(

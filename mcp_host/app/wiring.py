@@ -647,4 +647,6 @@ async def wired(
             )
         finally:
             rounds.close()  # calls parked between input rounds end with the host
+            for protocol_sessions in protocol.values():
+                protocol_sessions.stop_keeping()  # before the database closes, not after
             await fleet.stop()

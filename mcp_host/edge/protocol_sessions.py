@@ -93,6 +93,9 @@ class SessionRecords(Protocol):
     async def touch(self, keys: Collection[bytes]) -> None:
         """Keep the records of sessions open here alive; let every record idle too long go."""
 
+    def closed(self) -> bool:
+        """Whether the records are gone for good (their pool closed): keeping them alive ends."""
+
 
 def record_key(session_id: bytes) -> bytes:
     """A record's key: the sha256 of the session id (the id itself is never stored)."""
@@ -147,6 +150,7 @@ class ProtocolSessions:
         self._opening_principal: Counter[str] = Counter()
         self._opening_client: Counter[str] = Counter()
         self._next_sweep = 0.0
+        self._keeping = anyio.CancelScope()
 
     def count(self, *, principal: str | None = None, client: str | None = None) -> int:
         """Protocol sessions open (for one principal or one client address, else in all)."""
@@ -157,17 +161,34 @@ class ProtocolSessions:
         return len(self._open)
 
     async def keep_records(self) -> None:
-        """Run for the host's life: every quarter of `idle_s`, keep the records of the sessions
-        open here alive (and let the others expire)."""
-        if self._records is None:
+        """Run for the host's life (until `stop_keeping`, or the records' pool closes): every
+        quarter of `idle_s`, keep the records of the sessions open here alive (and let the others
+        expire). A failure is said once per run of failures of one kind, not every round."""
+        records = self._records
+        if records is None:
             return
-        while True:
-            await anyio.sleep(self._limits.idle_s / 4)
-            keys = [record.key for record in self._open.values()]
-            try:
-                await self._records.touch(keys)
-            except Exception:  # the database may be away for a while; the next round tries again
-                logger.exception("keeping the protocol session records alive failed")
+        failing: type[BaseException] | None = None
+        with self._keeping:
+            while True:
+                await anyio.sleep(self._limits.idle_s / 4)
+                keys = [record.key for record in self._open.values()]
+                try:
+                    await records.touch(keys)
+                except Exception as exc:  # the database may be away for a while; the next round tries again
+                    if records.closed():
+                        logger.debug("the protocol session records' pool is closed: no longer kept alive")
+                        return
+                    if type(exc) is not failing:
+                        logger.warning("keeping the protocol session records alive failed", exc_info=True)
+                    else:
+                        logger.debug("keeping the protocol session records alive failed again")
+                    failing = type(exc)
+                else:
+                    failing = None
+
+    def stop_keeping(self) -> None:
+        """End `keep_records` (the host stops; its database closes next)."""
+        self._keeping.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -55,6 +55,9 @@ class ProtocolSessionRecords:
     async def forget(self, key: bytes) -> None:
         await self._pool.execute("DELETE FROM mcp_host.protocol_sessions WHERE key = $1", key)
 
+    def closed(self) -> bool:
+        return self._pool.is_closing()
+
     async def touch(self, keys: Collection[bytes]) -> None:
         async with self._pool.acquire() as conn:
             if keys:

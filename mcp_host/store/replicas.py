@@ -64,16 +64,25 @@ class Replicas:
             )
 
     async def run(self) -> None:
-        """Beat every `heartbeat_s` until cancelled; a database outage only skips beats."""
+        """Beat every `heartbeat_s` until cancelled or the pool closes; a database outage only
+        skips beats, and another failure is said once per run of failures of its kind."""
+        said = _SaidOnce()
         while True:
             await anyio.sleep(self._heartbeat_s)
             try:
                 await self.beat()
             except Exception as exc:  # a missed beat must not end the host
+                if self._pool.is_closing():
+                    logger.debug("replica %s: the pool is closed; no more heartbeats", self.id)
+                    return
                 if is_connection_failure(exc):
                     logger.debug("replica %s: a heartbeat was skipped (the database is unreachable)", self.id)
-                else:
+                elif said.first(exc):
                     logger.warning("replica %s: a heartbeat failed", self.id, exc_info=True)
+                else:
+                    logger.debug("replica %s: a heartbeat failed again", self.id)
+            else:
+                said.ended()
 
     async def remove(self) -> None:
         """Delete this replica's row (a clean stop); an unreachable database leaves it to expire."""
@@ -110,8 +119,9 @@ class ChangeChannel:
             logger.debug("a change notice was not sent (the database is unreachable)")
 
     async def listen(self, on_notice: Callable[[str], None], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hear every notice until cancelled, on a connection of its own, opened again when lost.
-        Started with `TaskGroup.start`: returns once the first connection listens (or failed to)."""
+        """Hear every notice until cancelled or the pool closes, on a connection of its own,
+        opened again when lost. Started with `TaskGroup.start`: returns once the first
+        connection listens (or failed to)."""
         wait = 0.1
         started = anyio.Event()
 
@@ -122,15 +132,26 @@ class ChangeChannel:
                 started.set()
                 task_status.started()
 
+        said = _SaidOnce()
         while True:
             try:
                 await self._listen_once(on_notice, listening)
             except Exception as exc:  # the channel must outlive outages and odd failures alike
-                if not is_connection_failure(exc):
+                if self._pool.is_closing():
+                    logger.debug("the change channel's pool is closed; no longer listening")
+                elif is_connection_failure(exc):
+                    pass
+                elif said.first(exc):
                     logger.warning("the change channel failed", exc_info=True)
+                else:
+                    logger.debug("the change channel failed again")
+            else:
+                said.ended()
             if not started.is_set():  # the host does not wait for a database that is down at start
                 started.set()
                 task_status.started()
+            if self._pool.is_closing():
+                return
             logger.debug("the change channel's connection was lost; listening again in %.1f s", wait)
             await anyio.sleep(wait)
             wait = min(wait * 2, self._retry_max_s)
@@ -152,6 +173,24 @@ class ChangeChannel:
                 if not conn.is_closed():
                     with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                         await conn.remove_listener(CHANGES_CHANNEL, heard)
+
+
+class _SaidOnce:
+    """A loop's failures said once per run of failures of one kind: a database dropped under a
+    host (or a bad grant) fails every round the same way, and one traceback says it."""
+
+    def __init__(self) -> None:
+        self._failing: type[BaseException] | None = None
+
+    def first(self, exc: BaseException) -> bool:
+        """Whether `exc` starts a run (the first failure, or one of another kind than the last)."""
+        first = type(exc) is not self._failing
+        self._failing = type(exc)
+        return first
+
+    def ended(self) -> None:
+        """A round succeeded: the next failure is said again."""
+        self._failing = None
 
 
 async def _until_lost(conn: Any, lost: anyio.Event) -> None:

@@ -145,7 +145,11 @@ async def test_child_that_cannot_start_is_left_out_with_its_cause(tmp_path: Path
 
 
 async def test_crash_loop_backs_off_and_marks_child_failing(tmp_path: Path, database_url: str) -> None:
-    settings = host_settings(tmp_path, database_url, ["wont_start"], child_crash_loop_threshold=2)
+    # A backoff no loaded machine outlasts between two lists (the default 0.25 s can lapse
+    # before the third, which would then spawn a third process).
+    settings = host_settings(
+        tmp_path, database_url, ["wont_start"], child_crash_loop_threshold=2, child_restart_backoff_base_s=30.0
+    )
     async with running_host(settings) as host:
         session = await host.new_session()
         async with host.client(session) as client:

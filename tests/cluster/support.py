@@ -181,6 +181,10 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
         "MCP_HOST_PRESTART_CHILDREN": "false",
         "MCP_HOST_PIN_TOOLS": "false",
         "MCP_HOST_CALL_TIMEOUT_S": "20",
+        # A per-session instance starts at its session's first call: on a loaded machine its
+        # initialize can outlast the default 10 s, and its tools would be missing from the session.
+        "MCP_HOST_CHILD_START_TIMEOUT_S": "60",
+        "MCP_HOST_LIST_TIMEOUT_S": "30",
     }
     cluster = Cluster(f"http://127.0.0.1:{lb_port}", database_url, root, replicas, env)
     try:

@@ -366,7 +366,9 @@ async def test_builtin_tools_are_visible_at_once(tmp_path: Path, database_url: s
 async def test_a_schema_only_change_after_approval_hides_the_tool_until_approved_again(
     tmp_path: Path, database_url: str
 ) -> None:
-    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    # The morphed schema lives in the child's memory: a start that timed out on a loaded
+    # machine (default 10 s) would restart it unmorphed, so the start gets all the time it takes.
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True, child_start_timeout_s=60.0)
     settings = settings.model_copy(update={"plugins": [_morph_plugin(tmp_path / "morph")]})
     async with running_host(settings) as host:
         pins = host.host.pins
