@@ -341,6 +341,11 @@ class Settings(BaseSettings):
     # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
     # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).
     log_format: Literal["text", "json"] = "text"
+    # A node (issue 17): the parent host's base URL (`serve --parent URL`) and the node grant's
+    # token its owner minted (`grant_create`); the parent's granted capabilities become this
+    # host's remote capabilities. Unset: this host has no parent.
+    parent_url: str | None = None
+    parent_token: SecretStr | None = None
 
     wire: WireSettings = Field(default_factory=WireSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

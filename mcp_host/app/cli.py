@@ -48,6 +48,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         overrides["plugins"] = args.plugins
     if getattr(args, "allowed_hosts", None):
         overrides["allowed_hosts"] = args.allowed_hosts
+    if getattr(args, "parent", None):
+        overrides["parent_url"] = args.parent
     return Settings(**overrides)
 
 
@@ -489,6 +491,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a host name clients may use besides the listen address, e.g. behind a reverse proxy:"
         " mcp.example.org or mcp.example.org:443 (repeatable; default: none; env MCP_HOST_ALLOWED_HOSTS,"
         " comma-separated)",
+    )
+    serve.add_argument(
+        "--parent",
+        metavar="URL",
+        help="run as a node of the host at URL: its capabilities granted to the token in MCP_HOST_PARENT_TOKEN"
+        " (the parent owner's grant_create) become this host's (env MCP_HOST_PARENT_URL)",
     )
     serve.set_defaults(run=_serve)
 

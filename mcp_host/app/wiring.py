@@ -38,7 +38,7 @@ from mcp_host.access import (
     ensure_owner_token,
 )
 from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, OpSockets, named_ops
-from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange
+from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange, granted_by_parent, parent_plugins
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
     FailureThrottle,
@@ -449,6 +449,29 @@ async def _shared(
     )
 
 
+async def _lent_by_parent(settings: Settings, plugins: Registry) -> None:
+    """A node (`serve --parent URL`): the parent's granted capabilities join this host's as
+    remote capabilities, pending this owner's review like any plugin. A parent that cannot be
+    reached leaves none (logged); a capability id taken here is skipped."""
+    if settings.parent_url is None or settings.parent_token is None:
+        return
+    token = settings.parent_token.get_secret_value()
+    try:
+        with anyio.fail_after(settings.children.start_timeout_s):
+            granted = await granted_by_parent(settings.parent_url, token, timeout_s=settings.children.call_timeout_s)
+    except Exception:
+        logger.warning(
+            "the parent host at %s could not be reached; none of its capabilities are here", settings.parent_url
+        )
+        return
+    for plugin in parent_plugins(settings.parent_url, token, granted, settings.data_dir / "parent"):
+        try:
+            plugins.add(plugin)
+        except ValueError:
+            logger.warning("the parent's capability %s has an id taken here; skipped", plugin.manifest.id)
+    logger.info("parent %s lends %d capabilities", settings.parent_url, len(granted))
+
+
 def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChannel:
     # The sockets were made before the database (a sandbox binds its socket when it starts);
     # a connection made since waits in the backlog until the channel runs.
@@ -568,6 +591,7 @@ async def wired(
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the two MCP session
     managers, and yield the host; calls parked between input rounds end when it exits."""
+    await _lent_by_parent(settings, early.plugins)
     shared = await _shared(settings, report, early, database, background)
     channel = _back_channel(settings, early, shared)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)

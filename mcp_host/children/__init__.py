@@ -8,10 +8,12 @@ from .call_routing import InFlight
 from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
 from .lifecycle import Child, ChildLimits, ChildState
+from .parent import PARENT_KIND, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .stderr import LogKind
 
 __all__ = [
+    "PARENT_KIND",
     "Child",
     "ChildFactory",
     "ChildLimits",
@@ -23,4 +25,6 @@ __all__ = [
     "LogKind",
     "RunOfFailures",
     "SocketPaths",
+    "granted_by_parent",
+    "parent_plugins",
 ]

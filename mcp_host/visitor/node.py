@@ -14,9 +14,10 @@ remote capability of each (its own pins, ACL and quota apply to each), so a pref
 rename the tools its visitors and plugins already know.
 
 A bearer that is no grant's token gets 401 at the HTTP edge; a revoked, expired or spent
-grant's passes, lists nothing, and each call is answered `denied`. A call is decided when it is made: any refusal is the tool result `denied` and
-nothing more (the parent's audit, row `node_call`, says why, with the node's request id from
-`_meta["mcp-host/request-id"]`); a held call is `held` (the parent's owner decides; the node
+grant's passes, lists nothing, and each call is answered `denied`. A call is decided when it
+is made: any refusal is the tool result `denied` and nothing more (the parent's audit, row
+`node_call`, says why, with the node's request id from `_meta["mcp-host/request-id"]`, else a
+node host's call id `mcp-host/call`); a held call is `held` (the parent's owner decides; the node
 calls again). The call then runs as an owner-context call (scope: the owner; the grant named
 in the audit), through the same `Child.call_tool` and `_meta` shaping the visitor door uses.
 """
@@ -52,13 +53,17 @@ NODE_PATH = "/v1/node/mcp"
 CAPABILITY_KEY = "mcp-host/capability"
 REQUEST_ID_KEY = "mcp-host/request-id"
 _SCOPE_KEY = "mcp_host.node"
+_NODE_CALL_KEY = "mcp-host/call"
 
 
 def request_id_of(meta: Any) -> str:
-    """The node's request id from a call's `_meta` (a short printable string), else a new one."""
-    given = meta.get(REQUEST_ID_KEY) if isinstance(meta, dict) else None
-    if isinstance(given, str) and 0 < len(given) <= 100 and given.isprintable():
-        return given
+    """The node's request id from a call's `_meta` (a short printable string): its
+    `mcp-host/request-id`, else the id a node host's forwarded call carries (`mcp-host/call`,
+    which the node's child routing names the call by); else a new one."""
+    for key in (REQUEST_ID_KEY, _NODE_CALL_KEY):
+        given = meta.get(key) if isinstance(meta, dict) else None
+        if isinstance(given, str) and 0 < len(given) <= 100 and given.isprintable():
+            return given
     return "parent-" + secrets.token_hex(8)
 
 

@@ -1,0 +1,81 @@
+"""A node's view of its parent: the capabilities the parent's owner granted to this host's node
+grant token (`MCP_HOST_PARENT_TOKEN`), each as a remote capability of this host.
+
+Above: the composition root (at start, when `parent_url` is set). Below: the MCP SDK's
+streamable HTTP client (one listing of `/v1/node/mcp` to learn what is granted) and
+`plugins.Manifest` (each granted capability becomes a manifest with `transport.kind: http` to
+`/v1/node/mcp/{capability}` with the token as bearer, run by `RemoteChild` like any remote
+plugin: pinned on this host, its tools pending until this host's owner approves them,
+`acl: role_granted` so this host's own roles decide which visitors see it).
+
+The token is never written anywhere: the manifests live in memory only, and the parent hands
+the node nothing but tool definitions and results. Every call is decided at the parent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+import mcp.types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_host.plugins import Manifest, Plugin
+
+__all__ = ["PARENT_KIND", "granted_by_parent", "parent_plugins"]
+
+logger = logging.getLogger(__name__)
+
+NODE_PATH = "/v1/node/mcp"  # the parent's node endpoint (`visitor.node`)
+CAPABILITY_KEY = "mcp-host/capability"
+PARENT_KIND = "remote"
+"""How the catalogue and the description name a capability lent by the parent."""
+
+
+async def granted_by_parent(url: str, token: str, *, timeout_s: float) -> dict[str, list[types.Tool]]:
+    """The parent's granted capabilities and their tools, as the parent lists them now."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(timeout_s), trust_env=False) as http:
+        transport = streamable_http_client(url.rstrip("/") + NODE_PATH, http_client=http)
+        async with Client(transport, cache=None) as client:
+            tools = (await client.list_tools()).tools
+    by_capability: dict[str, list[types.Tool]] = defaultdict(list)
+    for tool in tools:
+        capability = (tool.meta or {}).get(CAPABILITY_KEY)
+        if isinstance(capability, str):
+            by_capability[capability].append(tool)
+    return dict(by_capability)
+
+
+def parent_plugins(url: str, token: str, granted: dict[str, list[types.Tool]], folder: Path) -> list[Plugin]:
+    """One remote capability per granted capability (a manifest that does not validate is
+    skipped, logged)."""
+    base = url.rstrip("/")
+    host = urlsplit(base).hostname or ""
+    plugins = []
+    for capability, tools in sorted(granted.items()):
+        manifest: dict[str, Any] = {
+            "id": capability,
+            "kind": "capability",
+            "title": f"{capability} (parent)",
+            "description": f"A {PARENT_KIND} capability lent by the parent host {host}; every call is decided there.",
+            "acl": "role_granted",
+            "instances": "shared",
+            "visitor_tools": sorted(t.name for t in tools),
+            "transport": {
+                "kind": "http",
+                "url": f"{base}{NODE_PATH}/{capability}",
+                "headers": {"Authorization": f"Bearer {token}"},
+                "allowed_hosts": [host],
+            },
+        }
+        try:
+            plugins.append(Plugin(Manifest.model_validate(manifest), folder, builtin=False))
+        except ValueError:
+            logger.warning("the parent's capability %r cannot be a capability here; skipped", capability[:80])
+    return plugins

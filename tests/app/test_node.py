@@ -1,0 +1,70 @@
+"""A node and its parent (issue 17, item 2): two real hosts on loopback, each with its own
+database. The node (`parent_url` + `parent_token`, as `serve --parent URL` with
+MCP_HOST_PARENT_TOKEN) shows the parent's granted capabilities as remote capabilities of its
+own, which its visitors call (per the node's own roles); a capability not granted is unknown
+on the node; the parent's audit names each node call."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.conftest import fresh_database
+from tests.hosting import RunningHost, host_settings, refusal, running_host
+from tests.owner_facade.test_door import call, owner_client
+from tests.processes import needs_bwrap
+
+pytestmark = [pytest.mark.anyio, needs_bwrap]
+
+
+@asynccontextmanager
+async def parent_and_node(
+    tmp_path: Path, database_url: str, postgres_server: str, capabilities: list[str]
+) -> AsyncIterator[tuple[RunningHost, RunningHost, Client, str]]:
+    """The parent (echo, vault) with a grant of `capabilities`, and a node started with its token."""
+    parent_settings = host_settings(tmp_path / "parent", database_url, ["echo", "vault"], child_start_timeout_s=30.0)
+    async with running_host(parent_settings) as parent, owner_client(parent) as owner:
+        failed, grant = await call(
+            owner, "grant_create", capabilities=capabilities, budget={"calls": 50}, note="node test"
+        )
+        assert not failed, grant
+        async with fresh_database(postgres_server) as node_database:
+            node_settings = host_settings(
+                tmp_path / "node", node_database, [], parent_url=parent.url, parent_token=grant["token"]
+            )
+            async with running_host(node_settings) as node:
+                yield parent, node, owner, grant["grant"]["id"]
+
+
+async def _visitor_of(node: RunningHost, capabilities: list[str]) -> dict[str, Any]:
+    """A public session on the node once the node's owner lets its public role use `capabilities`."""
+    async with owner_client(node) as node_owner:
+        failed, answer = await call(node_owner, "role_put", id="public", capabilities=capabilities)
+        assert not failed, answer
+        _, listed = await call(node_owner, "capabilities_list")
+    assert {c["id"] for c in listed["capabilities"]} >= set(capabilities)
+    return await node.new_session()
+
+
+async def test_a_node_lists_and_calls_a_granted_capability(
+    tmp_path: Path, database_url: str, postgres_server: str
+) -> None:
+    async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"]) as (parent, node, owner, grant):
+        assert node.host.report is not None
+        session = await _visitor_of(node, ["test.echo"])
+        async with node.client(session) as visitor:
+            names = sorted(t.name for t in (await visitor.list_tools()).tools)
+            echoed = await visitor.call_tool("echo", {"text": "from the node"})
+            peek = refusal(await visitor.call_tool("peek", {"target": "x"}))
+        _, trail = await call(owner, "audit_list", limit=50)
+    assert names == ["die", "echo", "sleep", "whoami"]
+    assert not echoed.is_error and (echoed.structured_content or {}).get("text") == "from the node"
+    assert peek is not None and peek["code"] == "unknown"
+    rows = [r for r in trail["entries"] if r["tool"] == "node_call"]
+    assert [r["outcome"] for r in rows] == ["ok"] and rows[0]["arguments"]["grant"] == grant
+    assert rows[0]["arguments"]["capability"] == "test.echo" and rows[0]["arguments"]["request_id"]
