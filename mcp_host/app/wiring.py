@@ -449,12 +449,12 @@ async def _shared(
     )
 
 
-async def _lent_by_parent(settings: Settings, plugins: Registry) -> None:
+async def _lent_by_parent(settings: Settings, plugins: Registry) -> list[str]:
     """A node (`serve --parent URL`): the parent's granted capabilities join this host's as
     remote capabilities, pending this owner's review like any plugin. A parent that cannot be
     reached leaves none (logged); a capability id taken here is skipped."""
     if settings.parent_url is None or settings.parent_token is None:
-        return
+        return []
     token = settings.parent_token.get_secret_value()
     try:
         with anyio.fail_after(settings.children.start_timeout_s):
@@ -463,13 +463,31 @@ async def _lent_by_parent(settings: Settings, plugins: Registry) -> None:
         logger.warning(
             "the parent host at %s could not be reached; none of its capabilities are here", settings.parent_url
         )
-        return
+        return []
+    added = []
     for plugin in parent_plugins(settings.parent_url, token, granted, settings.data_dir / "parent"):
         try:
             plugins.add(plugin)
+            added.append(plugin.manifest.id)
         except ValueError:
             logger.warning("the parent's capability %s has an id taken here; skipped", plugin.manifest.id)
     logger.info("parent %s lends %d capabilities", settings.parent_url, len(granted))
+    return added
+
+
+def _audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, lent: list[str]) -> None:
+    """Each call to the parent's capabilities leaves a row here (`parent_call`) with the request
+    id the parent's audit names it by."""
+    for capability in lent:
+
+        async def told(tool: str, request_id: str, capability: str = capability) -> None:
+            row = {"capability": capability, "tool": tool, "request_id": request_id}
+            try:
+                await audit.record(owner_id, "parent_call", row, "sent")
+            except Exception:  # the call goes on; the parent decides and audits it either way
+                logger.warning("the audit row of a call to the parent could not be written", exc_info=True)
+
+        children.tell_calls(capability, told)
 
 
 def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChannel:
@@ -591,8 +609,9 @@ async def wired(
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the two MCP session
     managers, and yield the host; calls parked between input rounds end when it exits."""
-    await _lent_by_parent(settings, early.plugins)
+    lent = await _lent_by_parent(settings, early.plugins)
     shared = await _shared(settings, report, early, database, background)
+    _audit_parent_calls(early.children, shared.audit, shared.owner_id, lent)
     channel = _back_channel(settings, early, shared)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = _visitor_door(settings, early, shared, meta_caps)
@@ -603,9 +622,7 @@ async def wired(
         host_key=load_host_key(settings.data_dir, _secret(settings)),
         task_group=background,
     )
-    await fleet.register()
     feed = ChangeFeed(door.sees, background, early.pool.runs_own, relay=fleet.relay)
-    await background.start(fleet.run, feed.publish_remote)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
@@ -640,11 +657,15 @@ async def wired(
         rounds=rounds,
         protocol_sessions=protocol,
     )
-    for protocol_sessions in protocol.values():
-        background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
     # The back-channel serves before the doors that mint grants open, and stops after them.
+    await fleet.register()
+    await background.start(fleet.run, feed.publish_remote)
+    for protocol_sessions in protocol.values():
+        background.start_soon(protocol_sessions.keep_records)
     async with channel, visitor_manager.run(), owner_manager.run(), node_manager.run():
         try:
+            # The loops on the database start last, in the `try` that stops them: a start that
+            # fails leaves none running into the pool's close (`open_database` closes it next).
             yield Host(
                 settings=settings,
                 report=report,

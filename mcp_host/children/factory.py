@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -70,7 +70,13 @@ class ChildFactory:
         self._settings = settings
         self._sockets = sockets
         self._env: EnvSource | None = None
+        self._remote_calls: dict[str, Callable[[str, str], Awaitable[None]]] = {}
         self._env_given = anyio.Event()
+
+    def tell_calls(self, plugin_id: str, on_call: Callable[[str, str], Awaitable[None]]) -> None:
+        """A remote plugin's children tell `on_call` (tool, request id) before each call (a
+        node's parent capabilities: the node's audit names the call as the parent's does)."""
+        self._remote_calls[plugin_id] = on_call
 
     def use_env(self, source: EnvSource) -> None:
         """Read children's config-fed variables from `source` from now on (the database is open)."""
@@ -107,6 +113,7 @@ class ChildFactory:
             timeout_s=float(transport.timeout_s or self._settings.children.call_timeout_s),
             headers=dict(transport.headers),
             config_headers=config_headers if _needs_config(plugin) else None,
+            on_call=self._remote_calls.get(plugin.manifest.id),
         )
 
         def no_launch() -> Launch:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ logger = logging.getLogger(__name__)
 _R = TypeVar("_R", bound=types.Result)
 _REFUSED_HOST = 421  # the status `_Guard` answers for a host it does not let the child reach
 _LOCAL_NAMES = ("localhost",)
+REQUEST_ID_KEY = "mcp-host/request-id"  # the parent's node endpoint reads it (`visitor.node`)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class RemoteLink:
     headers: Mapping[str, str] = field(default_factory=dict)
     config_headers: Callable[[], Awaitable[Mapping[str, str]]] | None = None
     """The headers from the owner's config, read at each start; raises `ConfigUnset`."""
+    on_call: Callable[[str, str], Awaitable[None]] | None = None
+    """A node's parent link (`children.parent`): told (tool, request id) before each call, the
+    id sent in `_meta["mcp-host/request-id"]`, so both hosts' audits name the call."""
 
 
 class _Guard(httpx2.AsyncBaseTransport):
@@ -149,6 +154,16 @@ class RemoteChild(Child):
         super().__init__(*args, **kwargs)
         self._link = link
         self._guard: _Guard | None = None
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], **kwargs: Any
+    ) -> types.CallToolResult:
+        """As `Child.call_tool`; to a node's parent, with a request id first told to `on_call`."""
+        if self._link.on_call is not None and REQUEST_ID_KEY not in meta:
+            request_id = "node-" + secrets.token_hex(8)
+            meta = {**meta, REQUEST_ID_KEY: request_id}
+            await self._link.on_call(name, request_id)
+        return await super().call_tool(name, arguments, meta, **kwargs)
 
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()

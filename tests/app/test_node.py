@@ -2,7 +2,7 @@
 database. The node (`parent_url` + `parent_token`, as `serve --parent URL` with
 MCP_HOST_PARENT_TOKEN) shows the parent's granted capabilities as remote capabilities of its
 own, which its visitors call (per the node's own roles); a capability not granted is unknown
-on the node; the parent's audit names each node call."""
+on the node; one request id names the call in both hosts' audits."""
 
 from __future__ import annotations
 
@@ -62,9 +62,18 @@ async def test_a_node_lists_and_calls_a_granted_capability(
             echoed = await visitor.call_tool("echo", {"text": "from the node"})
             peek = refusal(await visitor.call_tool("peek", {"target": "x"}))
         _, trail = await call(owner, "audit_list", limit=50)
+        async with owner_client(node) as node_owner:
+            _, node_trail = await call(node_owner, "audit_list", limit=50)
     assert names == ["die", "echo", "sleep", "whoami"]
     assert not echoed.is_error and (echoed.structured_content or {}).get("text") == "from the node"
     assert peek is not None and peek["code"] == "unknown"
     rows = [r for r in trail["entries"] if r["tool"] == "node_call"]
     assert [r["outcome"] for r in rows] == ["ok"] and rows[0]["arguments"]["grant"] == grant
-    assert rows[0]["arguments"]["capability"] == "test.echo" and rows[0]["arguments"]["request_id"]
+    assert rows[0]["arguments"]["capability"] == "test.echo"
+    (sent,) = [r for r in node_trail["entries"] if r["tool"] == "parent_call"]
+    assert sent["arguments"] == {
+        "capability": "test.echo",
+        "tool": "echo",
+        "request_id": rows[0]["arguments"]["request_id"],
+    }
+    assert sent["arguments"]["request_id"].startswith("node-")
