@@ -658,14 +658,14 @@ async def wired(
         protocol_sessions=protocol,
     )
     # The back-channel serves before the doors that mint grants open, and stops after them.
-    await fleet.register()
-    await background.start(fleet.run, feed.publish_remote)
-    for protocol_sessions in protocol.values():
-        background.start_soon(protocol_sessions.keep_records)
     async with channel, visitor_manager.run(), owner_manager.run(), node_manager.run():
         try:
             # The loops on the database start last, in the `try` that stops them: a start that
             # fails leaves none running into the pool's close (`open_database` closes it next).
+            await fleet.register()
+            await background.start(fleet.run, feed.publish_remote)
+            for protocol_sessions in protocol.values():
+                background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
             yield Host(
                 settings=settings,
                 report=report,
