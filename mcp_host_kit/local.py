@@ -153,7 +153,8 @@ class LocalHost:
 
 
 _Handler = Callable[[LocalHost, SessionInfo, Any], Json]
-# Every op of the contract but `connector.invoke` (standalone there is no owner's connector).
+# Every op of the contract but `connector.invoke` and `parent.invoke` (standalone there is no owner's
+# connector, and no parent host).
 _HANDLERS: dict[str, _Handler] = {
     "store.insert": LocalHost._insert,
     "store.query": LocalHost._query,

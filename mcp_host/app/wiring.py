@@ -38,7 +38,15 @@ from mcp_host.access import (
     ensure_owner_token,
 )
 from mcp_host.backchannel import BackChannel, BackChannelLimits, GrantBook, OpServices, OpSockets, named_ops
-from mcp_host.children import ChildFactory, ChildLimits, ChildPool, ListChange, granted_by_parent, parent_plugins
+from mcp_host.children import (
+    ChildFactory,
+    ChildLimits,
+    ChildPool,
+    ListChange,
+    ParentLink,
+    granted_by_parent,
+    parent_plugins,
+)
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
     FailureThrottle,
@@ -490,7 +498,7 @@ def _audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, 
         children.tell_calls(capability, told)
 
 
-def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChannel:
+def _back_channel(settings: Settings, early: Early, shared: _Shared, lent: Sequence[str] = ()) -> BackChannel:
     # The sockets were made before the database (a sandbox binds its socket when it starts);
     # a connection made since waits in the backlog until the channel runs.
     services = OpServices(
@@ -502,6 +510,10 @@ def _back_channel(settings: Settings, early: Early, shared: _Shared) -> BackChan
         turns=shared.turns,
         input_timeout_s=settings.children.input_timeout_s,
         input_budget=settings.children.input_budget,
+        # A node's plugins reach its parent's lent capabilities (`parent.invoke`).
+        parent=ParentLink(early.plugins, early.children, lent, timeout_s=settings.children.call_timeout_s)
+        if lent
+        else None,
     )
     return BackChannel(early.sockets, early.grants, services, _channel_limits(settings), early.metrics)
 
@@ -612,7 +624,7 @@ async def wired(
     lent = await _lent_by_parent(settings, early.plugins)
     shared = await _shared(settings, report, early, database, background)
     _audit_parent_calls(early.children, shared.audit, shared.owner_id, lent)
-    channel = _back_channel(settings, early, shared)
+    channel = _back_channel(settings, early, shared, lent)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     door = _visitor_door(settings, early, shared, meta_caps)
     # This replica's row, forwards and change notices (the other replicas on this database).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp.types as types
 from mcp import MCPError
@@ -35,6 +35,7 @@ from mcp_host_kit.contract import (
     InferenceGenerate,
     OpArgs,
     OwnerMeta,
+    ParentInvoke,
     StoreClaim,
     StoreCount,
     StoreDelete,
@@ -53,6 +54,12 @@ __all__ = ["OPS", "Op", "OpServices", "run_op"]
 logger = logging.getLogger(__name__)
 
 
+class ParentCalls(Protocol):
+    """A node's calls to the capabilities its parent lent it (`children.ParentLink`)."""
+
+    async def invoke(self, capability: str, tool: str, arguments: JsonObject) -> types.CallToolResult: ...
+
+
 @dataclass(frozen=True)
 class OpServices:
     """The parts of the host that ops use."""
@@ -67,6 +74,8 @@ class OpServices:
     """How long the visitor's client may take to answer `inference.generate`."""
     input_budget: int = 16
     """Requests one call may put to its visitor's client (`inference.generate` included)."""
+    parent: ParentCalls | None = None
+    """A node's parent capabilities (`parent.invoke`); None: this host has no parent."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +181,13 @@ async def _connector_invoke(call: _Call, args: ConnectorInvoke) -> types.CallToo
     return await call.services.connectors.invoke(call.owner_id, args.category, args.verb, args.args)
 
 
+async def _parent_invoke(call: _Call, args: ParentInvoke) -> types.CallToolResult:
+    # A capability the parent lent this node, decided at the parent; its result as the parent gave it.
+    if call.services.parent is None:
+        raise Unavailable("this host has no parent")
+    return await call.services.parent.invoke(args.capability, args.tool, args.arguments)
+
+
 async def _conversation_read(call: _Call, args: ConversationRead) -> JsonObject:
     # The grant's session, never one named in the arguments; the owner context has none.
     session = call.grant.scope.session
@@ -268,6 +284,12 @@ OPS: dict[str, Op] = {
             _connector_invoke,
             "Call a verb of the owner's connector for a category this plugin requires.",
         ),
+        Op(
+            "parent.invoke",
+            ParentInvoke,
+            _parent_invoke,
+            "Call a tool of a capability this host's parent lent it: {capability, tool, arguments}.",
+        ),
     )
 }
 
@@ -276,7 +298,7 @@ async def run_op(
     name: str, arguments: Mapping[str, Any] | None, plugin: Plugin, grant: Grant, services: OpServices
 ) -> JsonObject | types.CallToolResult:
     """Run op `name` (one the plugin named; the caller checked) for `grant`: its structured
-    answer, or (`connector.invoke`) the connector's own result.
+    answer, or (`connector.invoke`, `parent.invoke`) the connector's or the parent's own result.
 
     Raises InvalidArguments for arguments that do not fit the op, and the HostErrors of the
     parts below.

@@ -8,7 +8,7 @@ from .call_routing import InFlight
 from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
 from .lifecycle import Child, ChildLimits, ChildState
-from .parent import PARENT_KIND, granted_by_parent, parent_plugins
+from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .stderr import LogKind
 
@@ -22,6 +22,7 @@ __all__ = [
     "ChildState",
     "InFlight",
     "ListChange",
+    "ParentLink",
     "LogKind",
     "RunOfFailures",
     "SocketPaths",

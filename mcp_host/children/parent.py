@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,9 +26,13 @@ import mcp.types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.plugins import Manifest, Plugin
+from mcp_host.errors import UnknownTool
+from mcp_host.plugins import Manifest, Plugin, Registry
+from mcp_host.wire import without_host_keys
 
-__all__ = ["PARENT_KIND", "granted_by_parent", "parent_plugins"]
+from .lifecycle import Child
+
+__all__ = ["PARENT_KIND", "ParentLink", "granted_by_parent", "parent_plugins"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,3 +84,23 @@ def parent_plugins(url: str, token: str, granted: dict[str, list[types.Tool]], f
         except ValueError:
             logger.warning("the parent's capability %r cannot be a capability here; skipped", capability[:80])
     return plugins
+
+
+class ParentLink:
+    """`parent.invoke`: a node's plugin calling a capability the parent lent this node, through
+    that capability's child (owner context here; the parent decides and audits the call)."""
+
+    def __init__(
+        self, plugins: Registry, children: Callable[[Plugin], Child], lent: Sequence[str], *, timeout_s: float
+    ) -> None:
+        self._plugins = plugins
+        self._children = children
+        self._lent = frozenset(lent)
+        self._timeout_s = timeout_s
+
+    async def invoke(self, capability: str, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        plugin = self._plugins.get(capability, "capability") if capability in self._lent else None
+        if plugin is None:
+            raise UnknownTool(f"the parent lends no capability named {capability[:80]!r}")
+        result = await self._children(plugin).call_tool(tool, arguments, {}, timeout_s=self._timeout_s)
+        return without_host_keys(result)  # the parent's words, not this host's

@@ -38,6 +38,7 @@ __all__ = [
     "OpArgs",
     "OpResult",
     "OwnerMeta",
+    "ParentInvoke",
     "OwnerMetaResult",
     "QueryResult",
     "Record",
@@ -124,6 +125,14 @@ class ConnectorInvoke(OpArgs):
     category: str
     verb: str
     args: JsonObject = Field(default_factory=dict)
+
+
+class ParentInvoke(OpArgs):
+    """A node's plugin calling a capability its parent host lent this node (the parent decides)."""
+
+    capability: str = Field(min_length=1, max_length=200)
+    tool: str = Field(min_length=1, max_length=200)
+    arguments: JsonObject = Field(default_factory=dict)
 
 
 class ConversationRead(OpArgs):
@@ -236,8 +245,9 @@ OPS: dict[str, tuple[type[OpArgs], type[OpResult] | None]] = {
     "conversation.read": (ConversationRead, ConversationResult),
     "inference.generate": (InferenceGenerate, InferenceResult),
     "connector.invoke": (ConnectorInvoke, None),
+    "parent.invoke": (ParentInvoke, None),
 }
-"""Each op's name → (argument model, result model; None: the connector's own tool result)."""
+"""Each op's name → (argument model, result model; None: the connector's or parent's own tool result)."""
 
 OP_NAMES = frozenset(OPS)
 """The host ops a manifest may name (`transport.sandbox.host_ops`)."""

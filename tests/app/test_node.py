@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.anyio, needs_bwrap]
 
 @asynccontextmanager
 async def parent_and_node(
-    tmp_path: Path, database_url: str, postgres_server: str, capabilities: list[str]
+    tmp_path: Path, database_url: str, postgres_server: str, capabilities: list[str], node_plugins: tuple[str, ...] = ()
 ) -> AsyncIterator[tuple[RunningHost, RunningHost, Client, str]]:
     """The parent (echo, vault) with a grant of `capabilities`, and a node started with its token."""
     parent_settings = host_settings(tmp_path / "parent", database_url, ["echo", "vault"], child_start_timeout_s=30.0)
@@ -35,7 +35,7 @@ async def parent_and_node(
         assert not failed, grant
         async with fresh_database(postgres_server) as node_database:
             node_settings = host_settings(
-                tmp_path / "node", node_database, [], parent_url=parent.url, parent_token=grant["token"]
+                tmp_path / "node", node_database, list(node_plugins), parent_url=parent.url, parent_token=grant["token"]
             )
             async with running_host(node_settings) as node:
                 yield parent, node, owner, grant["grant"]["id"]
@@ -77,3 +77,28 @@ async def test_a_node_lists_and_calls_a_granted_capability(
         "request_id": rows[0]["arguments"]["request_id"],
     }
     assert sent["arguments"]["request_id"].startswith("node-")
+
+
+async def test_a_node_plugin_calls_the_parent_through_parent_invoke(
+    tmp_path: Path, database_url: str, postgres_server: str
+) -> None:
+    async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"], ("asker",)) as (
+        parent,
+        node,
+        owner,
+        grant,
+    ):
+        session = await node.new_session()  # test.asker is acl: always; test.echo is not the public role's
+        async with node.client(session) as visitor:
+            names = sorted(t.name for t in (await visitor.list_tools()).tools)
+            asked = await visitor.call_tool("ask", {"text": "via parent.invoke"})
+        _, trail = await call(owner, "audit_list", limit=50)
+        async with owner_client(node) as node_owner:
+            _, node_trail = await call(node_owner, "audit_list", limit=50)
+    assert names == ["ask"]
+    assert not asked.is_error, asked
+    assert (asked.structured_content or {}).get("text") == "via parent.invoke"
+    (row,) = [r for r in trail["entries"] if r["tool"] == "node_call"]
+    (sent,) = [r for r in node_trail["entries"] if r["tool"] == "parent_call"]
+    assert row["outcome"] == "ok" and row["arguments"]["grant"] == grant
+    assert sent["arguments"]["request_id"] == row["arguments"]["request_id"]

@@ -38,5 +38,6 @@ def test_op_arguments_are_described_for_plugin_authors() -> None:
             "conversation.read": [],
             "inference.generate": ["messages"],
             "connector.invoke": ["category", "verb"],
+            "parent.invoke": ["capability", "tool"],
         }
     )

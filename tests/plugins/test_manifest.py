@@ -951,8 +951,8 @@ BAD_MANIFESTS = [
             (
                 "transport.sandbox.host_ops.1",
                 "'shell.exec' is not a host op this host offers (config.get, connector.invoke, conversation.read,"
-                " inference.generate, owner.meta, store.claim, store.count, store.delete, store.insert, store.query,"
-                " store.release, store.search, store.update)",
+                " inference.generate, owner.meta, parent.invoke, store.claim, store.count, store.delete, store.insert,"
+                " store.query, store.release, store.search, store.update)",
             )
         ),
         id="host-op-unknown",
