@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -24,13 +25,18 @@ pytestmark = [pytest.mark.anyio, needs_bwrap]
 
 @asynccontextmanager
 async def parent_and_node(
-    tmp_path: Path, database_url: str, postgres_server: str, capabilities: list[str], node_plugins: tuple[str, ...] = ()
+    tmp_path: Path,
+    database_url: str,
+    postgres_server: str,
+    capabilities: list[str],
+    node_plugins: tuple[str, ...] = (),
+    calls: int = 50,
 ) -> AsyncIterator[tuple[RunningHost, RunningHost, Client, str]]:
     """The parent (echo, vault) with a grant of `capabilities`, and a node started with its token."""
     parent_settings = host_settings(tmp_path / "parent", database_url, ["echo", "vault"], child_start_timeout_s=30.0)
     async with running_host(parent_settings) as parent, owner_client(parent) as owner:
         failed, grant = await call(
-            owner, "grant_create", capabilities=capabilities, budget={"calls": 50}, note="node test"
+            owner, "grant_create", capabilities=capabilities, budget={"calls": calls}, note="node test"
         )
         assert not failed, grant
         async with fresh_database(postgres_server) as node_database:
@@ -102,3 +108,41 @@ async def test_a_node_plugin_calls_the_parent_through_parent_invoke(
     (sent,) = [r for r in node_trail["entries"] if r["tool"] == "parent_call"]
     assert row["outcome"] == "ok" and row["arguments"]["grant"] == grant
     assert sent["arguments"]["request_id"] == row["arguments"]["request_id"]
+
+
+async def test_budget_and_revoke_through_the_node(tmp_path: Path, database_url: str, postgres_server: str) -> None:
+    """Budget 3: of 10 concurrent calls by the node's visitors, exactly 3 run, the rest are
+    refused; after a revoke the next call is refused too. The node's visitor learns only that
+    it was denied (the parent's refusal reaches it as the parent's text, not the host's code)."""
+    async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"], calls=3) as (
+        parent,
+        node,
+        owner,
+        grant,
+    ):
+        session = await _visitor_of(node, ["test.echo"])
+        results: list[Any] = []
+        async with node.client(session) as visitor:
+            await visitor.list_tools()
+
+            async def one(n: int) -> None:
+                results.append(await visitor.call_tool("echo", {"text": f"call {n}"}))
+
+            async with anyio.create_task_group() as tg:
+                for n in range(10):
+                    tg.start_soon(one, n)
+            failed, _ = await call(owner, "grant_revoke", id=grant)
+            assert not failed
+            after = await visitor.call_tool("echo", {"text": "after the revoke"})
+        _, trail = await call(owner, "audit_list", limit=100)
+    ok = [r for r in results if not r.is_error]
+    refused = [r for r in results if r.is_error]
+    assert len(ok) == 3 and len(refused) == 7
+    assert [_text(r) for r in refused] == ["denied: denied"] * 7 and _text(after) == "denied: denied"
+    rows = [r for r in trail["entries"] if r["tool"] == "node_call"]
+    assert sorted(r["outcome"] for r in rows) == ["denied"] * 8 + ["ok"] * 3
+    assert rows[0]["arguments"]["why"] == "the grant is revoked"
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(part, "text", "") for part in result.content)
