@@ -100,7 +100,8 @@ def node_call(
     grant: NodeGrant, capability: str, tool: str, annotations: Mapping[str, Any], arguments: Mapping[str, Any] | None
 ) -> CallFacts:
     """A node's call as the owner's rules see it: `session.kind` "node", `grant` {id, note,
-    capabilities}; held per grant; counted per grant."""
+    capabilities}; held per grant; counted per grant. With no rule matching, a call to a tool
+    annotated destructive is held, as a visitor's is."""
     return CallFacts(
         owner_id=grant.owner_id,
         kind="node",
@@ -119,6 +120,7 @@ def node_call(
         },
         hold_session=f"node:{grant.id}",
         subject=f"node_grant:{grant.id}",
+        destructive=annotations.get("destructiveHint") is True,  # held by default, as a visitor's
         grant={"id": grant.id, "note": grant.note, "capabilities": list(grant.capabilities)},
     )
 

@@ -19,15 +19,15 @@ The variables a condition reads: `capability` and `tool` (strings), `annotations
 live MCP annotations, `destructiveHint` …; empty for an owner tool), `arguments` (the call's),
 `session` (`kind`: visitor | owner | node, `mode`: public | code | api_key | owner, `subject`:
 the code's or key's id, null for a public session, `subject_kind`, `role`, `id`, `visitor`:
-`{name, email}` as the visitor gave them), `grant` (null; a node's grant later), `now` (in the
-owner's timezone, UTC when unset: `hour`, `minute`, `weekday` 1 = Monday … 7, `date`
-YYYY-MM-DD, `time` HH:MM, `timezone`, `unix` seconds) and `recent` (`recent.minute` and
+`{name, email}` as the visitor gave them), `grant` (null; for a node's call its node grant
+`{id, note, capabilities}`), `now` (in the owner's timezone, UTC when unset: `hour`, `minute`,
+`weekday` 1 = Monday … 7, `date` YYYY-MM-DD, `time` HH:MM, `timezone`, `unix` seconds) and `recent` (`recent.minute` and
 `recent.hour`: this subject's admitted calls by capability; the call's own capability is always
 a key). One function: `text(arguments)`, the value as canonical JSON (to search nested values).
 
 First match wins: `allow` lets the call go on (a destructive tool too); `refuse` answers
 `denied` with the rule's reason; `hold` parks it for the owner. No match: today's default, a
-visitor's call to a destructive tool is held, anything else goes on. A rule that fails to
+visitor's (or node's) call to a destructive tool is held, anything else goes on. A rule that fails to
 evaluate (a missing key, a wrong type, the budget spent) refuses the call: fail closed, logged
 and audited (`rule_error`, with the rule's position); the caller learns only that it is refused.
 
@@ -430,7 +430,7 @@ class RuleGate:
                     "%s call %s/%s held by rule %s", facts.kind, facts.capability, facts.tool[:80], verdict.position
                 )
             return verdict.effect == "hold"
-        return facts.kind == "visitor" and facts.destructive and self._hold_destructive
+        return facts.kind in ("visitor", "node") and facts.destructive and self._hold_destructive
 
     async def _hold(self, facts: CallFacts) -> None:
         if self._holds is None:

@@ -157,3 +157,15 @@ async def test_a_rule_holds_a_node_call_until_the_owner_approves(tmp_path: Path,
     assert again is not None and again["code"] == "held"
     assert counts.structured_content == {"wipe": 0, "peek": 1}
     assert listed["grants"][0]["budget"]["used"] == 2  # the approved peek and calls; held ones spend nothing
+
+
+async def test_a_destructive_tool_is_held_by_default_for_a_node(tmp_path: Path, database_url: str) -> None:
+    async with _parent(tmp_path, database_url) as parent, owner_client(parent) as owner:
+        token, _ = await _grant(owner, "test.vault", calls=10)
+        async with node_client(parent.url, token) as node:
+            wipe = refusal(await node.call_tool("wipe", {"target": "x"}))
+            counts = await node.call_tool("calls", {})
+        _, listed = await call(owner, "grants_list")
+    assert wipe is not None and wipe["code"] == "held"
+    assert counts.structured_content == {"wipe": 0, "peek": 0}
+    assert listed["grants"][0]["budget"]["used"] == 1  # the held wipe spent nothing
