@@ -131,7 +131,7 @@ async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) ->
         listed.append(
             {
                 "id": m.id,
-                "kind": m.kind,
+                "kind": entry.kind if entry is not None else m.kind,  # a lent capability: remote
                 "title": m.title,
                 "description": m.description,
                 "acl": m.acl,

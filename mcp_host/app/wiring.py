@@ -639,7 +639,7 @@ async def wired(
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
     visitor_manager = _session_manager(server, settings, rules)
-    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins)
+    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
     owner_manager = _session_manager(
         build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
     )

@@ -39,7 +39,8 @@ logger = logging.getLogger(__name__)
 NODE_PATH = "/v1/node/mcp"  # the parent's node endpoint (`visitor.node`)
 CAPABILITY_KEY = "mcp-host/capability"
 PARENT_KIND = "remote"
-"""How the catalogue and the description name a capability lent by the parent."""
+"""The kind the catalogue shows for a capability lent by the parent (its manifest's kind stays
+`capability`: it is looked up, granted and called as one)."""
 
 
 async def granted_by_parent(url: str, token: str, *, timeout_s: float) -> dict[str, list[types.Tool]]:
@@ -67,7 +68,6 @@ def parent_plugins(url: str, token: str, granted: dict[str, list[types.Tool]], f
         manifest: dict[str, Any] = {
             "id": capability,
             "kind": "capability",
-            "title": f"{capability} (parent)",
             "description": f"A {PARENT_KIND} capability lent by the parent host {host}; every call is decided there.",
             "acl": "role_granted",
             "instances": "shared",

@@ -10,13 +10,13 @@ approves (unsafe name, text or schema), with their causes (the owner's `tools_pe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mcp_host.children import ChildPool, ChildState, LogKind
+from mcp_host.children import PARENT_KIND, ChildPool, ChildState, LogKind
 from mcp_host.errors import ManifestError
 from mcp_host.plugins import LoadReport, Plugin, printable
 from mcp_host.visitor import Bindings
@@ -44,6 +44,8 @@ class CatalogueEntry(BaseModel):
 
     id: str
     kind: str
+    """The manifest's (`capability`, `connector`), or `remote` for a capability a node's parent
+    lends it (`children.parent`); `?` for an invalid plugin."""
     title: str | None
     acl: str
     requires: list[str]
@@ -123,11 +125,19 @@ def invalid_entry(error: ManifestError) -> CatalogueEntry:
 
 class Catalogue:
     def __init__(
-        self, report: LoadReport, pool: ChildPool, bindings: Bindings, plugins: Sequence[Plugin] | None = None
+        self,
+        report: LoadReport,
+        pool: ChildPool,
+        bindings: Bindings,
+        plugins: Sequence[Plugin] | None = None,
+        *,
+        lent: Collection[str] = (),
     ) -> None:
         """`plugins`: the loaded plugins, read live (the registry, which follows plugins
-        installed or removed while the host runs); None: the report's."""
+        installed or removed while the host runs); None: the report's. `lent`: the ids of the
+        capabilities a node's parent lends it, listed as kind `remote`."""
         self._report = report
+        self._lent = frozenset(lent)
         self._plugins: Sequence[Plugin] = report.plugins if plugins is None else plugins
         self._pool = pool
         self._bindings = bindings
@@ -202,6 +212,8 @@ class Catalogue:
             failed = status in ("failing", "unconfigured")
             cause = withheld or (health.cause if health is not None and failed else None)
             entry = entry_for(plugin, status, cause)
+            if plugin.manifest.id in self._lent:
+                entry = entry.model_copy(update={"kind": PARENT_KIND})
             out.append(self._with_instances(plugin, entry) if plugin.manifest.per_session else entry)
         out.extend(invalid_entry(error) for error in self._report.errors)
         return out

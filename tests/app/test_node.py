@@ -54,6 +54,8 @@ async def _visitor_of(node: RunningHost, capabilities: list[str]) -> dict[str, A
         assert not failed, answer
         _, listed = await call(node_owner, "capabilities_list")
     assert {c["id"] for c in listed["capabilities"]} >= set(capabilities)
+    lent = {c["id"]: (c["kind"], c["title"]) for c in listed["capabilities"] if c["id"] in capabilities}
+    assert lent == dict.fromkeys(capabilities, ("remote", ""))  # the parent's, shown as kind remote
     return await node.new_session()
 
 
