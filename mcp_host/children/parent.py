@@ -26,13 +26,13 @@ import mcp.types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.errors import UnknownTool
+from mcp_host.errors import Denied, UnknownTool
 from mcp_host.plugins import Manifest, Plugin, Registry
-from mcp_host.wire import without_host_keys
+from mcp_host.wire import ERROR_KEY, without_host_keys
 
 from .lifecycle import Child
 
-__all__ = ["PARENT_KIND", "ParentLink", "granted_by_parent", "parent_plugins"]
+__all__ = ["PARENT_KIND", "PARENT_REFUSED", "ParentLink", "granted_by_parent", "parent_answer", "parent_plugins"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,20 @@ CAPABILITY_KEY = "mcp-host/capability"
 PARENT_KIND = "remote"
 """The kind the catalogue shows for a capability lent by the parent (its manifest's kind stays
 `capability`: it is looked up, granted and called as one)."""
+
+PARENT_REFUSED = "the parent host refused this call"
+"""All a node's caller learns of a refusal at the parent (its audit says why)."""
+
+
+def parent_answer(result: types.CallToolResult) -> types.CallToolResult:
+    """The parent's answer to a node's call, as this host's: the parent host's own `denied` (no
+    grant, a spent budget, a rule; `_meta["mcp-host/error"]`, which a remote's result otherwise
+    loses on its way to a visitor) raises this host's `Denied`, so the node's caller gets the
+    host's machine-readable refusal. Anything else is the parent's result."""
+    error = (result.meta or {}).get(ERROR_KEY)
+    if result.is_error and isinstance(error, dict) and error.get("code") == Denied.code:
+        raise Denied(PARENT_REFUSED)
+    return result
 
 
 async def granted_by_parent(url: str, token: str, *, timeout_s: float) -> dict[str, list[types.Tool]]:

@@ -51,6 +51,7 @@ from mcp_host.store import ConfigUnset
 
 from .call_routing import CALL_KEY
 from .lifecycle import Child, ChildState, _Start
+from .parent import parent_answer
 
 __all__ = ["RemoteChild", "RemoteLink"]
 
@@ -158,12 +159,15 @@ class RemoteChild(Child):
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], **kwargs: Any
     ) -> types.CallToolResult:
-        """As `Child.call_tool`; to a node's parent, with a request id first told to `on_call`."""
-        if self._link.on_call is not None and REQUEST_ID_KEY not in meta:
+        """As `Child.call_tool`; to a node's parent, with a request id first told to `on_call`,
+        and the parent's refusal made this host's (`parent_answer`)."""
+        if self._link.on_call is None:
+            return await super().call_tool(name, arguments, meta, **kwargs)
+        if REQUEST_ID_KEY not in meta:
             request_id = "node-" + secrets.token_hex(8)
             meta = {**meta, REQUEST_ID_KEY: request_id}
             await self._link.on_call(name, request_id)
-        return await super().call_tool(name, arguments, meta, **kwargs)
+        return parent_answer(await super().call_tool(name, arguments, meta, **kwargs))
 
     async def _run(self, start: _Start) -> None:
         started_at = time.monotonic()

@@ -115,7 +115,8 @@ async def test_a_node_plugin_calls_the_parent_through_parent_invoke(
 async def test_budget_and_revoke_through_the_node(tmp_path: Path, database_url: str, postgres_server: str) -> None:
     """Budget 3: of 10 concurrent calls by the node's visitors, exactly 3 run, the rest are
     refused; after a revoke the next call is refused too. The node's visitor learns only that
-    it was denied (the parent's refusal reaches it as the parent's text, not the host's code)."""
+    it was denied: the node's own refusal (code `denied`, in `_meta["mcp-host/error"]`), saying
+    the parent refused, and nothing of why."""
     async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"], calls=3) as (
         parent,
         node,
@@ -140,7 +141,9 @@ async def test_budget_and_revoke_through_the_node(tmp_path: Path, database_url: 
     ok = [r for r in results if not r.is_error]
     refused = [r for r in results if r.is_error]
     assert len(ok) == 3 and len(refused) == 7
-    assert [_text(r) for r in refused] == ["denied: denied"] * 7 and _text(after) == "denied: denied"
+    denied = {"code": "denied", "message": "the parent host refused this call"}
+    assert [refusal(r) for r in refused] == [denied] * 7 and refusal(after) == denied
+    assert {_text(r) for r in [*refused, after]} == {"denied: the parent host refused this call"}
     rows = [r for r in trail["entries"] if r["tool"] == "node_call"]
     assert sorted(r["outcome"] for r in rows) == ["denied"] * 8 + ["ok"] * 3
     assert rows[0]["arguments"]["why"] == "the grant is revoked"
