@@ -21,17 +21,17 @@ import hashlib
 import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from mcp_host.errors import Denied, Held, InvalidArguments
+from mcp_host.store import NodeGrantRow
 
 from .audit import summarize
 from .rules import CallFacts
 
 if TYPE_CHECKING:
-    from mcp_host.store import NodeGrantRow, NodeGrantStore
+    from mcp_host.store import NodeGrantStore
 
     from .audit import AuditLog
     from .rules import RuleGate
@@ -48,52 +48,8 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-@dataclass(frozen=True)
-class NodeGrant:
-    """A grant as the owner and the rules see it (never its token)."""
-
-    id: str
-    owner_id: str
-    capabilities: tuple[str, ...]
-    calls: int
-    used: int
-    expires_at: datetime | None
-    note: str
-    created_at: datetime
-    revoked_at: datetime | None
-
-    @classmethod
-    def of(cls, row: NodeGrantRow) -> NodeGrant:
-        return cls(
-            row.id,
-            row.owner_id,
-            row.capabilities,
-            row.calls,
-            row.used,
-            row.expires_at,
-            row.note,
-            row.created_at,
-            row.revoked_at,
-        )
-
-    def live(self, at: datetime | None = None) -> bool:
-        now = at or datetime.now(UTC)
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
-
-    def shown(self) -> dict[str, Any]:
-        status = "revoked" if self.revoked_at is not None else "live" if self.live() else "expired"
-        if status == "live" and self.used >= self.calls:
-            status = "spent"
-        return {
-            "id": self.id,
-            "capabilities": list(self.capabilities),
-            "budget": {"calls": self.calls, "used": self.used, "remaining": max(0, self.calls - self.used)},
-            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-            "note": self.note,
-            "created_at": self.created_at.isoformat(),
-            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
-            "status": status,
-        }
+NodeGrant = NodeGrantRow
+"""A grant as the owner and the rules see it (never its token): the store's row, one type."""
 
 
 def node_call(
@@ -145,21 +101,19 @@ class NodeGrants:
         row = await self._store.create(
             "ng_" + secrets.token_hex(8), owner_id, _digest(token), sorted(set(capabilities)), calls, expires_at, note
         )
-        return token, NodeGrant.of(row)
+        return token, row
 
     async def of_owner(self, owner_id: str) -> list[NodeGrant]:
-        return [NodeGrant.of(r) for r in await self._store.of_owner(owner_id)]
+        return await self._store.of_owner(owner_id)
 
     async def revoke(self, owner_id: str, grant_id: str) -> NodeGrant | None:
-        row = await self._store.revoke(owner_id, grant_id)
-        return None if row is None else NodeGrant.of(row)
+        return await self._store.revoke(owner_id, grant_id)
 
     async def genuine(self, token: str) -> NodeGrant | None:
         """The grant `token` is for (live or not); None for a token nobody minted."""
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        row = await self._store.by_token(_digest(token))
-        return None if row is None else NodeGrant.of(row)
+        return await self._store.by_token(_digest(token))
 
     async def live(self, token: str) -> NodeGrant | None:
         """The live grant `token` is for; None otherwise (the node's listing shows nothing)."""

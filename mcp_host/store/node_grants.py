@@ -13,7 +13,7 @@ revoked or expired grant spends nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .database import PgPool
@@ -31,6 +31,9 @@ RETURNING used
 
 @dataclass(frozen=True)
 class NodeGrantRow:
+    """A grant as stored, and as the owner and the rules see it (`policy.NodeGrant` is this
+    type): never its token."""
+
     id: str
     owner_id: str
     capabilities: tuple[str, ...]
@@ -40,6 +43,26 @@ class NodeGrantRow:
     note: str
     created_at: datetime
     revoked_at: datetime | None
+
+    def live(self, at: datetime | None = None) -> bool:
+        now = at or datetime.now(UTC)
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+    def shown(self) -> dict[str, Any]:
+        """The grant as the owner's `grants_list` shows it, with its status."""
+        status = "revoked" if self.revoked_at is not None else "live" if self.live() else "expired"
+        if status == "live" and self.used >= self.calls:
+            status = "spent"
+        return {
+            "id": self.id,
+            "capabilities": list(self.capabilities),
+            "budget": {"calls": self.calls, "used": self.used, "remaining": max(0, self.calls - self.used)},
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "note": self.note,
+            "created_at": self.created_at.isoformat(),
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "status": status,
+        }
 
 
 def _row(record: Any) -> NodeGrantRow:
