@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mcp_host.store.embedded_postgres import embedded_postgres  # noqa: E402
-from tests.cluster.support import Cluster, home_of, running_cluster, stored_note_ids, structured  # noqa: E402
+from tests.cluster.support import Cluster, add_notes_at_once, home_of, running_cluster, stored_note_ids, structured  # noqa: E402
 from tests.conftest import fresh_database  # noqa: E402
 
 RESULTS = REPO / "bench-results" / "cluster.json"
@@ -193,24 +193,7 @@ async def quota_phase(cluster: Cluster, cap: int = 7, callers: int = 50) -> dict
     code = structured(made)["code"]
     sessions = [await cluster.new_session({"code": code}) for _ in range(callers)]
     homes = Counter([await home_of(cluster, s) for s in sessions])
-    ready, connected, all_in = anyio.Event(), [0], anyio.Event()
-    outcomes: list[str | None] = []
-
-    async def add(session: dict[str, Any], n: int) -> None:
-        async with cluster.client(session, MODERN) as client:
-            connected[0] += 1
-            if connected[0] == callers:
-                all_in.set()
-            await ready.wait()
-            result = await client.call_tool("note_add", {"text": f"q{n}"})
-        outcomes.append((result.structured_content or {}).get("code") if result.is_error else None)
-
-    async with anyio.create_task_group() as tg:
-        for n, session in enumerate(sessions):
-            tg.start_soon(add, session, n)
-        with anyio.fail_after(120):
-            await all_in.wait()
-        ready.set()
+    outcomes = await add_notes_at_once(cluster, sessions, connect_timeout_s=120)
     counted = Counter(outcomes)
     return {
         "callers": callers,

@@ -222,6 +222,32 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
                     await process.aclose()
 
 
+async def add_notes_at_once(
+    cluster: Cluster, sessions: list[dict[str, Any]], *, connect_timeout_s: float
+) -> list[str | None]:
+    """Each session adds one note, all at the same moment (every client connected first); the
+    refusal code of each call, None for a note added."""
+    ready, all_in, connected = anyio.Event(), anyio.Event(), [0]
+    outcomes: list[str | None] = []
+
+    async def add(session: dict[str, Any], n: int) -> None:
+        async with cluster.client(session, "2026-07-28") as client:
+            connected[0] += 1
+            if connected[0] == len(sessions):
+                all_in.set()
+            await ready.wait()
+            result = await client.call_tool("note_add", {"text": f"note {n}"})
+        outcomes.append((result.structured_content or {}).get("code") if result.is_error else None)
+
+    async with anyio.create_task_group() as tg:
+        for n, session in enumerate(sessions):
+            tg.start_soon(add, session, n)
+        with anyio.fail_after(connect_timeout_s):
+            await all_in.wait()
+        ready.set()
+    return outcomes
+
+
 async def home_of(cluster: Cluster, session: dict[str, Any]) -> str:
     """The replica HAProxy sends `session`'s requests to (read off an unauthenticated GET)."""
     async with httpx2.AsyncClient(timeout=5) as http:

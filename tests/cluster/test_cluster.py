@@ -22,6 +22,7 @@ from mcp import MCPError
 
 from tests.cluster.support import (
     Cluster,
+    add_notes_at_once,
     home_of,
     needs_haproxy,
     stored_note_ids,
@@ -81,25 +82,7 @@ async def test_quota_is_exact_across_three_replicas_under_50_way_concurrency(who
         warm = next(s for s, home in zip(sessions, homes_in_order, strict=True) if home == replica)
         async with whole.client(warm, MODERN) as client:
             await client.session.list_tools()
-    outcomes: list[str | None] = []
-    ready, connected = anyio.Event(), [0]
-    all_connected = anyio.Event()
-
-    async def add(session: dict[str, Any], n: int) -> None:
-        async with whole.client(session, MODERN) as client:
-            connected[0] += 1
-            if connected[0] == callers:
-                all_connected.set()
-            await ready.wait()
-            result = await client.call_tool("note_add", {"text": f"note {n}"})
-        outcomes.append((result.structured_content or {}).get("code") if result.is_error else None)
-
-    async with anyio.create_task_group() as tg:
-        for n, session in enumerate(sessions):
-            tg.start_soon(add, session, n)
-        with anyio.fail_after(60):
-            await all_connected.wait()
-        ready.set()
+    outcomes = await add_notes_at_once(whole, sessions, connect_timeout_s=60)
 
     assert Counter(outcomes) == {None: cap, "quota_exhausted": callers - cap}
     print(f"\nquota: {callers} callers on one code over replicas {dict(homes)}: {cap} added, {callers - cap} refused")  # noqa: T201 - a figure issue 16 asks for
