@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,22 +27,7 @@ from tests.hosting import PLUGINS, free_port, host_settings, running_host
 ECHO = PLUGINS / "echo"
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No MCP_HOST_* setting from the caller's shell, and no builtin plugins.
-
-    The builtins are left out so the tables below hold only the plugins a test names; the
-    test fixtures' own variables (MCP_HOST_TEST_*) stay, as no setting reads them.
-    """
-    for name in list(os.environ):
-        if name.startswith("MCP_HOST_") and not name.startswith("MCP_HOST_TEST_"):
-            monkeypatch.delenv(name)
-    no_builtins = tmp_path / "no-builtins"
-    no_builtins.mkdir()
-    monkeypatch.setenv("MCP_HOST_BUILTIN_DIR", str(no_builtins))
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("host_environment")]
 
 
 def write_plugin(folder: Path, text: str) -> Path:

@@ -33,18 +33,7 @@ from tests.hosting import PLUGINS, RunningHost, free_port, host_settings, runnin
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
 CHECKOUT = Path(mcp_host.__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No MCP_HOST_* setting from the caller's shell, and no builtin plugins."""
-    for name in list(os.environ):
-        if name.startswith("MCP_HOST_") and not name.startswith("MCP_HOST_TEST_"):
-            monkeypatch.delenv(name)
-    no_builtins = tmp_path / "no-builtins"
-    no_builtins.mkdir()
-    monkeypatch.setenv("MCP_HOST_BUILTIN_DIR", str(no_builtins))
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("host_environment")]
 
 
 async def run(*argv: str) -> int:

@@ -24,21 +24,10 @@ from mcp.client.subscriptions import SubscriptionLost
 from mcp_host.app.host_file import HOST_FILE
 from tests.hosting import PLUGINS, free_port, wait_until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("host_environment")]
 
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
 DRAIN_TIMEOUT_S = 10
-
-
-@pytest.fixture(autouse=True)
-def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No MCP_HOST_* setting from the caller's shell, and no builtin plugins."""
-    for name in list(os.environ):
-        if name.startswith("MCP_HOST_") and not name.startswith("MCP_HOST_TEST_"):
-            monkeypatch.delenv(name)
-    no_builtins = tmp_path / "no-builtins"
-    no_builtins.mkdir()
-    monkeypatch.setenv("MCP_HOST_BUILTIN_DIR", str(no_builtins))
 
 
 @asynccontextmanager
