@@ -1,0 +1,169 @@
+"""Throughput under concurrency (issue 18): the host against the SDK serving the same child.
+
+Legs, all `tools/call echo` on the bench's echo child, the SDK client (`mcp.Client`, `cache=None`):
+  t  16 calls in flight on ONE session, each era: through the host (visitor endpoint, sandboxed
+     child over stdio) and to the echo child served directly by the SDK over streamable HTTP
+     (uvicorn, own process). In the 2025-11-25 era the 16 share one protocol session. The two
+     take turns for `--rounds` rounds of `-n` calls each (order alternating), so machine noise
+     lands on both; calls/s over all rounds, and host/direct (target >= 0.9).
+  s  64 visitor sessions x 4 in flight through the host, each era: one client per session,
+     `--per-session` calls each; errors (target 0), p50/p99, calls/s.
+Results go to bench-results/throughput.json. Run by `scripts/bench`; `--quick` for fewer calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+from fixtures import make_plugins
+from legs import ERAS, Op, call_echo, http_client, timed
+from load import Run, in_flight, loadavg
+from procs import Processes
+from servers import REPO, RunningHost, start_echo_http, start_host
+
+RESULTS = REPO / "bench-results" / "throughput.json"
+IN_FLIGHT = 16
+SESSIONS, PER_SESSION_IN_FLIGHT = 64, 4
+MIN_RATIO = 0.9
+
+
+async def _one_session(host: RunningHost, echo_url: str, era: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Leg t of one era: 16 in flight on one client, host and direct taking turns."""
+    runs = {"host": Run(), "direct": Run()}
+    async with AsyncExitStack() as stack:
+        visitor = await host.open_session()
+        ops: dict[str, Op] = {
+            "host": call_echo(await http_client(stack, visitor.mcp_url, era, visitor.token)),
+            "direct": call_echo(await http_client(stack, echo_url, era)),
+        }
+        for op in ops.values():
+            await timed(op, 20)
+            await in_flight([op] * IN_FLIGHT, IN_FLIGHT * 5)
+        for r in range(args.rounds):
+            order = ("host", "direct") if r % 2 == 0 else ("direct", "host")
+            for name in order:
+                runs[name].merge(await in_flight([ops[name]] * IN_FLIGHT, args.n))
+    host_s, direct_s = runs["host"].summary(), runs["direct"].summary()
+    ratio = host_s["calls_per_s"] / direct_s["calls_per_s"] if direct_s["calls_per_s"] else None
+    return {"host": host_s, "direct": direct_s, "host_over_direct": round(ratio, 3) if ratio else None}
+
+
+async def _many_sessions(host: RunningHost, era: str, per_session: int) -> dict[str, Any]:
+    """Leg s of one era: 64 sessions, one client each, 4 calls in flight per session."""
+    async with AsyncExitStack() as stack:
+        clients = []
+        for _ in range(SESSIONS):
+            visitor = await host.open_session()
+            clients.append(await http_client(stack, visitor.mcp_url, era, visitor.token))
+        for client in clients:  # warm: each client's first call fetches the tool's output schema
+            await call_echo(client)()
+        runs: list[Run] = []
+
+        async def session(op: Op) -> None:
+            runs.append(await in_flight([op] * PER_SESSION_IN_FLIGHT, per_session))
+
+        began = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(session, call_echo(client))
+        wall_s = time.perf_counter() - began
+    total = Run()
+    for run in runs:
+        total.merge(run)
+    total.wall_s = wall_s  # the sessions ran at the same time: one wall clock
+    return {"sessions": SESSIONS, "in_flight_per_session": PER_SESSION_IN_FLIGHT, **total.summary()}
+
+
+async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> dict[str, Any]:
+    plugins = make_plugins(workdir, count=1)
+    echo_url = await start_echo_http(procs, plugins.echo_server)
+    host = await start_host(procs, "host-throughput", plugins=plugins.one, data_dir=workdir / "d")
+    result: dict[str, Any] = {"t_one_session": {}, "s_many_sessions": {}}
+    for era in ERAS:
+        print(f"[bench] throughput: {IN_FLIGHT} in flight on one session, {era}")
+        result["t_one_session"][era] = await _one_session(host, echo_url, era, args)
+    for era in ERAS:
+        print(f"[bench] throughput: {SESSIONS} sessions x {PER_SESSION_IN_FLIGHT} in flight, {era}")
+        result["s_many_sessions"][era] = await _many_sessions(host, era, args.per_session)
+    return result
+
+
+def _targets(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    out = []
+    for era, leg in result["t_one_session"].items():
+        ratio = leg["host_over_direct"]
+        ok = ratio is not None and ratio >= MIN_RATIO and leg["host"]["errors"] == 0
+        name = f"{IN_FLIGHT} in flight, host/direct calls/s >= {MIN_RATIO} ({era})"
+        out.append(("PASS" if ok else "MISS", name, f"{ratio}"))
+    for era, leg in result["s_many_sessions"].items():
+        out.append(
+            (
+                "PASS" if leg["errors"] == 0 else "MISS",
+                f"{SESSIONS} sessions x {PER_SESSION_IN_FLIGHT}: no error ({era})",
+                f"{leg['errors']} of {leg['calls']}; p99 {leg['p99_ms']} ms",
+            )
+        )
+    return out
+
+
+def _print(result: dict[str, Any]) -> None:
+    print("[bench] throughput (tools/call echo, SDK client)")
+    print(f"  {'leg':<44} {'calls':>6} {'err':>4} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    rows = [
+        (f"t {era} {name} ({IN_FLIGHT} in flight, 1 session)", leg[name])
+        for era, leg in result["t_one_session"].items()
+        for name in ("host", "direct")
+    ]
+    many = result["s_many_sessions"]
+    rows += [(f"s {era} host ({SESSIONS} x {PER_SESSION_IN_FLIGHT})", leg) for era, leg in many.items()]
+    for title, s in rows:
+        latency = f"{s['median_ms']:>8.2f} {s['p99_ms']:>8.2f}" if s["median_ms"] is not None else "       -        -"
+        print(f"  {title:<44} {s['calls']:>6} {s['errors']:>4} {s['calls_per_s']:>8.1f} {latency}")
+    for status, name, value in result["targets"]:
+        print(f"  {status:<4}  {name}: {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench/throughput.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", type=int, default=500, help="calls per leg per round, leg t (default 500)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of leg t (default 3)")
+    p.add_argument("--per-session", type=int, default=16, help="calls per session, leg s (default 16)")
+    p.add_argument("--quick", action="store_true", help="n=200, 8 calls per session")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n, args.per_session = 200, 8
+    workdir = Path(tempfile.mkdtemp(prefix="mcpt-", dir="/tmp"))
+    procs = Processes(workdir)
+    began = time.perf_counter()
+    load_before = loadavg()
+    try:
+        result = anyio.run(bench, args, procs, workdir)
+    finally:
+        procs.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    result["targets"] = _targets(result)
+    result |= {
+        "config": {"n_per_round": args.n, "rounds": args.rounds, "per_session": args.per_session, "quick": args.quick},
+        "duration_s": round(time.perf_counter() - began, 1),
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+    }
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    _print(result)
+    load = f"loadavg {load_before} -> {result['loadavg_after']}"
+    print(f"[bench] {result['duration_s']} s, {load}; results in {RESULTS.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
