@@ -48,6 +48,19 @@ ensure_haproxy() {
   fi
 }
 
+ensure_chromium() {
+  # Debian's Chromium and its driver, for the console's browser tests (tests/owner_console):
+  # Selenium drives them; no browser is downloaded (CI has no internet but the registries).
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing chromium and chromium-driver with apt-get"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "[setup] chromium is missing: install it (Debian: sudo apt-get install chromium chromium-driver)" >&2
+    return 1
+  fi
+}
+
 ensure_conformance_suite() {
   # Optional: the conformance test skips (saying why) when Node is missing or the install fails.
   "$ROOT/scripts/install-conformance" || true

@@ -209,6 +209,8 @@ def test_the_context_holds_the_packages_and_builtins_and_no_development_state(tm
         "mcp_host_kit/__init__.py",
         "mcp_host_kit/README.md",
         "owner_facade/__init__.py",
+        "owner_console/__init__.py",
+        "owner_console/static/console.js",
         "capabilities/mail_send/manifest.yaml",
         "capabilities/mail_send/server.py",
         "capabilities/mail_send/server.pyc",
@@ -232,6 +234,8 @@ def test_the_context_holds_the_packages_and_builtins_and_no_development_state(tm
         "mcp_host/migrations/001.sql",
         "mcp_host_kit/README.md",
         "mcp_host_kit/__init__.py",
+        "owner_console/__init__.py",
+        "owner_console/static/console.js",
         "owner_facade/__init__.py",
         "pyproject.toml",
     ]
@@ -281,7 +285,7 @@ async def main():
     print(json.dumps({
         "imported_from": {
             name: getattr(importlib.util.find_spec(name), "origin", None)
-            for name in ("mcp_host", "mcp_host_kit", "owner_facade")
+            for name in ("mcp_host", "mcp_host_kit", "owner_facade", "owner_console")
         },
         "errors": [str(e) for e in report.errors],
         "tools": tools,

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 import mcp_host
+import owner_console
 import owner_facade
 from mcp_host.edge import REST_ERRORS
 from mcp_host.errors import (
@@ -174,7 +175,7 @@ def _modules(package: ModuleType) -> list[ModuleType]:
 def test_every_exception_class_of_the_host_roots_in_host_error() -> None:
     defined = {
         obj
-        for package in (mcp_host, owner_facade)
+        for package in (mcp_host, owner_facade, owner_console)
         for module in _modules(package)
         for obj in vars(module).values()
         if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__
@@ -197,7 +198,11 @@ def test_a_json_rpc_error_says_not_found_invalid_params_or_internal() -> None:
 
 # -- rules over the source -------------------------------------------------------------------------
 
-SOURCES = sorted([*Path(mcp_host.__file__).parent.rglob("*.py"), *Path(owner_facade.__file__).parent.rglob("*.py")])
+SOURCES = sorted(
+    path
+    for package in (mcp_host, owner_facade, owner_console)
+    for path in Path(str(package.__file__)).parent.rglob("*.py")
+)
 _JSONRPC_CODE = re.compile(r"-32[0-9]{3}\b")
 _PRIVATE_SDK = re.compile(r"^\s*(from|import)\s+mcp(_types)?(\.\w+)*\._\w+", re.MULTILINE)
 

@@ -6,10 +6,12 @@ import importlib
 import pkgutil
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 import mcp_host
+import owner_console
 import owner_facade
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(mcp_host.__path__, "mcp_host."))
@@ -42,10 +44,12 @@ def test_the_host_knows_no_business_word() -> None:
 
 
 FACADE_MODULES = sorted(m.name for m in pkgutil.walk_packages(owner_facade.__path__, "owner_facade."))
+# The owner's web console follows the owner facade's rules (it is another client of its door).
+CONSOLE_MODULES = sorted(m.name for m in pkgutil.walk_packages(owner_console.__path__, "owner_console."))
 _FROM_IMPORT = re.compile(r"^from (mcp_host(?:\.\w+)*) import \(?([^)]*?)\)?$", re.MULTILINE | re.DOTALL)
 
 
-@pytest.mark.parametrize("name", ["owner_facade", *FACADE_MODULES])
+@pytest.mark.parametrize("name", ["owner_facade", *FACADE_MODULES, "owner_console", *CONSOLE_MODULES])
 def test_facade_module_declares_an_all_whose_names_exist(name: str) -> None:
     module = importlib.import_module(name)
     public = getattr(module, "__all__", None)
@@ -53,8 +57,9 @@ def test_facade_module_declares_an_all_whose_names_exist(name: str) -> None:
     assert [n for n in public if not hasattr(module, n)] == []
 
 
-def test_the_owner_facade_imports_only_the_hosts_public_surface() -> None:
-    root = Path(owner_facade.__file__).parent
+@pytest.mark.parametrize("package", [owner_facade, owner_console], ids=lambda p: p.__name__)
+def test_the_owner_facade_imports_only_the_hosts_public_surface(package: ModuleType) -> None:
+    root = Path(str(package.__file__)).parent
     private = []
     for path in sorted(root.glob("*.py")):
         for module_name, names in _FROM_IMPORT.findall(path.read_text()):
@@ -64,8 +69,9 @@ def test_the_owner_facade_imports_only_the_hosts_public_surface() -> None:
     assert private == []
 
 
-def test_only_the_composition_root_imports_the_owner_facade() -> None:
+@pytest.mark.parametrize("package", ["owner_facade", "owner_console"])
+def test_only_the_composition_root_imports_the_owner_facade(package: str) -> None:
     root = Path(mcp_host.__file__).parent
-    pattern = re.compile(r"^\s*(from|import) owner_facade", re.MULTILINE)
+    pattern = re.compile(rf"^\s*(from|import) {package}\b", re.MULTILINE)
     importers = sorted(p.name for p in root.rglob("*.py") if pattern.search(p.read_text()))
     assert importers == ["wiring.py"]

@@ -158,6 +158,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
                 middleware=same_site,
             ),
             Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
+            # The owner's web console (owner_console): its own Host/Origin, session and CSRF checks.
+            Route("/owner{path:path}", _ToDoor(app, _console_door), methods=["GET", "POST"]),
             # A node's calls under a node grant (visitor/node.py); its own bearer, like the owner's.
             Route(NODE_PATH, _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
             Route(NODE_PATH + "/{capability}", _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
@@ -167,6 +169,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
         ]
     )
     return HostApp(app, drain, retry_after_s=settings.database.retry_after_s)
+
+
+def _console_door(doors: Doors) -> ASGIApp:
+    assert doors.console is not None  # wiring always builds it
+    return doors.console
 
 
 def _node_door(doors: Doors) -> ASGIApp:

@@ -13,6 +13,7 @@ the part that serves ops (`BackChannel`) is built later with the sockets and the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -91,6 +92,7 @@ from mcp_host.visitor import (
     security_settings,
 )
 from mcp_host.wire import MetaCaps
+from owner_console import SESSION_TTL, OwnerConsole, PostgresConsoleSessions
 from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginAdmin, build_owner_server
 
 from .host_file import listen_url
@@ -122,6 +124,8 @@ class Doors:
     turns: TurnsEndpoint
     node: NodeMCPEndpoint | None = None
     """`/v1/node/mcp`: what the owner lends to nodes (`visitor.node`)."""
+    console: OwnerConsole | None = None
+    """`/owner/`: the owner's web console, a browser's client of the owner door (`owner_console`)."""
 
 
 @dataclass(frozen=True)
@@ -640,9 +644,8 @@ async def wired(
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
-    owner_manager = _session_manager(
-        build_owner_server(_owner_door(settings, early, shared, catalogue, database, feed)), settings, rules
-    )
+    owner_door = _owner_door(settings, early, shared, catalogue, database, feed)
+    owner_manager = _session_manager(build_owner_server(owner_door), settings, rules)
     node_door = NodeDoor(
         early.plugins,
         shared.bindings,
@@ -659,6 +662,9 @@ async def wired(
         "node": _protocol_sessions(settings, node_manager, records),
     }
     doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"], protocol["node"])
+    # The web console: the same owner door (handlers, audit), its sessions in the database.
+    console = OwnerConsole(owner_door, shared.owners, PostgresConsoleSessions(database.pool, SESSION_TTL), rules)
+    doors = dataclasses.replace(doors, console=console)
     watch(
         early.metrics,
         pool=early.pool,

@@ -1,0 +1,105 @@
+// The owner console's one script (CSP: script-src 'self'; no inline script anywhere).
+// It keeps the holds page live: every few seconds, while the page is visible, it asks
+// /owner/holds.json for the pending holds and rebuilds the table. Every value is put in
+// with textContent or as an attribute value, never as markup, so a visitor's arguments
+// stay text whatever they hold.
+"use strict";
+
+(function () {
+  var POLL_MS = 2000;
+  var table = document.getElementById("holds");
+  if (!table) { return; }
+  var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
+  var body = table.querySelector("tbody");
+  var empty = document.getElementById("holds-empty");
+  var state = document.getElementById("holds-state");
+  var shown = "";
+
+  function cell(row, text, asCode) {
+    var td = document.createElement("td");
+    var inner = document.createElement(asCode ? "code" : "span");
+    inner.textContent = text == null ? "" : String(text);
+    td.appendChild(inner);
+    row.appendChild(td);
+    return td;
+  }
+
+  function hidden(form, name, value) {
+    var input = document.createElement("input");
+    input.type = "hidden";
+    input.name = name;
+    input.value = value;
+    form.appendChild(input);
+  }
+
+  function decide(hold) {
+    var form = document.createElement("form");
+    form.method = "post";
+    form.action = "/owner/holds/decide";
+    form.className = "inline";
+    hidden(form, "csrf", csrf);
+    hidden(form, "id", hold.id);
+    [["approve", "Approve", ""], ["deny", "Deny", "danger"]].forEach(function (b) {
+      var button = document.createElement("button");
+      button.type = "submit";
+      button.name = "decision";
+      button.value = b[0];
+      button.textContent = b[1];
+      if (b[2]) { button.className = b[2]; }
+      form.appendChild(button);
+      form.appendChild(document.createTextNode(" "));
+    });
+    return form;
+  }
+
+  function render(holds) {
+    var key = JSON.stringify(holds.map(function (h) { return h.id; }));
+    if (key === shown) { return; }
+    shown = key;
+    var rows = holds.map(function (h) {
+      var row = document.createElement("tr");
+      row.setAttribute("data-hold", h.id);
+      cell(row, h.id, true);
+      var tool = cell(row, h.tool, true);
+      tool.appendChild(document.createTextNode(" of "));
+      var capability = document.createElement("code");
+      capability.textContent = h.capability;
+      tool.appendChild(capability);
+      cell(row, h.session_id, true);
+      var args = document.createElement("td");
+      var pre = document.createElement("pre");
+      pre.className = "arguments";
+      pre.textContent = h.arguments_text;
+      args.appendChild(pre);
+      row.appendChild(args);
+      cell(row, h.expires, false);
+      var actions = document.createElement("td");
+      actions.appendChild(decide(h));
+      row.appendChild(actions);
+      return row;
+    });
+    body.replaceChildren.apply(body, rows);
+    empty.hidden = holds.length > 0;
+  }
+
+  function poll() {
+    if (document.visibilityState !== "visible") { return; }
+    fetch("/owner/holds.json", { headers: { "X-CSRF-Token": csrf }, credentials: "same-origin", cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 401) { window.location.assign("/owner/login"); return null; }
+        return r.ok ? r.json() : null;
+      })
+      .then(function (answer) {
+        if (!answer) { return; }
+        state.textContent = answer.error ? answer.error : "";
+        render(answer.holds || []);
+      })
+      .catch(function () { state.textContent = "The host did not answer; trying again."; });
+  }
+
+  shown = JSON.stringify(Array.prototype.map.call(body.querySelectorAll("tr[data-hold]"), function (r) {
+    return r.getAttribute("data-hold");
+  }));
+  setInterval(poll, POLL_MS);
+  document.addEventListener("visibilitychange", poll);
+})();

@@ -1,0 +1,140 @@
+"""The console over plain HTTP against a real host: sign-in, the cookie, CSRF and Origin
+refusals, sign-out, the headers, and changes landing in the owner door's audit."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.hosting import RunningHost, host_fixture
+from tests.owner_facade.test_door import owner_token
+
+pytestmark = pytest.mark.anyio
+
+
+async def _forget_cookies(host: RunningHost) -> None:
+    # The tests send the cookie themselves: the shared client must keep none between requests.
+    async def forget(response: httpx2.Response) -> None:
+        host.http.cookies.clear()
+
+    host.http.event_hooks["response"].append(forget)
+
+
+host = host_fixture(["echo"], ready=_forget_cookies)
+CSRF = re.compile(r'<meta name="csrf-token" content="([0-9a-f]{64})">')
+
+
+def _cookie(response: httpx2.Response) -> str:
+    value = response.headers["set-cookie"].split(";", 1)[0]
+    name, _, cookie = value.partition("=")
+    assert name == "mcp_host_console"
+    return cookie
+
+
+async def _signed_in(host: RunningHost) -> tuple[dict[str, str], str]:
+    """Headers carrying a fresh session's cookie, and its CSRF token (read from a page)."""
+    signed = await host.http.post(f"{host.url}/owner/login", data={"token": owner_token(host)})
+    headers = {"Cookie": f"mcp_host_console={_cookie(signed)}"}
+    page = await host.http.get(f"{host.url}/owner/access", headers=headers)
+    found = CSRF.search(page.text)
+    assert found is not None
+    return headers, found.group(1)
+
+
+async def test_sign_in_trades_the_owner_token_for_a_strict_cookie(host: RunningHost) -> None:
+    anonymous = await host.http.get(f"{host.url}/owner/")
+    wrong = await host.http.post(f"{host.url}/owner/login", data={"token": "not-the-token"})
+    right = await host.http.post(f"{host.url}/owner/login", data={"token": owner_token(host)})
+    headers = {"Cookie": f"mcp_host_console={_cookie(right)}"}
+    page = await host.http.get(f"{host.url}/owner/", headers=headers)
+    bare = await host.http.get(f"{host.url}/owner")
+
+    assert (anonymous.status_code, anonymous.headers["location"]) == (303, "/owner/login")
+    assert wrong.status_code == 401 and "That is not the owner token." in wrong.text
+    assert "set-cookie" not in wrong.headers
+    assert right.status_code == 303 and right.headers["location"] == "/owner/"
+    attributes = right.headers["set-cookie"].split("; ")[1:]
+    assert attributes == ["Path=/owner/", "Max-Age=43200", "HttpOnly", "SameSite=Strict"]  # plain http: no Secure
+    assert page.status_code == 200 and "test.echo" in page.text
+    assert page.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self';")
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["referrer-policy"] == "same-origin"
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert (bare.status_code, bare.headers["location"]) == (308, "/owner/")
+
+
+async def test_behind_a_trusted_tls_proxy_the_cookie_is_secure(host: RunningHost) -> None:
+    # uvicorn believes X-Forwarded-Proto from loopback (FORWARDED_ALLOW_IPS' default).
+    right = await host.http.post(
+        f"{host.url}/owner/login", data={"token": owner_token(host)}, headers={"X-Forwarded-Proto": "https"}
+    )
+    assert right.headers["set-cookie"].endswith("; HttpOnly; SameSite=Strict; Secure")
+
+
+async def test_a_change_needs_the_sessions_csrf_token_and_our_origin(host: RunningHost) -> None:
+    headers, csrf = await _signed_in(host)
+    other_headers, other_csrf = await _signed_in(host)
+    url = f"{host.url}/owner/codes/create"
+    missing = await host.http.post(url, headers=headers, data={"role": "public"})
+    another_sessions = await host.http.post(url, headers=headers, data={"role": "public", "csrf": other_csrf})
+    foreign = await host.http.post(
+        url, headers={**headers, "Origin": "http://evil.example"}, data={"role": "public", "csrf": csrf}
+    )
+    sibling = await host.http.post(
+        url, headers={**headers, "Sec-Fetch-Site": "same-site"}, data={"role": "public", "csrf": csrf}
+    )
+    misdirected = await host.http.get(f"{host.url}/owner/", headers={**headers, "Host": "evil.example"})
+    no_session = await host.http.post(url, data={"role": "public", "csrf": csrf})
+    codes_before = (await host.http.get(f"{host.url}/owner/access", headers=headers)).text.count("data-code=")
+    made = await host.http.post(url, headers=headers, data={"role": "public", "csrf": csrf})
+    by_header = await host.http.post(url, headers={**headers, "X-CSRF-Token": csrf}, data={"role": "public"})
+
+    assert [r.status_code for r in (missing, another_sessions, foreign, sibling, misdirected, no_session)] == [
+        403,
+        403,
+        403,
+        403,
+        421,
+        401,
+    ]
+    assert "did not come from this console" in missing.text
+    assert codes_before == 0
+    assert made.status_code == 200 and "shown this once" in made.text
+    assert re.search(r'<pre class="secret-text" id="secret-text">[A-Za-z0-9_-]{16,}</pre>', made.text)
+    assert by_header.status_code == 200
+    assert other_headers != headers
+
+
+async def test_sign_out_ends_the_session_everywhere(host: RunningHost, tmp_path: Path) -> None:
+    headers, csrf = await _signed_in(host)
+    out = await host.http.post(f"{host.url}/owner/logout", headers=headers, data={"csrf": csrf})
+    after = await host.http.get(f"{host.url}/owner/", headers=headers)
+    poll = await host.http.get(f"{host.url}/owner/holds.json", headers=headers)
+    assert out.status_code == 303 and out.headers["set-cookie"].startswith("mcp_host_console=; Path=/owner/; Max-Age=0")
+    assert (after.status_code, after.headers["location"]) == (303, "/owner/login")
+    assert poll.status_code == 401
+    rows = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.console_sessions")
+    assert rows == 0
+
+
+async def test_every_change_is_an_owner_tool_call_in_the_audit(host: RunningHost) -> None:
+    headers, csrf = await _signed_in(host)
+    made = await host.http.post(
+        f"{host.url}/owner/codes/create", headers=headers, data={"role": "public", "csrf": csrf}
+    )
+    code_id = re.search(r'data-code="(c_[0-9a-f]+)"', made.text)
+    assert code_id is not None
+    revoked = await host.http.post(
+        f"{host.url}/owner/codes/revoke", headers=headers, data={"code": code_id.group(1), "csrf": csrf}
+    )
+    bad = await host.http.post(
+        f"{host.url}/owner/codes/revoke", headers=headers, data={"code": "c_0000000000000000", "csrf": csrf}
+    )
+    audit = await host.http.get(f"{host.url}/owner/audit?tool=code&limit=50", headers=headers)
+    assert revoked.status_code == 303 and revoked.headers["location"] == "/owner/access?done=revoked"
+    assert bad.status_code == 400 and "(unknown)" in bad.text
+    outcomes = re.findall(r"<code>(code_\w+)</code></td><td class=\"outcome outcome-(\w+)\"", audit.text)
+    assert outcomes == [("code_revoke", "unknown"), ("code_revoke", "ok"), ("code_create", "ok")]

@@ -1,0 +1,97 @@
+"""What the console's pages show, made from owner tool answers: the diff, the config form."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inline_snapshot import snapshot
+
+from owner_console.views import (
+    DiffRow,
+    audit_filtered,
+    config_fields,
+    config_values,
+    connect_values,
+    field_errors,
+    side_by_side,
+)
+
+DECLARED: list[dict[str, Any]] = [
+    {"key": "limit", "type": "int", "default": 3, "description": "How many."},
+    {"key": "tags", "type": "string_list", "default": []},
+    {"key": "on", "type": "bool", "default": False},
+    {"key": "password", "type": "string", "secret": True, "required": True},
+]
+
+
+def test_a_changed_definition_is_shown_side_by_side_line_by_line() -> None:
+    approved = {"name": "wipe", "description": "Wipe a thing."}
+    live = {"name": "wipe", "description": "Wipe <b>everything</b>.", "annotations": {"destructiveHint": True}}
+    assert side_by_side(approved, live) == snapshot(
+        [
+            DiffRow(left="{", right="{", kind="same"),
+            DiffRow(left="", right='  "annotations": {', kind="added"),
+            DiffRow(left="", right='    "destructiveHint": true', kind="added"),
+            DiffRow(left="", right="  },", kind="added"),
+            DiffRow(
+                left='  "description": "Wipe a thing.",',
+                right='  "description": "Wipe <b>everything</b>.",',
+                kind="changed",
+            ),
+            DiffRow(left='  "name": "wipe"', right='  "name": "wipe"', kind="same"),
+            DiffRow(left="}", right="}", kind="same"),
+        ]
+    )
+
+
+def test_a_new_tool_is_all_added() -> None:
+    rows = side_by_side(None, {"name": "t"})
+    assert [r.kind for r in rows] == ["added"] * 3
+    assert [r.left for r in rows] == ["", "", ""]
+
+
+def test_the_config_form_shows_values_as_typed_and_never_a_secret() -> None:
+    values = {"limit": 5, "tags": ["a", "b"], "on": True, "password": "set"}
+    fields = config_fields(DECLARED, values, {"limit": "limit: must be an integer"})
+    assert [(f.key, f.shown, f.error) for f in fields] == [
+        ("limit", "5", "limit: must be an integer"),
+        ("tags", "a\nb", None),
+        ("on", "true", None),
+        ("password", "", None),
+    ]
+    assert fields[3].secret and fields[3].required and fields[0].default == 3
+
+
+def test_a_submitted_config_form_means_typed_values_resets_and_a_kept_secret() -> None:
+    form = {"limit": " 7 ", "tags": "a\n\n b \n", "on": "false", "password": ""}
+    assert config_values(DECLARED, form) == {"limit": 7, "tags": ["a", "b"], "on": False}
+    assert config_values(DECLARED, {"limit": "", "password": "hunter2"}) == {"limit": None, "password": "hunter2"}
+    # Text that does not parse goes to the host as it is: its own check words the refusal.
+    assert config_values(DECLARED, {"limit": "seven", "on": "maybe"}) == {"limit": "seven", "on": "maybe"}
+
+
+def test_a_connect_form_leaves_out_empty_fields() -> None:
+    declared: list[dict[str, Any]] = [
+        {"key": "url", "type": "string"},
+        {"key": "port", "type": "int"},
+        {"key": "password", "secret": True},
+    ]
+    assert connect_values(declared, {"url": "https://x", "port": "587", "password": ""}) == {
+        "url": "https://x",
+        "port": 587,
+    }
+
+
+def test_a_refusal_is_placed_by_the_field_it_names() -> None:
+    assert field_errors("limit: must be an integer (type int), got 'x'", ["limit"]) == {
+        "limit": "limit: must be an integer (type int), got 'x'"
+    }
+    assert field_errors("tags.2: must be a string, got 3", ["tags"]) == {"tags": "tags.2: must be a string, got 3"}
+    assert field_errors("scope_id: no role 'r'", ["limit"]) == {"": "scope_id: no role 'r'"}
+
+
+def test_the_audit_filters_match_tool_and_outcome_text() -> None:
+    rows = [{"tool": "hold_decide", "outcome": "ok"}, {"tool": "code_create", "outcome": "invalid_arguments"}]
+    assert audit_filtered(rows, "hold", "") == [rows[0]]
+    assert audit_filtered(rows, "", "INVALID") == [rows[1]]
+    assert audit_filtered(rows, " ", "") == rows
