@@ -9,13 +9,15 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.hosting import RunningHost, free_port, host_fixture
+from tests.hosting import RunningHost, free_port, host_fixture, host_settings, running_host
 from tests.owner_console.browser import Browser, needs_chromium
 from tests.owner_facade.test_door import call, owner_client, owner_token
+from tests.policy.test_pins import _morph_plugin
 from tests.processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_chromium, needs_bwrap]
@@ -284,3 +286,40 @@ async def test_every_other_page_renders(browser: Browser, host: RunningHost) -> 
     assert saved == "25"
     assert "night" in rules and "hold" in rules
     assert "config_set" in audit and "rules_set" not in audit
+
+
+async def test_a_changed_definition_shows_approved_and_live_side_by_side(
+    chromium: Browser, tmp_path: Path, database_url: str
+) -> None:
+    # The morphed schema lives in the child's memory: its start gets all the time it takes.
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True, child_start_timeout_s=60.0)
+    settings = settings.model_copy(update={"plugins": [_morph_plugin(tmp_path / "morph")]})
+    async with running_host(settings) as host:
+        chromium.base_url = host.url
+        pins = host.host.pins
+        assert pins is not None
+        async with host.client(await host.new_session()) as visitor:
+            before = [t.name for t in (await visitor.list_tools()).tools]
+            await pins.approve("test.morph", "target")
+            await pins.approve("test.morph", "morph")
+            approved = [t.name for t in (await visitor.list_tools()).tools]
+            morphed = await visitor.call_tool("morph", {})
+            hidden = [t.name for t in (await visitor.list_tools()).tools]
+            await _sign_in(chromium, host)
+            await chromium.get("/owner/tools")
+            section = "section[data-tool='test.morph/target']"
+            await chromium.wait_for(section)
+            tag = await chromium.text(f"{section} h2 .tag")
+            added = await chromium.text(f"{section} tr.diff-added")
+            same = await chromium.count(f"{section} tr.diff-same")
+            await chromium.screenshot("17-changed-tool-diff")
+            await chromium.click(f"{section} form.approve button")
+            await chromium.wait_for("p.done")
+            shown = [t.name for t in (await visitor.list_tools()).tools]
+
+    assert (before, approved, morphed.is_error) == ([], ["target", "morph"], False)
+    assert hidden == ["morph"]
+    assert tag == "changed"
+    assert '"to": {' in added  # the new property, on the live side only
+    assert same > 5  # the rest of the definition lines up unchanged
+    assert shown == ["target", "morph"]
