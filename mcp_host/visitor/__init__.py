@@ -12,6 +12,7 @@ from .input_rounds import InputRounds
 from .node import NODE_PATH, REQUEST_ID_KEY, NodeDoor, NodeMCPEndpoint, build_node_server
 from .owner_review import OwnerReview
 from .server import build_visitor_server
+from .tool_search import ToolSearch
 
 __all__ = [
     "NODE_PATH",
@@ -24,6 +25,7 @@ __all__ = [
     "NodeMCPEndpoint",
     "OwnerReview",
     "SessionsEndpoint",
+    "ToolSearch",
     "TurnsEndpoint",
     "VisitorDoor",
     "VisitorMCPEndpoint",

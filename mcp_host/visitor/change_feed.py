@@ -183,6 +183,18 @@ class ChangeFeed:
             for connection_id, server_session in list(listeners.connections.items()):
                 self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
 
+    def tell_session(self, session_id: str) -> None:
+        """Only this session's tool list changed (its tool search working set grew): told to
+        its listeners on this replica, as a child's change would be."""
+        listeners = self._by_session.get(session_id)
+        if listeners is None or listeners.session.credential_revoked:
+            return
+        event = ToolsListChanged()
+        for deliver in list(listeners.streams):
+            deliver(event)
+        for connection_id, server_session in list(listeners.connections.items()):
+            self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
+
     def announce(self, plugin_id: str) -> None:
         """A plugin was added, or is about to be removed (call it first: it tells the sessions
         that see the plugin now): its tools, prompts and resources lists changed for them."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -64,6 +64,7 @@ from mcp_host_kit.contract import QUOTA_KEY
 
 from .bindings import Bindings
 from .listings import Listings, Surface
+from .tool_search import HOST_TOOLS, ToolSearch
 
 __all__ = ["Called", "VisitorDoor", "VisitorList"]
 # A quota that could not be read: the capability is treated as having nothing left (fail closed).
@@ -132,8 +133,10 @@ class VisitorDoor:
         listings: Listings | None = None,
         metrics: HostMetrics | None = None,
         rules: RuleGate | None = None,
+        search: ToolSearch | None = None,
     ) -> None:
         """`holds`: where calls to destructive tools wait for the owner; None holds nothing.
+        `search`: tool search for sessions that see many tools; None lists every tool.
         `rules`: the owner's rules, which decide each call first (and hold through their own
         holds); None: today's default alone.
         `turns`: where receipts of completed calls go; None records none. `metrics`: where each
@@ -151,6 +154,7 @@ class VisitorDoor:
         self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
         self._metrics = metrics
         self._rules = rules
+        self._search = search
 
     def visible(self, session: Session) -> list[Plugin]:
         """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
@@ -199,11 +203,20 @@ class VisitorDoor:
         return self._call_timeout_s
 
     async def list_tools(self, session: Session) -> VisitorList:
+        """The session's tools: every one it may call, or, above the owner's tool search
+        threshold, its working set and the host's `find_tools` and `call_tool` (`tool_search`)."""
+        listed = await self.visible_tools(session)
+        if self._search is None:
+            return listed
+        return replace(listed, tools=await self._search.shown(session, listed.tools))
+
+    async def visible_tools(self, session: Session, *, fresh: bool = True) -> VisitorList:
+        """Every tool the session may call: listed now (`fresh`), or from the last real lists."""
         reachable = await self.reachable(session)
         states = await self._quota_states(session, reachable)
         used_up = {pid for pid, state in states.items() if state.remaining <= 0}
         listed = [p for p in reachable if p.manifest.id not in used_up or self._quota_tools(p)]
-        toolset = await self._bindings.assemble(listed, fresh=True, session_id=session.id)
+        toolset = await self._bindings.assemble(listed, fresh=fresh, session_id=session.id)
         hidden = set(await self._requirements.hidden_tools(session.owner_id, listed))
         for plugin in listed:
             if plugin.manifest.id in used_up:  # only the tools that use the quota up leave
@@ -326,6 +339,13 @@ class VisitorDoor:
         called: Called,
         offered: Callable[[types.Tool], bool] | None,
     ) -> types.CallToolResult:
+        if self._search is not None and name in HOST_TOOLS:  # tool search's find_tools and call_tool
+            tools = (await self.visible_tools(session, fresh=False)).tools
+            searched = await self._search.answer(session, tools, name, arguments, offered)
+            if isinstance(searched, types.CallToolResult):
+                return searched
+            if searched is not None:  # call_tool: its inner call passes every gate below
+                name, arguments = searched
         kept = visitor_meta(meta, self._meta_caps)
         plugin, tool = await self.admit(session, name, arguments, called, offered)
         child = self._child_of(plugin, session.id)  # a per-session plugin: this session's own instance
