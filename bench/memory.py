@@ -184,8 +184,11 @@ async def _visitor_sessions(
         else:
             outcomes["ok"] += 1
             tools_seen[tools] += 1
-        if sum(outcomes.values()) % 1000 == 0:
+        done = sum(outcomes.values())
+        if done % 1000 == 0:
             marks.append(time.perf_counter())
+            if count > 1000:
+                print(f"[bench] memory: {done} sessions, host RSS {rss_mib(pid)} MiB")
 
     await _pool(min(50, count), concurrency, one)  # warm-up: first-use allocations, not per session
     warm = len(opened)

@@ -39,6 +39,7 @@ MIN_RATIO = 0.9
 async def _one_session(host: RunningHost, echo_url: str, era: str, args: argparse.Namespace) -> dict[str, Any]:
     """Leg t of one era: 16 in flight on one client, host and direct taking turns."""
     runs = {"host": Run(), "direct": Run()}
+    per_round: list[dict[str, float]] = []
     async with AsyncExitStack() as stack:
         visitor = await host.open_session()
         ops: dict[str, Op] = {
@@ -50,11 +51,20 @@ async def _one_session(host: RunningHost, echo_url: str, era: str, args: argpars
             await in_flight([op] * IN_FLIGHT, IN_FLIGHT * 5)
         for r in range(args.rounds):
             order = ("host", "direct") if r % 2 == 0 else ("direct", "host")
+            rates: dict[str, float] = {}
             for name in order:
-                runs[name].merge(await in_flight([ops[name]] * IN_FLIGHT, args.n))
+                run = await in_flight([ops[name]] * IN_FLIGHT, args.n)
+                rates[name] = round(run.calls_per_s, 1)
+                runs[name].merge(run)
+            per_round.append({**rates, "ratio": round(rates["host"] / rates["direct"], 3)})
     host_s, direct_s = runs["host"].summary(), runs["direct"].summary()
     ratio = host_s["calls_per_s"] / direct_s["calls_per_s"] if direct_s["calls_per_s"] else None
-    return {"host": host_s, "direct": direct_s, "host_over_direct": round(ratio, 3) if ratio else None}
+    return {
+        "host": host_s,
+        "direct": direct_s,
+        "host_over_direct": round(ratio, 3) if ratio else None,
+        "rounds_calls_per_s": per_round,
+    }
 
 
 async def _many_sessions(host: RunningHost, era: str, per_session: int) -> dict[str, Any]:
@@ -128,6 +138,8 @@ def _print(result: dict[str, Any]) -> None:
     for title, s in rows:
         latency = f"{s['median_ms']:>8.2f} {s['p99_ms']:>8.2f}" if s["median_ms"] is not None else "       -        -"
         print(f"  {title:<44} {s['calls']:>6} {s['errors']:>4} {s['calls_per_s']:>8.1f} {latency}")
+    for era, leg in result["t_one_session"].items():
+        print(f"  t {era} host/direct per round: {' / '.join(str(r['ratio']) for r in leg['rounds_calls_per_s'])}")
     for status, name, value in result["targets"]:
         print(f"  {status:<4}  {name}: {value}")
 
