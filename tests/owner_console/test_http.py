@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
-from tests.hosting import RunningHost, host_fixture
-from tests.owner_facade.test_door import owner_token
+from tests.hosting import BUILTINS, RunningHost, host_fixture, host_settings, running_host
+from tests.owner_facade.test_door import call, owner_client, owner_token
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +140,36 @@ async def test_every_change_is_an_owner_tool_call_in_the_audit(host: RunningHost
     assert bad.status_code == 400 and "(unknown)" in bad.text
     outcomes = re.findall(r"<code>(code_\w+)</code></td><td class=\"outcome outcome-(\w+)\"", audit.text)
     assert outcomes == [("code_revoke", "unknown"), ("code_revoke", "ok"), ("code_create", "ok")]
+
+
+@needs_bwrap
+async def test_a_connectors_secret_setting_is_never_echoed_back(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)
+    async with running_host(settings) as running:
+        await _forget_cookies(running)
+        headers, csrf = await _signed_in(running)
+        url = f"{running.url}/owner/connectors"
+        page = await running.http.get(url, headers=headers)
+        secret = "hunter2-never-shown"
+        form = {"csrf": csrf, "connector": "smtp", "host": "127.0.0.1", "port": "1", "password": secret}
+        connected = await running.http.post(f"{url}/connect", headers=headers, data=form)
+        again = await running.http.get(url, headers=headers)
+        _, connections = await _owner_call(running, "connectors_list")
+        disconnected = await running.http.post(
+            f"{url}/disconnect", headers=headers, data={"csrf": csrf, "category": "mail"}
+        )
+
+    assert '<input type="password" id="smtp-password" name="password" autocomplete="new-password">' in page.text
+    assert connected.status_code == 200 and "Connected <code>smtp</code>" in connected.text
+    assert secret not in connected.text and secret not in again.text
+    assert "secrets set: <code>password</code>" in again.text
+    assert '<input type="password" id="smtp-password" name="password" autocomplete="new-password">' in again.text
+    [smtp] = [c for c in connections["connectors"] if c["id"] == "smtp"]
+    assert smtp["connection"]["settings"] == {"host": "127.0.0.1", "port": 1}
+    assert smtp["connection"]["secrets_set"] == ["password"]
+    assert disconnected.status_code == 303 and disconnected.headers["location"] == "/owner/connectors?done=disconnected"
+
+
+async def _owner_call(running: RunningHost, name: str) -> tuple[bool, dict[str, Any]]:
+    async with owner_client(running) as owner:
+        return await call(owner, name)
