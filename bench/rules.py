@@ -4,10 +4,12 @@ Legs, each `--runs` calls, median and p90 in milliseconds:
 - `evaluate_20`: the 20 rules below (none matches, so all 20 run; one searches the arguments as
   JSON, one reads the counts) over one call's variables, built per call (`now` included), as
   `RuleGate.admit` does after its read; compiled once, as at `rules_set`. The target applies here.
-- `gate_no_rules`, `gate_20`, `gate_20_counting`: `RuleGate.admit` on PostgreSQL, which adds the
-  per-call read of the rule set's version and the owner's timezone (no rules; 20 rules without
-  `recent`; the same 20 with the counting rule: the subject's lock, its counts and the record of
-  the call, one transaction).
+- `gate_no_rules`, `gate_20`, `gate_20_counting`: `RuleGate.admit` on PostgreSQL with the gate
+  listening for the rules' change notices, as a host runs it (the rule set's version and the
+  owner's timezone from memory; no rules; 20 rules without `recent`; the same 20 with the
+  counting rule: the subject's lock, its counts and the record of the call, one transaction).
+- `gate_no_rules_read`: no rules, the gate not listening (as in an outage of its channel): the
+  version and timezone read per call.
 An embedded PostgreSQL of its own unless `--database-url` names a server. Prints the report and
 PASS/MISS; writes bench-results/rules.json.
 """
@@ -126,14 +128,19 @@ async def _gate_legs(dsn: str, runs: int, data_dir: Path) -> dict[str, Any]:
         session = _session().model_copy(update={"owner_id": owner.id})
         facts = visitor_call(session, "notes", tool, ARGUMENTS)
         report: dict[str, Any] = {}
-        for label, rules in (
-            ("gate_no_rules", []),
-            ("gate_20", [*RULES, RULES[0]]),
-            ("gate_20_counting", [*RULES, COUNTING]),
-        ):
-            await gate.set(owner.id, rules)
-            await gate.admit(facts)  # compiled and cached
-            report[label] = await _timed_async(lambda: gate.admit(facts), runs)
+        async with anyio.create_task_group() as tg:
+            await tg.start(gate.listen)
+            for label, rules in (
+                ("gate_no_rules", []),
+                ("gate_20", [*RULES, RULES[0]]),
+                ("gate_20_counting", [*RULES, COUNTING]),
+            ):
+                await gate.set(owner.id, rules)
+                await gate.admit(facts)  # compiled and cached
+                report[label] = await _timed_async(lambda: gate.admit(facts), runs)
+            gate.stop_listening()
+        await gate.set(owner.id, [])
+        report["gate_no_rules_read"] = await _timed_async(lambda: gate.admit(facts), runs)
         report["counted_rows"] = await database.pool.fetchval("SELECT count(*) FROM mcp_host.rule_calls")
         return report
 

@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from . import pages
 from .render import Asker, Templates, Visit
-from .views import config_values, connect_values, field_errors
+from .views import changed_values, config_values, connect_values, field_errors
 
 __all__ = ["ACTIONS", "DONE", "Action"]
 
@@ -147,6 +147,8 @@ async def set_config(ask: Asker, t: Templates, v: Visit) -> Response:
     entry = next((c for c in listed.data.get("capabilities", []) if c.get("id") == capability), None)
     declared = entry.get("config", {}).get(scope, []) if entry is not None else []
     values = config_values(declared, f)
+    read = await ask(v.owner_id, "config_get", capability=capability, scope=scope, scope_id=scope_id or None)
+    values = changed_values(values, read.data.get("values", {}))
     reply = await ask(
         v.owner_id, "config_set", capability=capability, scope=scope, scope_id=scope_id or None, values=values
     )

@@ -22,6 +22,7 @@ __all__ = [
     "FormField",
     "audit_filtered",
     "config_fields",
+    "changed_values",
     "config_values",
     "connect_values",
     "field_errors",
@@ -194,6 +195,13 @@ def config_values(declared: Sequence[Mapping[str, Any]], form: Mapping[str, str]
             continue
         values[key] = _value(kind, raw)
     return values
+
+
+def changed_values(values: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """Of a submitted form's `values`, those that differ from the scope's values as read
+    (`config_get`, defaults included): a field left as shown writes nothing, so saving a form
+    never turns a default into a stored value."""
+    return {key: value for key, value in values.items() if key not in current or current[key] != value}
 
 
 def field_errors(message: str, keys: Iterable[str]) -> dict[str, str]:

@@ -95,8 +95,11 @@ class Owner(BaseModel):
 class OwnerStore:
     """Owners and owner tokens in Postgres."""
 
-    def __init__(self, pool: PgPool) -> None:
+    def __init__(self, pool: PgPool, *, on_profile_set: Callable[[str], None] | None = None) -> None:
+        """`on_profile_set(owner_id)`: after each profile write here (the rules' cached timezone
+        is dropped at once on this replica, `store.RuleStore.forget`)."""
         self._pool = pool
+        self._on_profile_set = on_profile_set
 
     async def ensure_single_owner(self) -> Owner:
         """The install's one owner, created on first call; safe when replicas start at once.
@@ -171,11 +174,15 @@ class OwnerStore:
         else:
             # Column names come from PROFILE_FIELDS only (check_profile refused any other key).
             assignments = ", ".join(f"{field} = ${n}" for n, field in enumerate(checked, start=2))
-            owner_row = await self._pool.fetchrow(
-                f"UPDATE mcp_host.owners SET {assignments} WHERE id = $1 RETURNING {_OWNER_COLUMNS}",
-                owner_id,
-                *checked.values(),
-            )
+            try:
+                owner_row = await self._pool.fetchrow(
+                    f"UPDATE mcp_host.owners SET {assignments} WHERE id = $1 RETURNING {_OWNER_COLUMNS}",
+                    owner_id,
+                    *checked.values(),
+                )
+            finally:
+                if self._on_profile_set is not None:
+                    self._on_profile_set(owner_id)
             owner = None if owner_row is None else _owner_from_row(owner_row)
         if owner is None:
             raise OwnerError(f"no owner {owner_id!r}")

@@ -396,7 +396,8 @@ async def _shared(
     """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
     built once; once the pins are loaded, every capability's tools are listed for the owner's
     review (pinning on) and the prestarted children's lists vetted, in the background."""
-    owners = OwnerStore(database.pool)
+    rule_store = RuleStore(database.pool)
+    owners = OwnerStore(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
     # Tool pinning: a child's tool whose definition the owner has not approved stays hidden.
     pins = Pins(database.pool) if settings.policy.pin_tools else None
@@ -431,7 +432,7 @@ async def _shared(
     )
     holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
     audit = AuditLog(database.pool)
-    rules = RuleGate(RuleStore(database.pool), holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
+    rules = RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
     return _Shared(
         owners=owners,
         owner_id=owner.id,
@@ -682,6 +683,8 @@ async def wired(
             # fails leaves none running into the pool's close (`open_database` closes it next).
             await fleet.register()
             await background.start(fleet.run, feed.publish_remote)
+            await background.start(shared.rules.listen)  # rule states cached while their notices are heard
+            await background.start(shared.turns.run)  # receipts written in batches, off the call's path
             for protocol_sessions in protocol.values():
                 background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
             yield Host(
@@ -712,4 +715,6 @@ async def wired(
             rounds.close()  # calls parked between input rounds end with the host
             for protocol_sessions in protocol.values():
                 protocol_sessions.stop_keeping()  # before the database closes, not after
+            shared.rules.stop_listening()
+            await shared.turns.stop()  # the receipts still queued are written before the pool closes
             await fleet.stop()

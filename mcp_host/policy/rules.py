@@ -12,8 +12,11 @@ README "Dependencies and why").
 
 Checked when set: every `when` must compile against the variables below and give a bool; a
 rule that does not is refused, naming its position (1-based) and the compiler's reason. A
-rule set is compiled once per version and replica; each call reads the version (one indexed
-row, with the owner's timezone), so a set is seen by the next call on every replica.
+rule set is compiled once per version and replica; each call asks the store for the version
+(with the owner's timezone): from memory while the store hears the rules' change notices
+(`listen`, started with the host), read otherwise. A set is seen by the next call on this
+replica, and on the others once its notice arrives. An owner with no rules pays neither CEL nor
+the clock: today's default decides.
 
 The variables a condition reads: `capability` and `tool` (strings), `annotations` (the tool's
 live MCP annotations, `destructiveHint` …; empty for an owner tool), `arguments` (the call's),
@@ -49,6 +52,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import anyio
 import mcp.types as types
 from cel_expr_python import cel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -353,6 +357,14 @@ class RuleGate:
         self._hold_destructive = hold_destructive
         self._sets: dict[str, _RuleSet] = {}
 
+    async def listen(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hear the rules' change notices until `stop_listening` (`store.RuleStore.listen`): the
+        rule-set version and timezone are read per call only while this is not listening."""
+        await self._store.listen(task_status=task_status)
+
+    def stop_listening(self) -> None:
+        self._store.stop()
+
     async def get(self, owner_id: str) -> tuple[int, list[Rule]]:
         """The owner's rules as set, and their version (0: never set)."""
         version, rules = await self._store.load(owner_id)
@@ -386,6 +398,10 @@ class RuleGate:
         ruleset = await self._current(facts.owner_id, state.version)
         if ruleset.broken:
             raise Denied(_REFUSED)
+        if not ruleset.rules and not ruleset.counts:  # no rules: today's default, no CEL, no clock
+            if self._default_holds(facts):
+                await self._hold(facts)
+            return
         data: dict[str, Any] = {
             "capability": facts.capability,
             "tool": facts.tool,
@@ -430,6 +446,10 @@ class RuleGate:
                     "%s call %s/%s held by rule %s", facts.kind, facts.capability, facts.tool[:80], verdict.position
                 )
             return verdict.effect == "hold"
+        return self._default_holds(facts)
+
+    def _default_holds(self, facts: CallFacts) -> bool:
+        """Today's default, when no rule matched: a visitor's (or node's) call to a destructive tool is held."""
         return facts.kind in ("visitor", "node") and facts.destructive and self._hold_destructive
 
     async def _hold(self, facts: CallFacts) -> None:

@@ -9,25 +9,42 @@ A session's turns are numbered 1, 2, …; a receipt goes into the session's late
 open yet: nothing is recorded). `judge` flags an answer that uses a gated phrase of a
 capability when the turn has no successful receipt of that gate's tool from that capability:
 a receipt of an earlier turn, of a failed call, or of another capability does not count.
+
+`PostgresTurns` keeps receipts off the call's path: `record` only queues one, and one writer
+per host (`run`, started and stopped with the host) writes whatever accumulated in `LINGER_S`
+after the first as one INSERT over `unnest`, each receipt into its session's latest turn at
+that moment (so a session's calls one after another cost one statement per batch, not each). So that this is the
+turn that was latest when the call completed, `open_turn`, `receipts`, `answer` and
+`transcript` first wait until that session's queued receipts on this replica are written (the
+claim gate stays exact). `stop` writes what is left. A batch the database does not take (an
+outage) is dropped with one log line, as a failed write was; one refused for another reason is
+written receipt by receipt, so one bad row (a session ended meanwhile) costs only itself. At
+`MAX_PENDING` queued receipts, `record` waits for a write (back-pressure, nothing dropped).
+Without a running writer (tests, a stopped host), `record` writes at once.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import anyio
 import mcp.types as types
 
 from mcp_host.errors import UnknownTool
 from mcp_host.plugins import ClaimGate
+from mcp_host.store import is_connection_failure
 
 if TYPE_CHECKING:
     from mcp_host.store import PgPool
 
 __all__ = [
+    "MAX_PENDING",
     "MemoryTurns",
     "PostgresTurns",
     "Receipt",
@@ -40,8 +57,26 @@ __all__ = [
     "receipt_ok",
 ]
 
+logger = logging.getLogger(__name__)
+
 # Opening a turn takes this per-session lock: concurrent opens get consecutive numbers.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('mcp_host.turns:' || $1, 0))"
+
+# Each receipt into its session's latest turn (none: not recorded), in the order recorded.
+_RECORD = """
+INSERT INTO mcp_host.receipts (session_id, n, capability, tool, ok)
+SELECT p.session_id, t.n, p.capability, p.tool, p.ok
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) WITH ORDINALITY AS p (session_id, capability, tool, ok, i)
+CROSS JOIN LATERAL (SELECT max(n) AS n FROM mcp_host.turns WHERE turns.session_id = p.session_id) AS t
+WHERE t.n IS NOT NULL
+ORDER BY p.i
+"""
+
+MAX_PENDING = 10_000
+"""Queued receipts at which `record` waits for a write."""
+LINGER_S = 0.05
+"""How long the writer lets receipts accumulate after the first before it writes them."""
+_WRITE_TIMEOUT_S = 10.0
 
 
 class UnknownTurn(UnknownTool):
@@ -211,11 +246,55 @@ class MemoryTurns:
         ]
 
 
+@dataclass(frozen=True)
+class _Queued:
+    session_id: str
+    capability: str
+    tool: str
+    ok: bool
+
+
 class PostgresTurns:
-    def __init__(self, pool: PgPool) -> None:
+    """Turns and receipts in PostgreSQL; receipts queued and written in batches (module doc)."""
+
+    def __init__(self, pool: PgPool, *, max_pending: int = MAX_PENDING, linger_s: float = LINGER_S) -> None:
         self._pool = pool
+        self._max_pending = max_pending
+        self._linger_s = linger_s
+        self._queue: list[_Queued] = []
+        self._queued: Counter[str] = Counter()
+        """Receipts per session in `_queue`."""
+        self._writing: frozenset[str] = frozenset()
+        """The sessions of the batch being written."""
+        self._lock = anyio.Lock()  # one batch at a time, in the order taken
+        self._wake = anyio.Event()
+        self._running = False
+        self._scope = anyio.CancelScope()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Write queued receipts until `stop`: whatever accumulated in `linger_s` after the
+        first (or while the last batch was written) goes as one batch. For `TaskGroup.start`."""
+        with self._scope:
+            self._running = True
+            task_status.started()
+            try:
+                while True:
+                    await self._wake.wait()
+                    await anyio.sleep(self._linger_s)
+                    self._wake = anyio.Event()
+                    await self._write()
+            finally:
+                self._running = False
+
+    async def stop(self) -> None:
+        """No more batches: the receipts still queued are written now, and later ones at once."""
+        self._running = False
+        self._scope.cancel()
+        with anyio.CancelScope(shield=True):  # bounded: each batch by `_WRITE_TIMEOUT_S`
+            await self._write()
 
     async def open_turn(self, session_id: str, message: str) -> int:
+        await self._flush(session_id)  # a call completed before this turn belongs to the last one
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_LOCK, session_id)
             n = await conn.fetchval(
@@ -228,16 +307,57 @@ class PostgresTurns:
         return int(n)
 
     async def record(self, session_id: str, capability: str, tool: str, ok: bool) -> None:
-        await self._pool.execute(
-            "INSERT INTO mcp_host.receipts (session_id, n, capability, tool, ok)"
-            " SELECT $1, max(n), $2, $3, $4 FROM mcp_host.turns WHERE session_id = $1 HAVING max(n) IS NOT NULL",
-            session_id,
-            capability,
-            tool,
-            ok,
-        )
+        """Queue the receipt for the writer; written at once when none runs, and waited for
+        when `max_pending` are queued."""
+        self._queue.append(_Queued(session_id, capability, tool, ok))
+        self._queued[session_id] += 1
+        if not self._running or len(self._queue) >= self._max_pending:
+            await self._write()
+        else:
+            self._wake.set()
+
+    async def _flush(self, session_id: str) -> None:
+        """Return once the session's receipts queued on this replica so far are written (or dropped)."""
+        if self._queued[session_id] or session_id in self._writing:
+            await self._write()
+
+    async def _write(self) -> None:
+        """Write every queued receipt as one batch (after the batch being written, if any)."""
+        async with self._lock:
+            if not self._queue:
+                return
+            batch, self._queue = self._queue, []
+            self._queued.clear()
+            self._writing = frozenset(q.session_id for q in batch)
+            try:
+                # A cancelled writer or caller must not lose a batch it took.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_WRITE_TIMEOUT_S) as late:
+                    await self._insert(batch)
+                if late.cancelled_caught:
+                    logger.warning("%d receipts were not recorded: the database did not answer in time", len(batch))
+            finally:
+                self._writing = frozenset()
+
+    async def _insert(self, batch: Sequence[_Queued]) -> None:
+        try:
+            await self._pool.execute(_RECORD, *_columns(batch))
+            return
+        except Exception as exc:
+            if is_connection_failure(exc) or self._pool.is_closing():
+                # The database watch says the outage once; these receipts are lost with it.
+                logger.debug("%d receipts were not recorded (the database is unreachable)", len(batch))
+                return
+        lost = 0
+        for one in batch:  # one receipt the database refuses costs only itself
+            try:
+                await self._pool.execute(_RECORD, *_columns([one]))
+            except Exception:
+                lost += 1
+        if lost:
+            logger.warning("%d of %d receipts were not recorded: the database refused them", lost, len(batch))
 
     async def receipts(self, session_id: str, n: int) -> list[Receipt]:
+        await self._flush(session_id)
         async with self._pool.acquire() as conn:
             found = await conn.fetchval(
                 "SELECT true FROM mcp_host.turns WHERE session_id = $1 AND n = $2", session_id, n
@@ -252,6 +372,7 @@ class PostgresTurns:
         return [Receipt(r["capability"], r["tool"], r["ok"]) for r in rows]
 
     async def answer(self, session_id: str, n: int, text: str) -> None:
+        await self._flush(session_id)
         status = await self._pool.execute(
             "UPDATE mcp_host.turns SET answer = $3, answered_at = now() WHERE session_id = $1 AND n = $2",
             session_id,
@@ -262,6 +383,7 @@ class PostgresTurns:
             raise UnknownTurn(f"session has no turn {n}")
 
     async def transcript(self, session_id: str) -> list[Turn]:
+        await self._flush(session_id)
         async with self._pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
             turns = await conn.fetch(
                 "SELECT n, message, answer FROM mcp_host.turns WHERE session_id = $1 ORDER BY n", session_id
@@ -274,3 +396,12 @@ class PostgresTurns:
         for r in rows:
             by_turn.setdefault(r["n"], []).append(Receipt(r["capability"], r["tool"], r["ok"]))
         return [Turn(t["n"], t["message"], t["answer"], tuple(by_turn.get(t["n"], ()))) for t in turns]
+
+
+def _columns(batch: Sequence[_Queued]) -> tuple[list[str], list[str], list[str], list[bool]]:
+    return (
+        [q.session_id for q in batch],
+        [q.capability for q in batch],
+        [q.tool for q in batch],
+        [q.ok for q in batch],
+    )

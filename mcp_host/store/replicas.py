@@ -11,7 +11,10 @@ replica. A clean stop deletes its own row.
 
 `ChangeChannel` sends a notice with `pg_notify` through the pool and hears them on one
 dedicated connection, opened again (with a doubling wait) whenever it is lost: a database
-restart costs the notices sent during the outage, and nothing more.
+restart costs the notices sent during the outage, and nothing more. Its channel is
+`CHANGES_CHANNEL` unless named (`store.rules` listens on its own); `on_listening` and
+`on_lost` tell a listener whose cache is only valid while it hears every notice when that
+starts and stops.
 """
 
 from __future__ import annotations
@@ -103,31 +106,43 @@ class Replicas:
 
 
 class ChangeChannel:
-    """`NOTIFY` and `LISTEN` on `CHANGES_CHANNEL`."""
+    """`NOTIFY` and `LISTEN` on one channel (`CHANGES_CHANNEL` unless named)."""
 
-    def __init__(self, pool: PgPool, *, retry_max_s: float = 5.0) -> None:
+    def __init__(self, pool: PgPool, *, channel: str = CHANGES_CHANNEL, retry_max_s: float = 5.0) -> None:
         self._pool = pool
+        self._channel = channel
         self._retry_max_s = retry_max_s
 
     async def notify(self, payload: str) -> None:
         """Send one notice (at most `MAX_NOTICE_BYTES`: the caller checks); an outage loses it."""
         try:
-            await self._pool.execute("SELECT pg_notify($1, $2)", CHANGES_CHANNEL, payload)
+            await self._pool.execute("SELECT pg_notify($1, $2)", self._channel, payload)
         except Exception as exc:
             if not is_connection_failure(exc):
                 raise
             logger.debug("a change notice was not sent (the database is unreachable)")
 
-    async def listen(self, on_notice: Callable[[str], None], *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def listen(
+        self,
+        on_notice: Callable[[str], None],
+        *,
+        on_listening: Callable[[], None] | None = None,
+        on_lost: Callable[[], None] | None = None,
+        task_status: Any = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Hear every notice until cancelled or the pool closes, on a connection of its own,
         opened again when lost. Started with `TaskGroup.start`: returns once the first
-        connection listens (or failed to)."""
+        connection listens (or failed to). `on_listening` runs each time a connection starts
+        listening (before any notice it hears), `on_lost` each time it stops (lost, failed or
+        cancelled): between the two, no notice is missed."""
         wait = 0.1
         started = anyio.Event()
 
         def listening() -> None:
             nonlocal wait
             wait = 0.1
+            if on_listening is not None:
+                on_listening()
             if not started.is_set():
                 started.set()
                 task_status.started()
@@ -135,7 +150,7 @@ class ChangeChannel:
         said = _SaidOnce()
         while True:
             try:
-                await self._listen_once(on_notice, listening)
+                await self._listen_once(on_notice, listening, on_lost)
             except Exception as exc:  # the channel must outlive outages and odd failures alike
                 if self._pool.is_closing():
                     logger.debug("the change channel's pool is closed; no longer listening")
@@ -156,23 +171,36 @@ class ChangeChannel:
             await anyio.sleep(wait)
             wait = min(wait * 2, self._retry_max_s)
 
-    async def _listen_once(self, on_notice: Callable[[str], None], listening: Callable[[], None]) -> None:
+    async def _listen_once(
+        self, on_notice: Callable[[str], None], listening: Callable[[], None], on_lost: Callable[[], None] | None
+    ) -> None:
         """Listen on one pooled connection until it is lost."""
         lost = anyio.Event()
 
         def heard(_conn: object, _pid: int, _channel: str, payload: object) -> None:
-            on_notice(str(payload))
+            if not lost.is_set():
+                on_notice(str(payload))
+
+        def terminated(_conn: object) -> None:
+            if lost.is_set():  # this connection's listening already ended
+                return
+            lost.set()
+            if on_lost is not None:
+                on_lost()  # at once: the wait below may only see it a moment later
 
         async with self._pool.acquire() as conn:
-            conn.add_termination_listener(lambda _conn: lost.set())
-            await conn.add_listener(CHANGES_CHANNEL, heard)
+            conn.add_termination_listener(terminated)
+            await conn.add_listener(self._channel, heard)
             listening()
             try:
                 await _until_lost(conn, lost)
             finally:
+                if on_lost is not None and not lost.is_set():
+                    on_lost()
+                lost.set()
                 if not conn.is_closed():
                     with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                        await conn.remove_listener(CHANGES_CHANNEL, heard)
+                        await conn.remove_listener(self._channel, heard)
 
 
 class _SaidOnce:

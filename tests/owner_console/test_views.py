@@ -9,6 +9,7 @@ from inline_snapshot import snapshot
 from owner_console.views import (
     DiffRow,
     audit_filtered,
+    changed_values,
     config_fields,
     config_values,
     connect_values,
@@ -68,6 +69,13 @@ def test_a_submitted_config_form_means_typed_values_resets_and_a_kept_secret() -
     assert config_values(DECLARED, {"limit": "", "password": "hunter2"}) == {"limit": None, "password": "hunter2"}
     # Text that does not parse goes to the host as it is: its own check words the refusal.
     assert config_values(DECLARED, {"limit": "seven", "on": "maybe"}) == {"limit": "seven", "on": "maybe"}
+
+
+def test_a_saved_form_writes_only_what_the_owner_changed() -> None:
+    current = {"limit": 3, "tags": [], "on": False, "password": True}
+    submitted = {"limit": 3, "tags": ["a"], "on": None, "password": "new"}
+    assert changed_values(submitted, current) == {"tags": ["a"], "on": None, "password": "new"}
+    assert changed_values({"limit": None}, {"limit": None}) == {}  # unset stays unset
 
 
 def test_a_connect_form_leaves_out_empty_fields() -> None:

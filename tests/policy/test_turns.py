@@ -3,6 +3,9 @@ host with the `booker` test plugin."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import pytest
 
 from mcp_host.access.owners import OwnerStore
 from mcp_host.access.sessions import PostgresSessionStore, RoleSnapshot
+from mcp_host.errors import DatabaseUnavailable
 from mcp_host.plugins.manifest import ClaimGate
 from mcp_host.policy.turns import (
     MemoryTurns,
@@ -156,6 +160,131 @@ async def test_memory_turns() -> None:
 
 async def test_postgres_turns(pool: PgPool) -> None:
     await _exercise(PostgresTurns(pool), await _session_id(pool))
+
+
+# -- receipts queued and written in batches ---------------------------------------------------
+
+
+class _CountingPool:
+    """The pool, counting the batches of receipts written (`execute` of the receipts INSERT);
+    `away` makes them fail as in an outage."""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+        self.batches: list[int] = []
+        self.away = False
+
+    async def execute(self, query: str, *args: Any) -> Any:
+        if "mcp_host.receipts" in query:
+            if self.away:
+                raise DatabaseUnavailable("the database is unreachable")
+            self.batches.append(len(args[0]))
+        return await self._pool.execute(query, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+@asynccontextmanager
+async def _writing(pool: PgPool, **options: Any) -> AsyncIterator[tuple[PostgresTurns, _CountingPool]]:
+    counting = _CountingPool(pool)
+    store = PostgresTurns(counting, **options)  # type: ignore[arg-type]  # the pool's duck
+    async with anyio.create_task_group() as tg:
+        await tg.start(store.run)
+        try:
+            yield store, counting
+        finally:
+            await store.stop()
+
+
+async def test_postgres_turns_with_the_writer_running(pool: PgPool) -> None:
+    async with _writing(pool) as (store, counting):
+        await _exercise(store, await _session_id(pool))
+    assert sum(counting.batches) == 3  # the one recorded before any turn is dropped by the INSERT
+
+
+async def test_receipts_are_written_in_batches_and_land_in_the_turn_of_their_completion(pool: PgPool) -> None:
+    first, second = await _session_id(pool), await _session_id(pool)
+    async with _writing(pool) as (store, counting):
+        for session in (first, second):
+            assert await store.open_turn(session, "go") == 1
+        async with anyio.create_task_group() as tg:
+            for i in range(40):
+                tg.start_soon(store.record, (first, second)[i % 2], "booker", f"t{i}", True)
+        assert await store.open_turn(first, "next") == 2  # waits for the 20 of turn 1 first
+        await store.record(first, "booker", "late", False)
+        turn_1 = await store.receipts(first, 1)
+        turn_2 = await store.receipts(first, 2)
+        other = await store.transcript(second)
+    assert [r.tool for r in turn_1] == [f"t{i}" for i in range(0, 40, 2)]  # in the order recorded
+    assert turn_2 == [Receipt("booker", "late", False)]
+    assert [r.tool for r in other[0].receipts] == [f"t{i}" for i in range(1, 40, 2)]
+    assert sum(counting.batches) == 41
+    assert len(counting.batches) < 41  # batched: far fewer INSERTs than receipts
+
+
+async def test_the_answer_is_judged_on_receipts_queued_a_moment_before(pool: PgPool) -> None:
+    session = await _session_id(pool)
+    async with _writing(pool) as (store, _):
+        await store.open_turn(session, "book it")
+        await store.record(session, "booker", "book_it", True)  # queued, not yet written
+        assert await store.receipts(session, 1) == [Receipt("booker", "book_it", True)]
+        await store.record(session, "booker", "book_it", False)
+        await store.answer(session, 1, "done")  # waits for it too: nothing queued is left behind
+        assert store._queued[session] == 0
+
+
+async def test_stop_writes_what_is_queued_and_later_receipts_at_once(pool: PgPool) -> None:
+    session = await _session_id(pool)
+    async with _writing(pool) as (store, counting):
+        await store.open_turn(session, "go")
+        for tool in ("a", "b", "c"):
+            await store.record(session, "booker", tool, True)
+    assert counting.batches[-1] == 3  # none written before the stop
+    await store.record(session, "booker", "d", True)  # the writer stopped: written at once
+    assert [r.tool for r in await store.receipts(session, 1)] == ["a", "b", "c", "d"]
+
+
+async def test_a_full_queue_makes_record_wait_for_a_write(pool: PgPool) -> None:
+    session = await _session_id(pool)
+    async with _writing(pool, max_pending=3) as (store, counting):
+        await store.open_turn(session, "go")
+        await store.record(session, "booker", "a", True)
+        await store.record(session, "booker", "b", True)
+        assert counting.batches == []
+        await store.record(session, "booker", "c", True)  # the third: written before it returns
+        assert counting.batches == [3]
+
+
+async def test_an_outage_drops_the_batch_with_one_line_and_the_writer_goes_on(
+    pool: PgPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = await _session_id(pool)
+    with caplog.at_level(logging.DEBUG, logger="mcp_host.policy.turns"):
+        async with _writing(pool) as (store, counting):
+            await store.open_turn(session, "go")
+            counting.away = True
+            for tool in ("a", "b"):
+                await store.record(session, "booker", tool, True)
+            assert await store.transcript(session) != []  # the flush met the outage: dropped
+            counting.away = False
+            await store.record(session, "booker", "c", True)
+            receipts = await store.receipts(session, 1)
+    assert receipts == [Receipt("booker", "c", True)]
+    said = [r.getMessage() for r in caplog.records if r.name == "mcp_host.policy.turns"]
+    assert said == ["2 receipts were not recorded (the database is unreachable)"]
+
+
+async def test_a_refused_receipt_costs_only_itself(pool: PgPool, caplog: pytest.LogCaptureFixture) -> None:
+    session = await _session_id(pool)
+    async with _writing(pool) as (store, counting):
+        await store.open_turn(session, "go")
+        await store.record(session, "booker", "a", True)
+        await store.record(session, "booker", "\x00 not text", True)  # PostgreSQL refuses a NUL
+        await store.record(session, "booker", "c", True)
+        receipts = await store.receipts(session, 1)
+    assert [r.tool for r in receipts] == ["a", "c"]
+    assert "1 of 3 receipts were not recorded: the database refused them" in caplog.messages
 
 
 async def test_concurrent_opens_get_consecutive_numbers(pool: PgPool) -> None:
