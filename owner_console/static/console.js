@@ -1,12 +1,16 @@
 // The owner console's one script (CSP: script-src 'self'; no inline script anywhere).
 // It keeps the holds page live: every few seconds, while the page is visible, it asks
-// /owner/holds.json for the pending holds and rebuilds the table. Every value is put in
+// /owner/holds.json for the pending holds and rebuilds the table. Each ask is a holds_list
+// call through the owner door, audited like any other: after ten minutes without a touch,
+// a key or the page coming back into view it pauses until the next one, so a forgotten tab
+// does not fill the audit log. Every value is put in
 // with textContent or as an attribute value, never as markup, so a visitor's arguments
 // stay text whatever they hold.
 "use strict";
 
 (function () {
   var POLL_MS = 2000;
+  var IDLE_MS = 10 * 60 * 1000;
   var table = document.getElementById("holds");
   if (!table) { return; }
   var csrf = document.querySelector('meta[name="csrf-token"]').getAttribute("content");
@@ -14,6 +18,7 @@
   var empty = document.getElementById("holds-empty");
   var state = document.getElementById("holds-state");
   var shown = "";
+  var lastSeen = Date.now();
 
   function cell(row, text, asCode) {
     var td = document.createElement("td");
@@ -84,6 +89,10 @@
 
   function poll() {
     if (document.visibilityState !== "visible") { return; }
+    if (Date.now() - lastSeen > IDLE_MS) {
+      state.textContent = "Paused while you are away; touch the page or press a key to resume.";
+      return;
+    }
     fetch("/owner/holds.json", { headers: { "X-CSRF-Token": csrf }, credentials: "same-origin", cache: "no-store" })
       .then(function (r) {
         if (r.status === 401) { window.location.assign("/owner/login"); return null; }
@@ -100,6 +109,14 @@
   shown = JSON.stringify(Array.prototype.map.call(body.querySelectorAll("tr[data-hold]"), function (r) {
     return r.getAttribute("data-hold");
   }));
+  function seen() {
+    var paused = Date.now() - lastSeen > IDLE_MS;
+    lastSeen = Date.now();
+    if (paused) { state.textContent = ""; poll(); }
+  }
+
   setInterval(poll, POLL_MS);
-  document.addEventListener("visibilitychange", poll);
+  ["pointerdown", "keydown", "visibilitychange"].forEach(function (name) {
+    document.addEventListener(name, function () { seen(); if (name === "visibilitychange") { poll(); } });
+  });
 })();

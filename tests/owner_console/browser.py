@@ -82,6 +82,14 @@ class Browser:
 
         await self.run(step)
 
+    async def wait_for_text(self, css: str, text: str, *, within_s: float = 30.0) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def step() -> None:
+            WebDriverWait(self.driver, within_s).until(lambda d: text in d.find_element("css selector", css).text)
+
+        await self.run(step)
+
     async def alert_open(self) -> bool:
         from selenium.common.exceptions import NoAlertPresentException
 

@@ -280,12 +280,20 @@ async def test_every_other_page_renders(browser: Browser, host: RunningHost) -> 
     await browser.screenshot("15-audit-filtered")
     await browser.get("/owner/holds")
     await browser.screenshot("16-holds-empty")
+    # Eleven minutes later (the page's clock moved on): the poll pauses until a key is pressed.
+    await browser.script("const now = Date.now; Date.now = () => now() + 11 * 60 * 1000;")
+    await browser.wait_for_text("#holds-state", "Paused while you are away")
+    paused = await browser.text("#holds-state")
+    await browser.script("document.dispatchEvent(new KeyboardEvent('keydown'))")
+    resumed = await browser.text("#holds-state")
 
     assert session["session_id"] in sessions
     assert invalid == "page_size: 1000 is above max (100)"
     assert saved == "25"
     assert "night" in rules and "hold" in rules
     assert "config_set" in audit and "rules_set" not in audit
+    assert paused == "Paused while you are away; touch the page or press a key to resume."
+    assert resumed == ""
 
 
 async def test_a_changed_definition_shows_approved_and_live_side_by_side(
