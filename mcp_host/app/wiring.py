@@ -51,6 +51,7 @@ from mcp_host.children import (
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
     FailureThrottle,
+    FastPath,
     HostMetrics,
     ProtocolSessionLimits,
     ProtocolSessions,
@@ -80,6 +81,7 @@ from mcp_host.visitor import (
     ChangeFeed,
     Fleet,
     InputRounds,
+    ModernExchange,
     NodeDoor,
     NodeMCPEndpoint,
     OwnerReview,
@@ -578,6 +580,7 @@ def _protocol_sessions(
     manager: StreamableHTTPSessionManager,
     records: ProtocolSessionRecords,
     fleet: Fleet | None = None,
+    fast: FastPath | None = None,
 ) -> ProtocolSessions:
     """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
     (for the visitor door, with the forward of retries parked on other replicas between); a
@@ -589,7 +592,7 @@ def _protocol_sessions(
     )
     cap = settings.http.max_body_bytes
     app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
-    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap), limits, records)
+    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap, fast=fast), limits, records)
 
 
 def _doors(
@@ -658,7 +661,8 @@ async def wired(
     node_manager = _session_manager(build_node_server(node_door), settings, rules)
     records = ProtocolSessionRecords(database.pool, idle_s=settings.protocol_sessions.idle_s)
     protocol = {
-        "visitor": _protocol_sessions(settings, visitor_manager, records, fleet),
+        # 2026-07-28 requests that end in one JSON answer skip the SDK transport (visitor/exchange.py).
+        "visitor": _protocol_sessions(settings, visitor_manager, records, fleet, ModernExchange(server, rules)),
         "owner": _protocol_sessions(settings, owner_manager, records),
         "node": _protocol_sessions(settings, node_manager, records),
     }

@@ -6,7 +6,7 @@ Below: `wire`. Above: the doors.
 
 from .host_origin import HostOriginGuard
 from .http_server import server_config
-from .jsonrpc import RpcEdge, drain_limit, read_body
+from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
 from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecord, SessionRecords, record_key
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
@@ -17,6 +17,7 @@ __all__ = [
     "METRICS_CONTENT_TYPE",
     "REST_ERRORS",
     "FailureThrottle",
+    "FastPath",
     "HostMetrics",
     "HostOriginGuard",
     "MethodNotAllowed",

@@ -32,7 +32,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -165,7 +165,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(cast(asyncio.Transport, CoalescedWrites(transport, self.loop)))
         address = self.client[0] if self.client else None  # None: not an IP socket
         if address is not None:
             if not self._per_client.open(address):
@@ -243,6 +243,58 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 b"connection: close\r\n\r\n%s" % (status, reason, len(reason), reason)
             )
         self.transport.close()
+
+
+class CoalescedWrites:
+    """A transport whose writes within one turn of the event loop go out as one write.
+
+    uvicorn writes a response's head when the app sends `http.response.start` and its body
+    at `http.response.body`: two system calls, and on loopback two wake-ups of the client for
+    one small answer. Joined, an MCP answer is one segment. Closing (or a write-EOF) first
+    writes what is pending; everything else is the transport's own.
+    """
+
+    __slots__ = ("_loop", "_pending", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pending is None:
+            self._pending = [bytes(data)]
+            self._loop.call_soon(self._flush)
+        else:
+            self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending and not self._transport.is_closing():
+            self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    def get_write_buffer_size(self) -> int:
+        held = sum(len(data) for data in self._pending) if self._pending else 0
+        return self._transport.get_write_buffer_size() + held
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending = None
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class BodyTimeout:

@@ -23,14 +23,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.errors import INVALID_PARAMS, INVALID_REQUEST, InvalidArguments
 
-__all__ = ["RpcEdge", "drain_limit", "has_lone_surrogate", "read_body"]
+__all__ = ["FastPath", "RpcEdge", "drain_limit", "has_lone_surrogate", "read_body"]
+
+FastPath = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
+"""Offered each checked POST without a protocol session (its whole body read): answers it and
+says True, or sends nothing and says False (`visitor.exchange`, the 2026-07-28 hot path)."""
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +65,10 @@ def has_lone_surrogate(raw: bytes) -> bool:
 class RpcEdge:
     """ASGI wrapper: check one POSTed JSON-RPC message, then replay it to `app`."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, fast: FastPath | None = None) -> None:
         self._app = app
         self._max_body_bytes = max_body_bytes
+        self._fast = fast
         self._in_flight: set[Hashable] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -96,6 +101,10 @@ class RpcEdge:
                 send, 409, request_id, INVALID_REQUEST, "a request with this id is already in flight; use a new id"
             )
             return
+        if protocol_session is None and self._fast is not None:
+            after = receive if trailing is None else _replayer(None, trailing, receive)
+            if await self._fast(scope, body, after, send):
+                return
         replay = _replayer(body, trailing, receive)
         if key is None:
             await self._app(scope, replay, send)
@@ -151,8 +160,9 @@ async def read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message |
             return (b"".join(chunks) if size <= cap else None), None
 
 
-def _replayer(body: bytes, trailing: Message | None, receive: Receive) -> Receive:
-    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+def _replayer(body: bytes | None, trailing: Message | None, receive: Receive) -> Receive:
+    """`receive` as if nothing had been read: `body` (None: nothing), then `trailing`, then on."""
+    pending: list[Message] = [] if body is None else [{"type": "http.request", "body": body, "more_body": False}]
     if trailing is not None:
         pending.append(trailing)
 

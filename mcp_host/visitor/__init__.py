@@ -6,6 +6,7 @@ Below: the back-channel. Above: `owner`, `app`.
 from .bindings import Bindings
 from .change_feed import ChangeFeed
 from .door import VisitorDoor
+from .exchange import ModernExchange
 from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
@@ -21,6 +22,7 @@ __all__ = [
     "ChangeFeed",
     "Fleet",
     "InputRounds",
+    "ModernExchange",
     "NodeDoor",
     "NodeMCPEndpoint",
     "OwnerReview",

@@ -7,19 +7,23 @@ We do not use the SDK's stdio client: it reads lines without a cap, so a child t
 no newline pins a host core and grows memory without end (SECURITY.md A2, measured in §2.6).
 Here a line longer than `max_line_bytes` ends the transport and calls `on_overflow`, which
 kills the child; complete messages before it are still delivered.
+
+No task of its own and no memory stream in between (issue 18): the dispatcher's reading task
+reads the pipe itself, and a sender writes its line itself, so a call to a child and its
+answer each cost one wake-up of the event loop fewer.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 import anyio
 import mcp.types as types
-from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, ObjectReceiveStream, ObjectSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic_core import PydanticSerializationError
 
@@ -35,32 +39,89 @@ _END_OF_INPUT = (
 )
 
 
-ReadStream = MemoryObjectReceiveStream[SessionMessage | Exception]
-WriteStream = MemoryObjectSendStream[SessionMessage]
+class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
+    """The messages of `receive`, one per line, read in the task that asks for the next one
+    (the SDK dispatcher's): no reader task and no memory stream between the pipe and it."""
+
+    def __init__(
+        self, receive: ByteReceiveStream, max_line_bytes: int, on_overflow: Callable[[], None], name: str
+    ) -> None:
+        self._buffered = BufferedByteReceiveStream(receive)
+        self._max_line_bytes = max_line_bytes
+        self._on_overflow = on_overflow
+        self._name = name
+        self._ended = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        while not self._ended:
+            try:
+                line = await self._buffered.receive_until(b"\n", self._max_line_bytes)
+            except anyio.DelimiterNotFound:
+                self._ended = True
+                logger.error("%s wrote a line over %d bytes; closing it", self._name, self._max_line_bytes)
+                self._on_overflow()
+                break
+            except _END_OF_INPUT:
+                self._ended = True
+                break
+            if not line.strip():
+                continue
+            try:
+                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            except ValueError as exc:
+                return exc  # the session logs it; reading goes on
+        raise anyio.EndOfStream
+
+    async def aclose(self) -> None:
+        self._ended = True
 
 
-async def _refuse_unencodable(
-    message: types.JSONRPCMessage,
-    in_send: MemoryObjectSendStream[SessionMessage | Exception],
-    send: ByteSendStream,
-    name: str,
-) -> None:
-    """A message that cannot be written as JSON (e.g. a string that is not Unicode).
+class _LineWriter(ObjectSendStream[SessionMessage]):
+    """Each message written as one line by the task that sends it, no writer task in between;
+    concurrent senders take turns (a socket stream refuses two at once), and the turn costs
+    nothing when nobody waits (`fast_acquire`)."""
 
-    A request of ours is answered locally with an error, so its caller fails at once; an
-    answer to the peer's request becomes an error answer; a notification is dropped.
-    """
-    logger.warning("a %s for %s could not be encoded as JSON; not sent", type(message).__name__, name)
-    error = types.ErrorData(code=types.INVALID_PARAMS, message="the message could not be encoded as JSON")
-    if isinstance(message, types.JSONRPCRequest):
-        await in_send.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
-    elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-        reply = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+    def __init__(self, send: ByteSendStream, name: str) -> None:
+        self._send = send
+        self._name = name
+        self._turn = anyio.Lock(fast_acquire=True)
+
+    async def send(self, item: SessionMessage) -> None:
+        message = item.message
         try:
-            line = reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+            data = message.model_dump_json(by_alias=True, exclude_unset=True)
         except (PydanticSerializationError, ValueError):
-            return  # its id itself cannot be written: the peer's request times out
-        await send.send(line)
+            await self._refuse_unencodable(message)  # only this message is lost
+            return
+        try:
+            async with self._turn:
+                await self._send.send(data.encode() + b"\n")
+        except _END_OF_INPUT:
+            raise anyio.BrokenResourceError from None
+
+    async def _refuse_unencodable(self, message: types.JSONRPCMessage) -> None:
+        """A message that cannot be written as JSON (e.g. a string that is not Unicode).
+
+        A request of ours fails at once for its caller; an answer to the peer's request
+        becomes an error answer; a notification is dropped.
+        """
+        logger.warning("a %s for %s could not be encoded as JSON; not sent", type(message).__name__, self._name)
+        text = "the message could not be encoded as JSON"
+        if isinstance(message, types.JSONRPCRequest):
+            raise MCPError(types.INVALID_PARAMS, text)
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            error = types.ErrorData(code=types.INVALID_PARAMS, message=text)
+            reply = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+            try:
+                line = reply.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+            except (PydanticSerializationError, ValueError):
+                return  # its id itself cannot be written: the peer's request times out
+            with suppress(*_END_OF_INPUT):
+                async with self._turn:
+                    await self._send.send(line)
+
+    async def aclose(self) -> None:
+        """The pipe itself is closed by `framed_transport`, when its block ends."""
 
 
 @asynccontextmanager
@@ -71,56 +132,16 @@ async def framed_transport(
     max_line_bytes: int,
     on_overflow: Callable[[], None],
     name: str = "peer",
-) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+) -> AsyncIterator[tuple[ObjectReceiveStream[SessionMessage | Exception], ObjectSendStream[SessionMessage]]]:
     """Yield SDK streams reading lines from `receive` and writing lines to `send`.
 
-    A line over `max_line_bytes` calls `on_overflow()` and closes the read side, so pending
+    A line over `max_line_bytes` calls `on_overflow()` and ends the read side, so pending
     requests fail as "connection closed". A line that is not JSON-RPC is handed to the
-    session as an exception (the SDK logs it) and reading goes on.
+    session as an exception (the SDK logs it) and reading goes on. `send` is closed when the
+    block ends.
     """
-    in_send, in_recv = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    out_send, out_recv = anyio.create_memory_object_stream[SessionMessage](16)
-    buffered = BufferedByteReceiveStream(receive)
-
-    async def read_lines() -> None:
-        async with in_send:
-            try:
-                while True:
-                    line = await buffered.receive_until(b"\n", max_line_bytes)
-                    if not line.strip():
-                        continue
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await in_send.send(exc)
-                        continue
-                    await in_send.send(SessionMessage(message))
-            except anyio.DelimiterNotFound:
-                logger.error("%s wrote a line over %d bytes; closing it", name, max_line_bytes)
-                on_overflow()
-            except _END_OF_INPUT:
-                pass
-
-    async def write_lines() -> None:
-        async with out_recv:
-            try:
-                async for item in out_recv:
-                    try:
-                        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    except (PydanticSerializationError, ValueError):
-                        # Only this message is lost: its request fails, the transport goes on.
-                        await _refuse_unencodable(item.message, in_send, send, name)
-                        continue
-                    await send.send(data.encode() + b"\n")
-            except _END_OF_INPUT:
-                pass
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(read_lines)
-        tg.start_soon(write_lines)
-        try:
-            yield in_recv, out_send
-        finally:
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await send.aclose()
+    try:
+        yield _Lines(receive, max_line_bytes, on_overflow, name), _LineWriter(send, name)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await send.aclose()

@@ -5,19 +5,21 @@ at once, while normal clients keep getting through."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import pytest
 from anyio.abc import SocketStream
 from inline_snapshot import snapshot
 from pydantic import ValidationError
 
-from mcp_host.edge.http_server import ConnectionsPerClient, HttpLimits
+from mcp_host.edge.http_server import CoalescedWrites, ConnectionsPerClient, HttpLimits
 from mcp_host.settings import Settings
 from tests.hosting import RunningHost, host_settings, running_host
 
@@ -259,3 +261,43 @@ async def test_one_address_past_its_connection_cap_gets_503_while_other_addresse
             assert await _get(held[0]) == 200
             async with _silent_connections(host, 1, "127.0.0.2") as one_more:
                 assert await _get(one_more[0]) == 200
+
+
+class _Transport:
+    """What `CoalescedWrites` is given: records writes and closing."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def get_extra_info(self, name: str) -> str:
+        return f"extra {name}"
+
+
+async def test_writes_within_one_turn_of_the_loop_go_out_as_one() -> None:
+    inner = _Transport()
+    transport = CoalescedWrites(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
+    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    transport.write(b"body")
+    assert inner.writes == [] and transport.get_write_buffer_size() == 23
+    await anyio.lowlevel.checkpoint()
+    assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    transport.write(b"last")
+    transport.close()  # what is pending goes out first
+    assert inner.writes[-1] == b"last" and inner.closed
+    await anyio.lowlevel.checkpoint()
+    assert len(inner.writes) == 2
+    assert transport.get_extra_info("socket") == "extra socket"  # the rest is the transport's
