@@ -243,6 +243,15 @@ class HostSettingsSet(_Arguments):
         max_length=64,
         description="The role public sessions get (roles_list); left out: unchanged.",
     )
+    tool_search_threshold: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description=(
+            "A visitor session that sees more tools than this lists a few and the host's find_tools and "
+            "call_tool instead (default 40); left out: unchanged."
+        ),
+    )
 
 
 class OwnerProfileSet(_Arguments):

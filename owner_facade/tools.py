@@ -523,7 +523,12 @@ async def _host_settings_get(s: OwnerServices, owner_id: str, _: NoArguments) ->
 
 
 async def _host_settings_set(s: OwnerServices, owner_id: str, a: HostSettingsSet) -> Answer:
-    changed = await s.access.set_host_settings(owner_id, public_sessions=a.public_sessions, public_role=a.public_role)
+    changed = await s.access.set_host_settings(
+        owner_id,
+        public_sessions=a.public_sessions,
+        public_role=a.public_role,
+        tool_search_threshold=a.tool_search_threshold,
+    )
     return changed.model_dump(mode="json")
 
 
@@ -908,9 +913,17 @@ _TABLE: list[OwnerTool[Any]] = [
     OwnerTool("grants_list", "Your node grants (never their tokens), with budget used.", NoArguments, _grants_list),
     OwnerTool("grant_revoke", "Revoke a node grant: the node's next call is refused.", GrantRevoke, _grant_revoke),
     OwnerTool("audit_list", "The owner tool calls made so far, newest first.", AuditList, _audit_list),
-    OwnerTool("host_settings_get", "Whether public sessions are on, and their role.", NoArguments, _host_settings_get),
     OwnerTool(
-        "host_settings_set", "Turn public sessions on or off; choose their role.", HostSettingsSet, _host_settings_set
+        "host_settings_get",
+        "Whether public sessions are on, and their role; the tool search threshold.",
+        NoArguments,
+        _host_settings_get,
+    ),
+    OwnerTool(
+        "host_settings_set",
+        "Turn public sessions on or off; choose their role; set the tool search threshold.",
+        HostSettingsSet,
+        _host_settings_set,
     ),
     OwnerTool(
         "owner_profile_get",

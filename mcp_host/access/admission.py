@@ -44,17 +44,22 @@ logger = logging.getLogger(__name__)
 
 # Told (owner id, subject) after a code or key was revoked.
 OnRevoked = Callable[[str, Subject], None]
+# The default tool search threshold, and the highest one (migration 016 checks the same bounds).
+TOOL_SEARCH_THRESHOLD = 40
+MAX_TOOL_SEARCH_THRESHOLD = 100_000
 # How long giving a use back to a code may take when its session could not be opened.
 _GIVE_BACK_S = 5.0
 
 
 class HostSettings(BaseModel):
-    """An owner's host settings: whether sessions open without a credential, and their role."""
+    """An owner's host settings: whether sessions open without a credential, and their role;
+    how many tools a session may see before it lists through tool search (`visitor.tool_search`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     public_sessions: bool = True
     public_role: str = PUBLIC_ROLE_ID
+    tool_search_threshold: int = TOOL_SEARCH_THRESHOLD
 
 
 def _ignore(owner_id: str, subject: Subject) -> None:
@@ -151,33 +156,55 @@ class Access:
     async def host_settings(self, owner_id: str) -> HostSettings:
         """`owner_id`'s host settings (the defaults when none are stored)."""
         row = await self._pool.fetchrow(
-            "SELECT public_sessions, public_role FROM mcp_host.host_settings WHERE owner_id = $1", owner_id
+            "SELECT public_sessions, public_role, tool_search_threshold FROM mcp_host.host_settings"
+            " WHERE owner_id = $1",
+            owner_id,
         )
         return HostSettings() if row is None else HostSettings.model_validate(dict(row))
 
+    async def tool_search_threshold(self, owner_id: str) -> int:
+        """How many tools a session of `owner_id` may see before it lists through tool search."""
+        return (await self.host_settings(owner_id)).tool_search_threshold
+
     async def set_host_settings(
-        self, owner_id: str, *, public_sessions: bool | None = None, public_role: str | None = None
+        self,
+        owner_id: str,
+        *,
+        public_sessions: bool | None = None,
+        public_role: str | None = None,
+        tool_search_threshold: int | None = None,
     ) -> HostSettings:
         """Change the given settings (None leaves one as it is); return them all.
 
-        Raises `InvalidArguments` for a `public_role` that is no role of the owner's.
+        Raises `InvalidArguments` for a `public_role` that is no role of the owner's, or a
+        threshold outside 0..`MAX_TOOL_SEARCH_THRESHOLD`.
         """
         if public_sessions is not None and not isinstance(public_sessions, bool):
             raise InvalidArguments("public_sessions: must be true or false")
+        threshold = tool_search_threshold
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int)
+            or not 0 <= threshold <= MAX_TOOL_SEARCH_THRESHOLD
+        ):
+            raise InvalidArguments(f"tool_search_threshold: must be an integer from 0 to {MAX_TOOL_SEARCH_THRESHOLD}")
         if public_role is not None and not await self.roles.exists(owner_id, public_role):
             raise InvalidArguments(f"public_role: no role {public_role!r:.80}")
         try:
             row = await self._pool.fetchrow(
                 """
-                INSERT INTO mcp_host.host_settings AS h (owner_id, public_sessions, public_role)
-                VALUES ($1, COALESCE($2, true), COALESCE($3, 'public'))
+                INSERT INTO mcp_host.host_settings AS h (owner_id, public_sessions, public_role, tool_search_threshold)
+                VALUES ($1, COALESCE($2, true), COALESCE($3, 'public'), COALESCE($4::integer, $5::integer))
                 ON CONFLICT (owner_id) DO UPDATE SET public_sessions = COALESCE($2, h.public_sessions),
-                    public_role = COALESCE($3, h.public_role), updated_at = now()
-                RETURNING public_sessions, public_role
+                    public_role = COALESCE($3, h.public_role),
+                    tool_search_threshold = COALESCE($4::integer, h.tool_search_threshold), updated_at = now()
+                RETURNING public_sessions, public_role, tool_search_threshold
                 """,
                 owner_id,
                 public_sessions,
                 public_role,
+                threshold,
+                TOOL_SEARCH_THRESHOLD,
             )
         except asyncpg.ForeignKeyViolationError:
             raise InvalidArguments(f"public_role: no role {public_role!r:.80}") from None

@@ -86,6 +86,7 @@ from mcp_host.visitor import (
     NodeMCPEndpoint,
     OwnerReview,
     SessionsEndpoint,
+    ToolSearch,
     TurnsEndpoint,
     VisitorDoor,
     VisitorMCPEndpoint,
@@ -525,7 +526,9 @@ def _back_channel(settings: Settings, early: Early, shared: _Shared, lent: Seque
     return BackChannel(early.sockets, early.grants, services, _channel_limits(settings), early.metrics)
 
 
-def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: MetaCaps) -> VisitorDoor:
+def _visitor_door(
+    settings: Settings, early: Early, shared: _Shared, meta_caps: MetaCaps, search: ToolSearch
+) -> VisitorDoor:
     return VisitorDoor(
         early.plugins,
         shared.bindings,
@@ -539,6 +542,7 @@ def _visitor_door(settings: Settings, early: Early, shared: _Shared, meta_caps: 
         turns=shared.turns,
         metrics=early.metrics,
         rules=shared.rules,
+        search=search,
     )
 
 
@@ -634,7 +638,8 @@ async def wired(
     _audit_parent_calls(early.children, shared.audit, shared.owner_id, lent)
     channel = _back_channel(settings, early, shared, lent)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
-    door = _visitor_door(settings, early, shared, meta_caps)
+    search = ToolSearch(shared.access.tool_search_threshold)  # sessions that see many tools
+    door = _visitor_door(settings, early, shared, meta_caps, search)
     # This replica's row, forwards and change notices (the other replicas on this database).
     fleet = Fleet(
         database.pool,
@@ -643,6 +648,7 @@ async def wired(
         task_group=background,
     )
     feed = ChangeFeed(door.sees, background, early.pool.runs_own, relay=fleet.relay)
+    search.tell_with(feed.tell_session)  # a session's working set grew: its list changed
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_host.access import Session
 from mcp_host.errors import InvalidArguments
+from mcp_host.store import as_unavailable
 from mcp_host.wire import check_json_object, without_host_keys
 
 __all__ = [
@@ -64,6 +66,7 @@ _SESSIONS = 10_000
 # Distinct tool sets whose index is kept; how long an owner's threshold is read from memory.
 _INDEXES = 16
 _THRESHOLD_TTL_S = 1.0
+_NO_SEARCH = sys.maxsize
 # What of one tool is indexed: parameters (depth), and characters of a field.
 _PARAM_DEPTH = 2
 _FIELD_CHARS = 8_000
@@ -356,11 +359,26 @@ class ToolSearch:
         return len(tools) > await self._threshold(owner_id)
 
     async def _threshold(self, owner_id: str) -> int:
+        """The owner's threshold, read at most once per `_THRESHOLD_TTL_S`. One that cannot be
+        read is the last one read, else no search at all (every tool listed, as before search:
+        the threshold shapes the list, it guards nothing)."""
         now = time.monotonic()
         kept = self._thresholds.get(owner_id)
-        if kept is None or kept.until <= now:
-            kept = self._thresholds[owner_id] = _Threshold(await self._threshold_of(owner_id), now + _THRESHOLD_TTL_S)
-        return kept.value
+        if kept is not None and kept.until > now:
+            return kept.value
+        try:
+            value = await self._threshold_of(owner_id)
+        except Exception as exc:
+            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
+            logger.log(
+                logging.DEBUG if outage else logging.WARNING,
+                "the tool search threshold could not be read; %s",
+                "the last one read holds" if kept is not None else "no session lists through search for now",
+                exc_info=not outage,
+            )
+            value = kept.value if kept is not None else _NO_SEARCH
+        self._thresholds[owner_id] = _Threshold(value, now + _THRESHOLD_TTL_S)
+        return value
 
     async def shown(self, session: Session, tools: list[types.Tool]) -> list[types.Tool]:
         """What `session` lists: `tools` unchanged at or under the threshold, else its working

@@ -209,6 +209,19 @@ async def test_host_settings_change_one_at_a_time_and_name_only_existing_roles(a
     assert await access.host_settings(owner_id) == HostSettings(public_sessions=False, public_role="staff")
 
 
+async def test_the_tool_search_threshold_is_40_until_set_and_only_0_to_100000(access: Access, owner_id: str) -> None:
+    assert (await access.host_settings(owner_id)).tool_search_threshold == 40
+    assert await access.set_host_settings(owner_id, tool_search_threshold=0) == HostSettings(tool_search_threshold=0)
+    for bad in (-1, 100_001, True, 10**100, 2.5, "7"):
+        with pytest.raises(InvalidArguments) as caught:
+            await access.set_host_settings(owner_id, tool_search_threshold=bad)  # type: ignore[arg-type]
+        assert caught.value.message == "tool_search_threshold: must be an integer from 0 to 100000"
+    assert await access.set_host_settings(owner_id, public_sessions=False) == HostSettings(
+        public_sessions=False, tool_search_threshold=0
+    )
+    assert await access.tool_search_threshold(owner_id) == 0
+
+
 async def test_a_session_freezes_its_role_and_a_later_edit_reaches_new_sessions_only(
     access: Access, pool: PgPool, owner_id: str
 ) -> None:

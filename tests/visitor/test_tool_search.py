@@ -1,19 +1,32 @@
 """Tool search: the ranking, the threshold, the working set and the two host tools' arguments
-(logic, `ToolSearch` on its own)."""
+(logic, `ToolSearch` on its own), then through a real host in both eras: the list above and at
+the threshold, find_tools, the list change, and call_tool under every gate of a direct call."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp.types as types
 import pytest
+from mcp import Client
 
 from mcp_host.access.sessions import RoleSnapshot, Session
 from mcp_host.errors import InvalidArguments
 from mcp_host.visitor.tool_search import CALL_TOOL, FIND_TOOLS, InnerCall, ToolIndex, ToolSearch, host_tools, words
+from tests.hosting import RunningHost, host_settings, refusal, running_host
+from tests.owner_facade.test_door import call, owner_client
+from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
+
+HELD, UNKNOWN, INVALID_ARGUMENTS = "held", "unknown", "invalid_arguments"
+MODERN = "2026-07-28"
 
 
 def _tool(name: str, description: str, params: dict[str, str] | None = None, **extra: Any) -> types.Tool:
@@ -102,6 +115,24 @@ async def test_at_or_under_the_threshold_the_list_is_the_very_same() -> None:
     tools = list(CATALOGUE)
     for threshold in (len(tools), len(tools) + 1, 1000):
         assert await _search(threshold).shown(_session(), tools) is tools
+
+
+async def test_a_threshold_that_cannot_be_read_is_the_last_one_read_else_no_search() -> None:
+    values: list[int | Exception] = [RuntimeError("database away"), 3, RuntimeError("database away")]
+
+    async def threshold_of(owner_id: str) -> int:
+        value = values.pop(0)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    search, tools = ToolSearch(threshold_of), list(CATALOGUE)
+    assert await search.shown(_session(), tools) is tools  # never read: every tool, as before
+    search._thresholds["owner"].until = 0  # a second later
+    assert await search.shown(_session(), tools) == host_tools()
+    search._thresholds["owner"].until = 0
+    assert await search.shown(_session(), tools) == host_tools()  # the last one read holds
+    assert values == []
 
 
 async def test_above_the_threshold_the_list_is_the_working_set_and_the_two_host_tools() -> None:
@@ -200,3 +231,153 @@ async def test_one_index_per_distinct_tool_set() -> None:
     assert await search._indexes.of(copies) is first  # equal definitions
     changed = [*copies[:-1], copies[-1].model_copy(update={"description": "Erase it all, now."})]
     assert await search._indexes.of(changed) is not first
+
+
+# -- through a real host -------------------------------------------------------------------------
+
+# A public session sees echo's 4 tools and vault's 3 (guarded's are role_granted: not its own).
+VISIBLE = ["echo", "whoami", "sleep", "die", "wipe", "peek", "calls"]
+ERAS = ["legacy", "auto"]  # auto negotiates 2026-07-28 with this host
+
+
+async def _threshold(running: RunningHost, value: int) -> None:
+    async with owner_client(running) as owner:
+        failed, answer = await call(owner, "host_settings_set", tool_search_threshold=value)
+    assert not failed and answer["tool_search_threshold"] == value, answer
+
+
+@asynccontextmanager
+async def _changes(client: Client, mode: str, heard: anyio.Event) -> AsyncIterator[None]:
+    """Sets `heard` when the session is told its tool list changed, in either era."""
+    if mode == "legacy":
+        yield  # the client's message handler sets it (see `_on_message`)
+        return
+    async with client.listen(tools_list_changed=True) as subscription, anyio.create_task_group() as tg:
+
+        async def hear() -> None:
+            async for event in subscription:
+                if type(event).__name__ == "ToolsListChanged":
+                    heard.set()
+
+        tg.start_soon(hear)
+        yield
+        tg.cancel_scope.cancel()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_session_above_the_threshold_finds_and_calls_its_tools_through_every_gate(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.set()
+
+    async with running_host(host_settings(tmp_path, database_url, ["echo", "vault", "guarded"])) as running:
+        await _threshold(running, 3)
+        session = await running.new_session()
+        async with running.client(session, mode, message_handler=on_message) as client, owner_client(running) as owner:
+            assert (mode == "auto") == (client.protocol_version == "2026-07-28")
+            before = [t.name for t in (await client.list_tools()).tools]
+            async with _changes(client, mode, heard):
+                found = await client.call_tool(FIND_TOOLS, {"query": "echo back some text", "limit": 1})
+                with anyio.fail_after(20):
+                    await heard.wait()
+            after = (await client.list_tools()).tools
+            echoed = await client.call_tool(CALL_TOOL, {"name": "echo", "arguments": {"text": "hi"}})
+            direct_echo = await client.call_tool("echo", {"text": "hi"})
+            hidden = await client.call_tool(CALL_TOOL, {"name": "guarded_hello", "arguments": {}})
+            hidden_direct = await client.call_tool("guarded_hello", {})
+            never = await client.call_tool(FIND_TOOLS, {"query": "guarded hello scope greeting", "limit": 50})
+            wipe_direct = await client.call_tool("wipe", {"target": "x"})
+            wipe_searched = await client.call_tool(CALL_TOOL, {"name": "wipe", "arguments": {"target": "x"}})
+            ran_before = await client.call_tool(CALL_TOOL, {"name": "calls"})
+            hold = refusal(wipe_searched)
+            assert hold is not None and hold["code"] == HELD, hold
+            hold_id = hold["message"].split("(hold ")[1].split(")")[0]
+            failed, _ = await call(owner, "hold_decide", id=hold_id, approve=True)
+            assert not failed
+            approved = await client.call_tool(CALL_TOOL, {"name": "wipe", "arguments": {"target": "x"}})
+            itself = await client.call_tool(CALL_TOOL, {"name": CALL_TOOL, "arguments": {"name": "echo"}})
+            ran_after = await client.call_tool("calls", {})
+
+    assert before == [FIND_TOOLS, CALL_TOOL]
+    assert not found.is_error and found.structured_content is not None
+    [definition] = found.structured_content["tools"]
+    assert definition["name"] == "echo"
+    echo_tool = next(t for t in after if t.name == "echo")
+    assert definition == echo_tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert [t.name for t in after] == ["echo", FIND_TOOLS, CALL_TOOL]
+    assert not echoed.is_error and echoed.structured_content == direct_echo.structured_content == {"text": "hi"}
+    assert (
+        refusal(hidden)
+        == refusal(hidden_direct)
+        == {
+            "code": UNKNOWN,
+            "message": "no tool named 'guarded_hello' is available in this session",
+        }
+    )
+    assert never.structured_content is not None
+    assert not {t["name"] for t in never.structured_content["tools"]} & {"guarded_hello", "guarded_scope"}
+    assert refusal(wipe_direct) == hold  # the same hold: held just as the direct call was
+    assert ran_before.structured_content == {"wipe": 0, "peek": 0}
+    assert not approved.is_error and approved.structured_content == {"wiped": "x"}
+    assert refusal(itself) is not None and refusal(itself)["code"] == INVALID_ARGUMENTS  # type: ignore[index]
+    assert ran_after.structured_content == {"wipe": 1, "peek": 0}
+
+
+def _modern_list(token: str) -> tuple[bytes, dict[str, str]]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "bytes", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+        "Authorization": f"Bearer {token}",
+    }
+    return json.dumps(body).encode(), headers
+
+
+def _message(body: bytes, content_type: str) -> bytes:
+    """The JSON-RPC answer's bytes, sent as JSON or as the one event of an SSE stream."""
+    if content_type.startswith("application/json"):
+        return body
+    [data] = [line[len(b"data: ") :] for line in body.splitlines() if line.startswith(b"data: ")]
+    return data
+
+
+@needs_bwrap
+async def test_at_or_under_the_threshold_a_session_lists_exactly_what_it_did_without_search(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["echo", "vault", "guarded"])) as running:
+        session = await running.new_session()
+
+        async def listed_once_set(threshold: int) -> bytes:
+            """The raw tools/list answer once the door has read `threshold` (it keeps an owner's
+            for a second): each threshold here lists differently from the one before."""
+            await _threshold(running, threshold)
+            body, headers = _modern_list(session["token"])
+            with anyio.fail_after(10):
+                while True:
+                    answer = await running.http.post(session["mcp_url"], content=body, headers=headers)
+                    assert answer.status_code == 200, answer.text
+                    message = _message(answer.content, answer.headers["content-type"])
+                    names = [t["name"] for t in json.loads(message)["result"]["tools"]]
+                    if (names == [FIND_TOOLS, CALL_TOOL]) == (threshold < len(VISIBLE)):
+                        return message
+                    await anyio.sleep(0.1)
+
+        far_under = await listed_once_set(100_000)
+        searched = await listed_once_set(len(VISIBLE) - 1)
+        at = await listed_once_set(len(VISIBLE))
+    assert [t["name"] for t in json.loads(far_under)["result"]["tools"]] == VISIBLE
+    assert [t["name"] for t in json.loads(searched)["result"]["tools"]] == [FIND_TOOLS, CALL_TOOL]
+    assert at == far_under  # at the threshold: byte for byte what every tool listed is
