@@ -7,6 +7,7 @@ process's RSS is read every `--every` calls. The first interval is warm-up; the 
 later reading within +-5 MB of the first reading after warm-up. Also: errors, calls/s per
 interval, and the RSS slope over the post-warm-up readings (MB per 10,000 calls).
 Default 20,000 calls; `--long` 100,000 (the issue's soak); `--quick` 5,000, read every 1,000.
+`--era legacy` or `--era 2026-07-28` puts every session in one era (to tell which one grows).
 Results go to bench-results/soak.json. Run by `scripts/bench` (`--long` passes on to this leg only).
 """
 
@@ -53,7 +54,8 @@ async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> di
     async with AsyncExitStack() as stack:
         slots = []
         for i in range(args.sessions):
-            era = ERAS[i % len(ERAS)]
+            eras = ERAS if args.era == "both" else (args.era,)
+            era = eras[i % len(eras)]
             visitor = await host.open_session()
             op = call_echo(await http_client(stack, visitor.mcp_url, era, visitor.token))
             slots += [op] * args.in_flight
@@ -71,12 +73,15 @@ async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> di
     after_warmup = readings[1:]  # readings[0] is before any call; the first interval is warm-up
     base = after_warmup[0]["rss_mib"] if after_warmup else None
     drift = [round((r["rss_mib"] - base) * MiB / MB, 1) for r in after_warmup] if base is not None else []
+    late = drift[len(drift) // 2 :]
     return {
         "readings": readings,
         "total": total.summary(),
         "baseline_rss_mib": base,
         "drift_mb": drift,
         "max_abs_drift_mb": max((abs(d) for d in drift), default=None),
+        # Growth that stops (allocator and caches filling) against growth that goes on (a leak):
+        "second_half_spread_mb": round(max(late) - min(late), 1) if late else None,
         "slope_mb_per_10k_calls": _slope_mb_per_10k([(r["calls"], r["rss_mib"]) for r in after_warmup]),
     }
 
@@ -86,7 +91,9 @@ def _target(result: dict[str, Any], calls: int) -> tuple[str, str, str]:
     ok = drift is not None and drift <= MAX_DRIFT_MB and result["total"]["errors"] == 0
     name = f"host RSS flat within +-{MAX_DRIFT_MB:g} MB after warm-up over {calls} calls"
     slope = result["slope_mb_per_10k_calls"]
-    value = f"max drift {drift} MB, slope {slope} MB/10k calls, errors {result['total']['errors']}"
+    half = result["second_half_spread_mb"]
+    value = f"max drift {drift} MB, slope {slope} MB/10k calls, second half spread {half} MB"
+    value += f", errors {result['total']['errors']}"
     return ("PASS" if ok else "MISS", name, value)
 
 
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=int, default=5_000, help="calls between RSS readings (default 5000)")
     p.add_argument("--sessions", type=int, default=4, help="visitor sessions, eras alternating (default 4)")
     p.add_argument("--in-flight", type=int, default=4, help="calls in flight per session (default 4)")
+    p.add_argument("--era", choices=["both", *ERAS], default="both", help="the sessions' era (default both)")
     p.add_argument("--long", action="store_true", help="100000 calls (the issue's soak)")
     p.add_argument("--quick", action="store_true", help="5000 calls, read every 1000")
     args = p.parse_args(argv)
