@@ -250,8 +250,9 @@ class CoalescedWrites:
 
     uvicorn writes a response's head when the app sends `http.response.start` and its body
     at `http.response.body`: two system calls, and on loopback two wake-ups of the client for
-    one small answer. Joined, an MCP answer is one segment. Closing (or a write-EOF) first
-    writes what is pending; everything else is the transport's own.
+    one small answer. Joined, an MCP answer is one segment: a first write waits (until the end
+    of the loop's turn at most), a second one goes out with it at once. Closing (or a
+    write-EOF) first writes what is pending; everything else is the transport's own.
     """
 
     __slots__ = ("_loop", "_pending", "_transport")
@@ -262,11 +263,12 @@ class CoalescedWrites:
         self._pending: list[bytes] | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._pending is None:
+        if self._pending is None:  # perhaps a response's head: its body may follow at once
             self._pending = [bytes(data)]
             self._loop.call_soon(self._flush)
-        else:
+        else:  # the second write of the turn (the body): both go now, not a turn later
             self._pending.append(bytes(data))
+            self._flush()
 
     def writelines(self, lines: Any) -> None:
         for data in lines:

@@ -291,13 +291,16 @@ async def test_writes_within_one_turn_of_the_loop_go_out_as_one() -> None:
     inner = _Transport()
     transport = CoalescedWrites(inner, asyncio.get_running_loop())  # type: ignore[arg-type]
     transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    transport.write(b"body")
-    assert inner.writes == [] and transport.get_write_buffer_size() == 23
-    await anyio.lowlevel.checkpoint()
+    assert inner.writes == [] and transport.get_write_buffer_size() == 19  # a head waits
+    transport.write(b"body")  # its body goes out with it at once
     assert inner.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    transport.write(b"chunk")  # a lone write goes out at the end of the loop's turn
+    assert len(inner.writes) == 1
+    await anyio.lowlevel.checkpoint()
+    assert inner.writes[-1] == b"chunk"
     transport.write(b"last")
     transport.close()  # what is pending goes out first
     assert inner.writes[-1] == b"last" and inner.closed
     await anyio.lowlevel.checkpoint()
-    assert len(inner.writes) == 2
+    assert len(inner.writes) == 3
     assert transport.get_extra_info("socket") == "extra socket"  # the rest is the transport's
