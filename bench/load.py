@@ -23,7 +23,7 @@ import psutil
 from legs import Op
 from report import stats
 
-__all__ = ["MiB", "Run", "in_flight", "loadavg", "memory_of", "rss_mib", "sandboxes"]
+__all__ = ["MiB", "Run", "cpu_s", "in_flight", "loadavg", "memory_of", "postgres_of", "rss_mib", "sandboxes", "tree"]
 
 MiB = 1024**2
 
@@ -123,6 +123,38 @@ def sandboxes(host_pid: int, ledger: Path) -> dict[str, list[psutil.Process]]:
             plugin_id = f"pid {top.pid}"
         out[plugin_id] = tree
     return out
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """A process and all its descendants (the host: its sandboxes, bwrap and the servers)."""
+    top = psutil.Process(pid)
+    return [top, *top.children(recursive=True)]
+
+
+def postgres_of(data_dir: Path) -> list[psutil.Process]:
+    """A host's embedded PostgreSQL (run detached, not under the host): the postmaster whose
+    data directory is under `data_dir`, and its backends."""
+    mark = str(data_dir / "postgres")
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if cmdline and cmdline[0].endswith("/postgres") and mark in cmdline:
+            try:
+                return [p, *p.children(recursive=True)]
+            except psutil.Error:
+                return [p]
+    return []
+
+
+def cpu_s(procs: Sequence[psutil.Process]) -> float:
+    """User + system CPU seconds used so far by `procs` (those still alive)."""
+    total = 0.0
+    for p in procs:
+        try:
+            times = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def loadavg() -> list[float]:

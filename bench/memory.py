@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 import httpx2
 import psutil
-from load import loadavg, memory_of, rss_mib, sandboxes
+from load import loadavg, memory_of, postgres_of, rss_mib, sandboxes
 from procs import Processes
 from servers import REPO, RunningHost, start_host
 
@@ -101,19 +101,6 @@ def _cmdline(p: psutil.Process) -> str:
         return ""
 
 
-def _postgres(data_dir: Path) -> list[psutil.Process]:
-    """The embedded PostgreSQL's postmaster (run detached, not under the host) and its backends."""
-    mark = str(data_dir / "postgres")
-    for p in psutil.process_iter(["cmdline"]):
-        cmdline = p.info["cmdline"] or []
-        if cmdline and cmdline[0].endswith("/postgres") and mark in cmdline:
-            try:
-                return [p, *p.children(recursive=True)]
-            except psutil.Error:
-                return [p]
-    return []
-
-
 async def _builtins(host: RunningHost, data_dir: Path) -> dict[str, Any]:
     found = await _wait_for_children(host, data_dir / "run" / "sandboxes")
     host_mem = memory_of([psutil.Process(host.proc.popen.pid)])
@@ -124,7 +111,7 @@ async def _builtins(host: RunningHost, data_dir: Path) -> dict[str, Any]:
         "host": host_mem,
         "children": children,
         "host_and_children": {"rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "rss_mb": _mb(rss)},
-        "postgres": memory_of(_postgres(data_dir)),
+        "postgres": memory_of(postgres_of(data_dir)),
     }
 
 

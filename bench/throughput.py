@@ -4,8 +4,11 @@ Legs, all `tools/call echo` on the bench's echo child, the SDK client (`mcp.Clie
   t  16 calls in flight on ONE session, each era: through the host (visitor endpoint, sandboxed
      child over stdio) and to the echo child served directly by the SDK over streamable HTTP
      (uvicorn, own process). In the 2025-11-25 era the 16 share one protocol session. The two
-     take turns for `--rounds` rounds of `-n` calls each (order alternating), so machine noise
-     lands on both; calls/s over all rounds, and host/direct (target >= 0.9).
+     take turns in blocks of 320 calls, `-n` calls each per round for `--rounds` rounds (order
+     alternating), so machine noise lands on both; calls/s over all rounds, and host/direct
+     (target >= 0.9). Also the servers' CPU ms per call (user + system, read around each block):
+     the host with its sandboxed child, its PostgreSQL apart, and the SDK's echo server — a
+     figure the machine's other load disturbs far less than calls/s.
   s  64 visitor sessions x 4 in flight through the host, each era: one client per session,
      `--per-session` calls each; errors (target 0), p50/p99, calls/s.
 Results go to bench-results/throughput.json. Run by `scripts/bench`; `--quick` for fewer calls.
@@ -20,49 +23,98 @@ import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 from fixtures import make_plugins
 from legs import ERAS, Op, call_echo, http_client, timed
-from load import Run, in_flight, loadavg
+from load import Run, cpu_s, in_flight, loadavg, postgres_of, tree
 from procs import Processes
 from servers import REPO, RunningHost, start_echo_http, start_host
 
 RESULTS = REPO / "bench-results" / "throughput.json"
 IN_FLIGHT = 16
+BLOCK = 20 * IN_FLIGHT
 SESSIONS, PER_SESSION_IN_FLIGHT = 64, 4
 MIN_RATIO = 0.9
 
 
-async def _one_session(host: RunningHost, echo_url: str, era: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Leg t of one era: 16 in flight on one client, host and direct taking turns."""
+@dataclass(frozen=True)
+class Servers:
+    """The processes serving each leg, whose CPU time is read around each block."""
+
+    host: RunningHost
+    data_dir: Path
+    echo_url: str
+    echo_pid: int
+
+    def processes(self) -> dict[str, list[psutil.Process]]:
+        """host: the host and its sandboxed child; postgres: its embedded PostgreSQL;
+        direct: the SDK's echo server."""
+        return {
+            "host": tree(self.host.proc.popen.pid),
+            "postgres": postgres_of(self.data_dir),
+            "direct": [psutil.Process(self.echo_pid)],
+        }
+
+
+def _cpu_ms_per_call(cpu: dict[str, float], runs: dict[str, Run]) -> dict[str, float]:
+    host_calls = len(runs["host"].samples) + sum(runs["host"].errors.values())
+    direct_calls = len(runs["direct"].samples) + sum(runs["direct"].errors.values())
+    out = {
+        "host": cpu["host"] * 1000 / host_calls,
+        "host_postgres": cpu["postgres"] * 1000 / host_calls,
+        "direct": cpu["direct"] * 1000 / direct_calls,
+    }
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+async def _one_session(servers: Servers, era: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Leg t of one era: 16 in flight on one client, host and direct taking turns; the calls/s
+    and the servers' CPU time per call (which the machine's other load disturbs far less)."""
     runs = {"host": Run(), "direct": Run()}
+    cpu = {"host": 0.0, "postgres": 0.0, "direct": 0.0}
     per_round: list[dict[str, float]] = []
+    host = servers.host
     async with AsyncExitStack() as stack:
         visitor = await host.open_session()
         ops: dict[str, Op] = {
             "host": call_echo(await http_client(stack, visitor.mcp_url, era, visitor.token)),
-            "direct": call_echo(await http_client(stack, echo_url, era)),
+            "direct": call_echo(await http_client(stack, servers.echo_url, era)),
         }
         for op in ops.values():
             await timed(op, 20)
             await in_flight([op] * IN_FLIGHT, IN_FLIGHT * 5)
+        watched = servers.processes()
+        groups = {"host": ("host", "postgres"), "direct": ("direct",)}
         for r in range(args.rounds):
             order = ("host", "direct") if r % 2 == 0 else ("direct", "host")
-            rates: dict[str, float] = {}
-            for name in order:
-                run = await in_flight([ops[name]] * IN_FLIGHT, args.n)
-                rates[name] = round(run.calls_per_s, 1)
-                runs[name].merge(run)
+            this_round = {"host": Run(), "direct": Run()}
+            # Blocks of BLOCK calls in turn, so a burst of load from elsewhere on this shared
+            # machine lands on both legs; each block ramps down as its last calls finish, the
+            # same for both.
+            for done in range(0, args.n, BLOCK):
+                for name in order:
+                    before = {g: cpu_s(watched[g]) for g in groups[name]}
+                    this_round[name].merge(await in_flight([ops[name]] * IN_FLIGHT, min(BLOCK, args.n - done)))
+                    for g in groups[name]:
+                        cpu[g] += cpu_s(watched[g]) - before[g]
+            rates = {name: round(run.calls_per_s, 1) for name, run in this_round.items()}
             per_round.append({**rates, "ratio": round(rates["host"] / rates["direct"], 3)})
+            for name, run in this_round.items():
+                runs[name].merge(run)
     host_s, direct_s = runs["host"].summary(), runs["direct"].summary()
     ratio = host_s["calls_per_s"] / direct_s["calls_per_s"] if direct_s["calls_per_s"] else None
+    cpu_ms = _cpu_ms_per_call(cpu, runs)
     return {
         "host": host_s,
         "direct": direct_s,
         "host_over_direct": round(ratio, 3) if ratio else None,
+        "cpu_ms_per_call": cpu_ms,
+        "cpu_host_over_direct": round(cpu_ms["host"] / cpu_ms["direct"], 3) if cpu_ms["direct"] else None,
         "rounds_calls_per_s": per_round,
     }
 
@@ -96,11 +148,13 @@ async def _many_sessions(host: RunningHost, era: str, per_session: int) -> dict[
 async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> dict[str, Any]:
     plugins = make_plugins(workdir, count=1)
     echo_url = await start_echo_http(procs, plugins.echo_server)
+    echo_pid = next(p.popen.pid for p in procs.running if p.name == "echo-http")
     host = await start_host(procs, "host-throughput", plugins=plugins.one, data_dir=workdir / "d")
+    servers = Servers(host, workdir / "d", echo_url, echo_pid)
     result: dict[str, Any] = {"t_one_session": {}, "s_many_sessions": {}}
     for era in ERAS:
         print(f"[bench] throughput: {IN_FLIGHT} in flight on one session, {era}")
-        result["t_one_session"][era] = await _one_session(host, echo_url, era, args)
+        result["t_one_session"][era] = await _one_session(servers, era, args)
     for era in ERAS:
         print(f"[bench] throughput: {SESSIONS} sessions x {PER_SESSION_IN_FLIGHT} in flight, {era}")
         result["s_many_sessions"][era] = await _many_sessions(host, era, args.per_session)
@@ -139,6 +193,11 @@ def _print(result: dict[str, Any]) -> None:
         latency = f"{s['median_ms']:>8.2f} {s['p99_ms']:>8.2f}" if s["median_ms"] is not None else "       -        -"
         print(f"  {title:<44} {s['calls']:>6} {s['errors']:>4} {s['calls_per_s']:>8.1f} {latency}")
     for era, leg in result["t_one_session"].items():
+        cpu = leg["cpu_ms_per_call"]
+        print(
+            f"  t {era} server CPU ms per call: host {cpu['host']} (+ PostgreSQL {cpu['host_postgres']}), "
+            f"direct {cpu['direct']}; host/direct {leg['cpu_host_over_direct']}"
+        )
         print(f"  t {era} host/direct per round: {' / '.join(str(r['ratio']) for r in leg['rounds_calls_per_s'])}")
     for status, name, value in result["targets"]:
         print(f"  {status:<4}  {name}: {value}")
@@ -146,13 +205,13 @@ def _print(result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench/throughput.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("-n", type=int, default=500, help="calls per leg per round, leg t (default 500)")
+    p.add_argument("-n", type=int, default=960, help="calls per leg per round, leg t (default 960)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of leg t (default 3)")
     p.add_argument("--per-session", type=int, default=16, help="calls per session, leg s (default 16)")
-    p.add_argument("--quick", action="store_true", help="n=200, 8 calls per session")
+    p.add_argument("--quick", action="store_true", help="n=320, 8 calls per session")
     args = p.parse_args(argv)
     if args.quick:
-        args.n, args.per_session = 200, 8
+        args.n, args.per_session = 320, 8
     workdir = Path(tempfile.mkdtemp(prefix="mcpt-", dir="/tmp"))
     procs = Processes(workdir)
     began = time.perf_counter()
