@@ -9,6 +9,7 @@ MCP_HOST_TEST_DATABASE_URL to use another server instead (its user needs CREATED
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import secrets
 import shutil
@@ -20,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 import pytest
+import sniffio
 from anyio import pytest_plugin as anyio_pytest_plugin
 from pydantic import SecretStr
 
@@ -182,3 +184,22 @@ def no_host_left_running() -> Iterator[None]:
             task.cancel()
         names = sorted(str(getattr(task.get_coro(), "__qualname__", "?")) for task in left)
         pytest.fail(f"the test left a host running: {', '.join(names)}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def sync_tests_run_outside_the_session_loop(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A plain (sync) test runs as if no event loop were about: the session's async fixtures
+    (the PostgreSQL server) keep anyio's runner, and with it sniffio's "asyncio" mark, alive
+    between tests, and a sync test calling `mcp-host`'s `main()` (whose commands call
+    `anyio.run`) would fail with "Already running asyncio in this thread" — or not, depending
+    on which tests xdist happened to run before it on the same worker."""
+    if inspect.iscoroutinefunction(request.function):
+        yield
+        return
+    token = sniffio.current_async_library_cvar.set(None)
+    before, sniffio.thread_local.name = sniffio.thread_local.name, None
+    try:
+        yield
+    finally:
+        sniffio.thread_local.name = before
+        sniffio.current_async_library_cvar.reset(token)
