@@ -146,12 +146,29 @@ def ecosystem_host(name: str = "eco", scope: Literal["module", "session"] = "mod
             review = await pending_at_start(running)
             ecosystem = Ecosystem(running, list(review.get("pending", [])), list(review.get("rejected", [])))
             await approve_all(ecosystem)
+            # The four servers have 44 tools, above the default tool search threshold (40): these
+            # tests are about every tool listed and called by name, so the owner raises it
+            # (`test_reference_servers` checks tool search with the default too).
+            await set_tool_search_threshold(ecosystem.running, LISTS_EVERY_TOOL)
             yield ecosystem
 
     return pytest.fixture(serving, scope=scope, name=name)
 
 
 # -- the owner --------------------------------------------------------------------------------
+
+
+LISTS_EVERY_TOOL = 1000
+"""The owner's tool search threshold in these tests: no session here sees that many tools."""
+
+
+async def set_tool_search_threshold(running: RunningHost, threshold: int) -> None:
+    """The owner's setting (`host_settings_set`), then the second the door may keep the old
+    value for (`visitor/tool_search.py`, `_THRESHOLD_TTL_S`)."""
+    async with owner_client(running) as owner:
+        failed, answer = await owner_call(owner, "host_settings_set", tool_search_threshold=threshold)
+    assert not failed and answer["tool_search_threshold"] == threshold, answer
+    await anyio.sleep(1.1)
 
 
 def owner_token(running: RunningHost) -> str:

@@ -18,10 +18,12 @@ from tests.ecosystem.support import (
     ERA_VERSION,
     ERAS,
     EXPECTED_TOOLS,
+    LISTS_EVERY_TOOL,
     Ecosystem,
     owner_token,
     pending_names,
     python_visitor,
+    set_tool_search_threshold,
     text_of,
 )
 from tests.hosting import REPO
@@ -70,6 +72,27 @@ async def test_python_sdk_visitors_list_and_call_the_tools_of_every_server(eco: 
     assert (converted["source"]["datetime"][11:16], converted["target"]["datetime"][11:16]) == ("12:00", "21:00")
     assert not hello.is_error and text_of(hello).strip() == "hello from the filesystem plugin"
     assert not graph.is_error and json.loads(text_of(graph)) == {"entities": [], "relations": []}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_with_the_default_threshold_the_44_tools_are_found_and_called_through_tool_search(
+    eco: Ecosystem, mode: str
+) -> None:
+    """An owner who keeps the default (40) gives visitors `find_tools` and `call_tool` instead of
+    the 44 tools; a visitor finds the reference servers' tools by what they do and calls them."""
+    await set_tool_search_threshold(eco.running, 40)
+    try:
+        async with python_visitor(eco, mode) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            found = await client.call_tool("find_tools", {"query": "echo back a message", "limit": 3})
+            echo = await client.call_tool("call_tool", {"name": "echo", "arguments": {"message": "via search"}})
+            clock = await client.call_tool("find_tools", {"query": "current time in a timezone"})
+    finally:
+        await set_tool_search_threshold(eco.running, LISTS_EVERY_TOOL)
+    assert listed == {"find_tools", "call_tool"}
+    assert not found.is_error and "echo" in text_of(found)
+    assert (echo.is_error, text_of(echo)) == (False, "Echo: via search")
+    assert not clock.is_error and "get_current_time" in text_of(clock)
 
 
 async def test_server_memory_gives_two_concurrent_visitors_two_separate_graphs(eco: Ecosystem) -> None:
