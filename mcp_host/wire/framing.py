@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
 import anyio
+import anyio.lowlevel
 import mcp.types as types
 from anyio.abc import ByteReceiveStream, ByteSendStream, ObjectReceiveStream, ObjectSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -51,8 +52,16 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
         self._on_overflow = on_overflow
         self._name = name
         self._ended = False
+        self._after_notice = False
 
     async def receive(self) -> SessionMessage | Exception:
+        if self._after_notice:
+            # What the dispatcher started for the last notification or request (a progress
+            # relay) gets a turn before the next line is read: lines already buffered would
+            # otherwise let the call's answer overtake its progress, as a reader task's memory
+            # stream never did.
+            self._after_notice = False
+            await anyio.lowlevel.checkpoint()
         while not self._ended:
             try:
                 line = await self._buffered.receive_until(b"\n", self._max_line_bytes)
@@ -67,9 +76,11 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
             if not line.strip():
                 continue
             try:
-                return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:
                 return exc  # the session logs it; reading goes on
+            self._after_notice = not isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            return SessionMessage(message)
         raise anyio.EndOfStream
 
     async def aclose(self) -> None:
