@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +23,23 @@ from typing import Any
 import anyio
 import psutil
 from legs import Op
+from procs import Processes
 from report import stats
 
-__all__ = ["MiB", "Run", "cpu_s", "in_flight", "loadavg", "memory_of", "postgres_of", "rss_mib", "sandboxes", "tree"]
+__all__ = [
+    "MiB",
+    "Run",
+    "cpu_s",
+    "in_flight",
+    "loadavg",
+    "memory_of",
+    "postgres_of",
+    "rss_mib",
+    "run_leg",
+    "said_where",
+    "sandboxes",
+    "tree",
+]
 
 MiB = 1024**2
 
@@ -159,3 +175,43 @@ def cpu_s(procs: Sequence[psutil.Process]) -> float:
 
 def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+Bench = Callable[[Any, Processes, Path], Awaitable[dict[str, Any]]]
+
+
+def run_leg(
+    name: str,
+    bench: Bench,
+    args: Any,
+    results: Path,
+    finish: Callable[[dict[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run one leg's `bench(args, procs, workdir)` in a fresh folder under /tmp (every process
+    it started stopped, the folder removed, on error too), add what `finish(result)` returns
+    (its targets, its config), the duration and the load average before and after, and write
+    it all to `results`."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"mcp{name}-", dir="/tmp"))
+    procs = Processes(workdir)
+    began = time.perf_counter()
+    load_before = loadavg()
+    try:
+        result = anyio.run(bench, args, procs, workdir)
+    finally:
+        procs.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    result |= finish(result)
+    result |= {
+        "duration_s": round(time.perf_counter() - began, 1),
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+    }
+    results.parent.mkdir(exist_ok=True)
+    results.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def said_where(result: dict[str, Any], results: Path, repo: Path) -> str:
+    """The closing line of a leg: how long, the load, where its results are."""
+    load = f"loadavg {result['loadavg_before']} -> {result['loadavg_after']}"
+    return f"[bench] {result['duration_s']} s, {load}; results in {results.relative_to(repo)}"

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -35,7 +33,7 @@ from typing import Any
 import anyio
 import httpx2
 import psutil
-from load import loadavg, memory_of, postgres_of, rss_mib, sandboxes
+from load import memory_of, postgres_of, rss_mib, run_leg, said_where, sandboxes
 from procs import Processes
 from servers import REPO, RunningHost, start_host
 
@@ -338,28 +336,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.sessions, args.protocol = 1000, 200
-    workdir = Path(tempfile.mkdtemp(prefix="mcpm-", dir="/tmp"))
-    procs = Processes(workdir)
-    began = time.perf_counter()
-    load_before = loadavg()
-    try:
-        result = anyio.run(bench, args, procs, workdir)
-    finally:
-        procs.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    result["targets"] = _targets(result)
-    result |= {
-        "config": vars(args),
-        "host": "mcp-host serve as scripts/run: builtins of capabilities/, embedded PostgreSQL, sandbox on, defaults",
-        "duration_s": round(time.perf_counter() - began, 1),
-        "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
-    }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    result = run_leg(
+        "m",
+        bench,
+        args,
+        RESULTS,
+        lambda found: {
+            "targets": _targets(found),
+            "config": vars(args),
+            "host": "mcp-host serve as scripts/run: builtins of capabilities/, embedded PostgreSQL, sandbox on, "
+            "defaults",
+        },
+    )
     _print(result)
-    load = f"loadavg {load_before} -> {result['loadavg_after']}"
-    print(f"[bench] {result['duration_s']} s, {load}; results in {RESULTS.relative_to(REPO)}")
+    print(said_where(result, RESULTS, REPO))
     return 0
 
 

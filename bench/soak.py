@@ -14,20 +14,15 @@ Results go to bench-results/soak.json. Run by `scripts/bench` (`--long` passes o
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import statistics
 import sys
-import tempfile
-import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import anyio
 from fixtures import make_plugins
 from legs import ERAS, call_echo, http_client
-from load import MiB, Run, in_flight, loadavg, rss_mib
+from load import MiB, Run, in_flight, rss_mib, run_leg, said_where
 from procs import Processes
 from servers import REPO, start_host
 
@@ -111,24 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         args.calls = 100_000
     elif args.quick:
         args.calls, args.every = 5_000, 1_000
-    workdir = Path(tempfile.mkdtemp(prefix="mcps-", dir="/tmp"))
-    procs = Processes(workdir)
-    began = time.perf_counter()
-    load_before = loadavg()
-    try:
-        result = anyio.run(bench, args, procs, workdir)
-    finally:
-        procs.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    result["targets"] = [_target(result, args.calls)]
-    result |= {
-        "config": vars(args),
-        "duration_s": round(time.perf_counter() - began, 1),
-        "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
-    }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    result = run_leg(
+        "s", bench, args, RESULTS, lambda found: {"targets": [_target(found, args.calls)], "config": vars(args)}
+    )
     total = result["total"]
     print(
         f"[bench] soak: {total['calls']} calls at {total['calls_per_s']} calls/s (summed per interval), "
@@ -136,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for status, name, value in result["targets"]:
         print(f"  {status:<4}  {name}: {value}")
-    load = f"loadavg {load_before} -> {result['loadavg_after']}"
-    print(f"[bench] {result['duration_s']} s, {load}; results in {RESULTS.relative_to(REPO)}")
+    print(said_where(result, RESULTS, REPO))
     return 0
 
 

@@ -17,10 +17,7 @@ Results go to bench-results/throughput.json. Run by `scripts/bench`; `--quick` f
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
-import tempfile
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -31,7 +28,7 @@ import anyio
 import psutil
 from fixtures import make_plugins
 from legs import ERAS, Op, call_echo, http_client, timed
-from load import Run, cpu_s, in_flight, loadavg, postgres_of, tree
+from load import Run, cpu_s, in_flight, postgres_of, run_leg, said_where, tree
 from procs import Processes
 from servers import REPO, RunningHost, start_echo_http, start_host
 
@@ -212,27 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.per_session = 320, 8
-    workdir = Path(tempfile.mkdtemp(prefix="mcpt-", dir="/tmp"))
-    procs = Processes(workdir)
-    began = time.perf_counter()
-    load_before = loadavg()
-    try:
-        result = anyio.run(bench, args, procs, workdir)
-    finally:
-        procs.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    result["targets"] = _targets(result)
-    result |= {
-        "config": {"n_per_round": args.n, "rounds": args.rounds, "per_session": args.per_session, "quick": args.quick},
-        "duration_s": round(time.perf_counter() - began, 1),
-        "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
-    }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1) + "\n")
+    config = {"n_per_round": args.n, "rounds": args.rounds, "per_session": args.per_session, "quick": args.quick}
+    result = run_leg("t", bench, args, RESULTS, lambda found: {"targets": _targets(found), "config": config})
     _print(result)
-    load = f"loadavg {load_before} -> {result['loadavg_after']}"
-    print(f"[bench] {result['duration_s']} s, {load}; results in {RESULTS.relative_to(REPO)}")
+    print(said_where(result, RESULTS, REPO))
     return 0
 
 

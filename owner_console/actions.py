@@ -92,30 +92,32 @@ def _optional(form: dict[str, str], *keys: str) -> dict[str, Any]:
 
 async def create_code(ask: Asker, t: Templates, v: Visit) -> Response:
     extra = _optional(v.form, "max_uses", "expires_at")
-    reply = await ask(v.owner_id, "code_create", role=v.form.get("role", ""), **extra)
-    if reply.refusal is not None:
-        return await pages.access(ask, t, v, error=reply.error, status_code=400)
-    secret = {"kind": "access code", "id": reply.data.get("id"), "text": reply.data.get("code")}
-    return await pages.access(ask, t, v, secret=secret)
+    return await _created(ask, t, v, "access code", "code", "code_create", role=v.form.get("role", ""), **extra)
 
 
 async def revoke_code(ask: Asker, t: Templates, v: Visit) -> Response:
-    reply = await ask(v.owner_id, "code_revoke", code=v.form.get("code", ""))
-    if reply.refusal is not None:
-        return await pages.access(ask, t, v, error=reply.error, status_code=400)
-    return _done("/owner/access", "revoked")
+    return await _revoked(ask, t, v, "code_revoke", code=v.form.get("code", ""))
 
 
 async def create_key(ask: Asker, t: Templates, v: Visit) -> Response:
-    reply = await ask(v.owner_id, "api_key_create", role=v.form.get("role", ""))
-    if reply.refusal is not None:
-        return await pages.access(ask, t, v, error=reply.error, status_code=400)
-    secret = {"kind": "API key", "id": reply.data.get("id"), "text": reply.data.get("key")}
-    return await pages.access(ask, t, v, secret=secret)
+    return await _created(ask, t, v, "API key", "key", "api_key_create", role=v.form.get("role", ""))
 
 
 async def revoke_key(ask: Asker, t: Templates, v: Visit) -> Response:
-    reply = await ask(v.owner_id, "api_key_revoke", id=v.form.get("id", ""))
+    return await _revoked(ask, t, v, "api_key_revoke", id=v.form.get("id", ""))
+
+
+async def _created(ask: Asker, t: Templates, v: Visit, kind: str, field: str, tool: str, **arguments: Any) -> Response:
+    """A code or key created: the access page with its secret, shown this once."""
+    reply = await ask(v.owner_id, tool, **arguments)
+    if reply.refusal is not None:
+        return await pages.access(ask, t, v, error=reply.error, status_code=400)
+    secret = {"kind": kind, "id": reply.data.get("id"), "text": reply.data.get(field)}
+    return await pages.access(ask, t, v, secret=secret)
+
+
+async def _revoked(ask: Asker, t: Templates, v: Visit, tool: str, **arguments: Any) -> Response:
+    reply = await ask(v.owner_id, tool, **arguments)
     if reply.refusal is not None:
         return await pages.access(ask, t, v, error=reply.error, status_code=400)
     return _done("/owner/access", "revoked")

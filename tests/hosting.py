@@ -179,3 +179,26 @@ def refusal(result: CallToolResult) -> dict[str, str] | None:
     a plugin's structured content); None for a result that is no refusal."""
     found = refusal_of(result)
     return None if found is None else found.model_dump()
+
+
+def modern_request(
+    method: str, params: dict[str, Any], request_id: object = 1, **meta: Any
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 2026-07-28 JSON-RPC request as a client POSTs it by hand: the body, with the per-request
+    envelope in `_meta` (and `meta` added to it), and the routing headers that must agree with it."""
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+        **meta,
+    }
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": envelope}}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }
+    if "name" in params:
+        headers["Mcp-Name"] = str(params["name"])
+    return body, headers

@@ -17,7 +17,7 @@ import pytest
 from mcp_host.edge.jsonrpc import has_lone_surrogate
 from mcp_host.errors import TransportFailure
 from owner_facade import OWNER_PATH
-from tests.hosting import RunningHost, host_settings, running_host, wait_until
+from tests.hosting import RunningHost, host_settings, modern_request, running_host, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -58,20 +58,7 @@ def _encodable(text: str) -> bool:
 
 
 def _modern(method: str, params: dict[str, Any], request_id: object = 1) -> tuple[bytes, dict[str, str]]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = str(params["name"])
+    body, headers = modern_request(method, params, request_id)
     return json.dumps(body).encode(), headers
 
 

@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from mcp_host.edge import RpcEdge
 from mcp_host.visitor.exchange import ModernExchange
-from tests.hosting import free_port, wait_until
+from tests.hosting import free_port, modern_request, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -105,22 +105,7 @@ async def _serve(tools: _Tools, *, fast: bool) -> AsyncIterator[str]:
 
 
 def _request(method: str, params: dict[str, Any], **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    envelope = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-        **meta,
-    }
-    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": envelope}}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if "name" in params:
-        headers["Mcp-Name"] = str(params["name"])
-    return body, headers
+    return modern_request(method, params, 7, **meta)
 
 
 _SAME_ANSWER = {
