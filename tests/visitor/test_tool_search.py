@@ -19,7 +19,7 @@ from mcp import Client
 from mcp_host.access.sessions import RoleSnapshot, Session
 from mcp_host.errors import InvalidArguments
 from mcp_host.visitor.tool_search import CALL_TOOL, FIND_TOOLS, InnerCall, ToolIndex, ToolSearch, host_tools, words
-from tests.hosting import RunningHost, host_settings, refusal, running_host
+from tests.hosting import RunningHost, host_settings, modern_request, refusal, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
 
@@ -329,20 +329,8 @@ async def test_a_session_above_the_threshold_finds_and_calls_its_tools_through_e
 
 
 def _modern_list(token: str) -> tuple[bytes, dict[str, str]]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "bytes", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/list",
-        "Authorization": f"Bearer {token}",
-    }
-    return json.dumps(body).encode(), headers
+    body, headers = modern_request("tools/list", {})
+    return json.dumps(body).encode(), {**headers, "Authorization": f"Bearer {token}"}
 
 
 def _message(body: bytes, content_type: str) -> bytes:
