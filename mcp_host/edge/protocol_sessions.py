@@ -213,14 +213,22 @@ class ProtocolSessions:
         now = anyio.current_time()
         self._sweep(now)
         victims, room = self._make_room(principal, client, now)
-        for victim in victims:
-            await self._close(victim)
+        if room:
+            # The place is this opening's from now, before any await: another opening that runs
+            # while this one closes its victim must not count the same freed place again.
+            self._opening_principal[principal] += 1
+            self._opening_client[client] += 1
+        try:
+            for victim in victims:
+                await self._close(victim)
+        except BaseException:
+            if room:
+                self._release(principal, client)
+            raise
         if not room:
             logger.info("refused a new protocol session: %s at %s has its cap open and busy", principal, client)
             await _refuse(send)
             return
-        self._opening_principal[principal] += 1
-        self._opening_client[client] += 1
         opened: _Open | None = None
         body: list[bytes] | None = [] if self._records is not None else None
 

@@ -132,6 +132,29 @@ async def test_one_principal_flooding_initialize_cannot_lock_another_out(tmp_pat
         assert await other.alive(response.headers["mcp-session-id"])
 
 
+async def test_concurrent_openings_never_take_the_same_place(tmp_path: Path, database_url: str) -> None:
+    """24 initializes at once from one principal (cap 4): each new one's place is reserved before
+    it waits for the session it closed, so two never take the place one eviction freed."""
+    caps = {"protocol_sessions_per_principal": 4, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        flooder = await visitor(host)
+        first = [await flooder.open() for _ in range(4)]
+        opened: list[str] = []
+
+        async def open_one() -> None:
+            response = await flooder.initialize()
+            if response.status_code == 200:
+                opened.append(response.headers["mcp-session-id"])
+            else:
+                assert response.status_code == 429, response.text
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(24):
+                tg.start_soon(open_one)
+        alive = [s for s in first + opened if await flooder.alive(s)]
+        assert len(alive) <= 4, f"{len(alive)} protocol sessions of one principal answer (cap 4)"
+
+
 async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still_get_in(
     tmp_path: Path, database_url: str
 ) -> None:
