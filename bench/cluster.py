@@ -39,7 +39,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mcp_host.store.embedded_postgres import embedded_postgres  # noqa: E402
-from tests.cluster.support import Cluster, add_notes_at_once, home_of, running_cluster, stored_note_ids, structured  # noqa: E402
+from tests.cluster.support import (  # noqa: E402
+    Cluster,
+    add_notes_at_once,
+    home_of,
+    restart_each,
+    running_cluster,
+    stored_note_ids,
+    structured,
+)
 from tests.conftest import fresh_database  # noqa: E402
 
 RESULTS = REPO / "bench-results" / "cluster.json"
@@ -207,19 +215,12 @@ async def quota_phase(cluster: Cluster, cap: int = 7, callers: int = 50) -> dict
 
 async def rolling_phase(cluster: Cluster, visitors: int) -> dict[str, Any]:
     sessions, modes, _ = await _visitors(cluster, visitors)
-    stop, exits = anyio.Event(), []
+    stop = anyio.Event()
+    exits: list[int | None] = []
     started = time.monotonic()
 
     async def roll() -> None:
-        await anyio.sleep(3)
-        for replica in cluster.replicas.values():
-            assert replica.process is not None
-            replica.process.terminate()
-            with anyio.fail_after(60):
-                exits.append(await replica.process.wait())
-            await cluster.start(replica)
-            await cluster.wait_all_up()
-        await anyio.sleep(3)
+        await restart_each(cluster, exits, settle_s=3)
         stop.set()
 
     async with anyio.create_task_group() as tg:

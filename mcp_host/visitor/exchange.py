@@ -35,7 +35,7 @@ from typing import Any, Final
 import anyio
 from mcp.server import Server
 from mcp.server.connection import Connection
-from mcp.server.runner import serve_one
+from mcp.server.runner import modern_error_data, serve_one
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.dispatcher import CallOptions
@@ -48,15 +48,14 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import MessageMetadata, ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import JSONRPCError, JSONRPCRequest, RequestId
+from mcp_types import LOG_LEVEL_META_KEY, JSONRPCError, JSONRPCRequest, RequestId
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
-
-from mcp_host.errors import INTERNAL_ERROR
 
 __all__ = ["ModernExchange"]
 
@@ -65,7 +64,6 @@ logger = logging.getLogger(__name__)
 _VERSION_HEADER: Final = b"mcp-protocol-version"
 _SESSION_HEADER: Final = b"mcp-session-id"
 _MODERN: Final = frozenset(v.encode() for v in MODERN_PROTOCOL_VERSIONS)
-_LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
 _PARAM_PREFIX: Final = MCP_PARAM_HEADER_PREFIX.lower()
 _JSON_HEADERS: Final = (b"content-type", b"application/json")
 _SSE_HEADERS: Final = [
@@ -116,7 +114,7 @@ def _streams(params: Mapping[str, Any]) -> bool:
     meta = params.get("_meta")
     if not isinstance(meta, Mapping):
         return False
-    return meta.get("progressToken") is not None or meta.get(_LOG_LEVEL_KEY) is not None
+    return progress_token_from_params(params) is not None or meta.get(LOG_LEVEL_META_KEY) is not None
 
 
 class ModernExchange:
@@ -236,14 +234,8 @@ class ModernExchange:
 
 
 def _error_reply(request_id: RequestId, exc: Exception) -> dict[str, Any]:
-    from mcp.server.runner import modern_error_data  # noqa: PLC0415  (rare: only on a failure)
-
-    try:
-        error = modern_error_data(exc)
-    except Exception:  # pragma: no cover - the SDK's ladder does not raise
-        logger.exception("a request's failure could not be mapped")
-        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": INTERNAL_ERROR, "message": "Internal error"}}
-    reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    """The SDK's own mapping of a handler's failure (internals never reach the wire)."""
+    reply = JSONRPCError(jsonrpc="2.0", id=request_id, error=modern_error_data(exc))
     return reply.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 

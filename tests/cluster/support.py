@@ -222,6 +222,21 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
                     await process.aclose()
 
 
+async def restart_each(cluster: Cluster, exits: list[int | None], *, settle_s: float) -> None:
+    """A rolling restart: after `settle_s`, each replica in turn SIGTERMed (it drains; its exit
+    status goes to `exits`), started again and waited for until every replica is up; then
+    `settle_s` more."""
+    await anyio.sleep(settle_s)
+    for replica in cluster.replicas.values():
+        assert replica.process is not None
+        replica.process.terminate()
+        with anyio.fail_after(60):
+            exits.append(await replica.process.wait())
+        await cluster.start(replica)
+        await cluster.wait_all_up()
+    await anyio.sleep(settle_s)
+
+
 async def add_notes_at_once(
     cluster: Cluster, sessions: list[dict[str, Any]], *, connect_timeout_s: float
 ) -> list[str | None]:

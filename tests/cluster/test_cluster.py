@@ -25,6 +25,7 @@ from tests.cluster.support import (
     add_notes_at_once,
     home_of,
     needs_haproxy,
+    restart_each,
     stored_note_ids,
     structured,
 )
@@ -260,15 +261,7 @@ async def test_a_rolling_sigterm_restart_under_load_fails_no_call_in_either_era(
                 outcomes.append((mode, transport_failure(exc)))
 
     async def roll() -> None:
-        await anyio.sleep(2)
-        for replica in whole.replicas.values():
-            assert replica.process is not None
-            replica.process.terminate()
-            with anyio.fail_after(60):
-                exits.append(await replica.process.wait())
-            await whole.start(replica)
-            await whole.wait_all_up()
-        await anyio.sleep(2)
+        await restart_each(whole, exits, settle_s=2)
         done.set()
 
     async with anyio.create_task_group() as tg:
