@@ -394,14 +394,25 @@ class _Shared:
 
 
 async def _shared(
-    settings: Settings, report: LoadReport, early: Early, database: Database, background: TaskGroup
+    settings: Settings,
+    report: LoadReport,
+    early: Early,
+    database: Database,
+    background: TaskGroup,
+    lent: Sequence[str] = (),
 ) -> _Shared:
     """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
     built once; once the pins are loaded, every capability's tools are listed for the owner's
-    review (pinning on) and the prestarted children's lists vetted, in the background."""
+    review (pinning on) and the prestarted children's lists vetted, in the background. `lent`:
+    the parent's capabilities (`_lent_by_parent`), linked to the parent before any is listed."""
     rule_store = RuleStore(database.pool)
     owners = OwnerStore(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
+    audit = AuditLog(database.pool)
+    # Before the review below lists any child: a child is made once, and one of a lent
+    # capability made without its link to the parent would pass the parent's bare refusal to
+    # visitors (defect 8) and leave no `parent_call` rows.
+    _audit_parent_calls(early.children, audit, owner.id, lent)
     # Tool pinning: a child's tool whose definition the owner has not approved stays hidden.
     pins = Pins(database.pool) if settings.policy.pin_tools else None
     if pins is not None:
@@ -434,7 +445,6 @@ async def _shared(
         ttl_s=settings.connectors.connections_ttl_s,
     )
     holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
-    audit = AuditLog(database.pool)
     rules = RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
     return _Shared(
         owners=owners,
@@ -491,7 +501,7 @@ async def _lent_by_parent(settings: Settings, plugins: Registry) -> list[str]:
     return added
 
 
-def _audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, lent: list[str]) -> None:
+def _audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, lent: Sequence[str]) -> None:
     """Each call to the parent's capabilities leaves a row here (`parent_call`) with the request
     id the parent's audit names it by."""
     for capability in lent:
@@ -634,8 +644,7 @@ async def wired(
     """Build every part that needs the database, run the back-channel and the two MCP session
     managers, and yield the host; calls parked between input rounds end when it exits."""
     lent = await _lent_by_parent(settings, early.plugins)
-    shared = await _shared(settings, report, early, database, background)
-    _audit_parent_calls(early.children, shared.audit, shared.owner_id, lent)
+    shared = await _shared(settings, report, early, database, background, lent)
     channel = _back_channel(settings, early, shared, lent)
     meta_caps = MetaCaps(settings.wire.meta_max_keys, settings.wire.meta_max_depth, settings.wire.meta_max_bytes)
     search = ToolSearch(shared.access.tool_search_threshold)  # sessions that see many tools

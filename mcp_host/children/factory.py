@@ -75,7 +75,11 @@ class ChildFactory:
 
     def tell_calls(self, plugin_id: str, on_call: Callable[[str, str], Awaitable[None]]) -> None:
         """A remote plugin's children tell `on_call` (tool, request id) before each call (a
-        node's parent capabilities: the node's audit names the call as the parent's does)."""
+        node's parent capabilities: the node's audit names the call as the parent's does).
+        Raises RuntimeError once the plugin's child is made: it was made without `on_call`, and
+        a child is made once (the composition root tells before anything lists one)."""
+        if self._pool.get(plugin_id) is not None:
+            raise RuntimeError(f"{plugin_id}: its calls are told of only before its child is made")
         self._remote_calls[plugin_id] = on_call
 
     def use_env(self, source: EnvSource) -> None:

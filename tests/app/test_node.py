@@ -31,8 +31,10 @@ async def parent_and_node(
     capabilities: list[str],
     node_plugins: tuple[str, ...] = (),
     calls: int = 50,
+    **node_overrides: Any,
 ) -> AsyncIterator[tuple[RunningHost, RunningHost, Client, str]]:
-    """The parent (echo, vault) with a grant of `capabilities`, and a node started with its token."""
+    """The parent (echo, vault) with a grant of `capabilities`, and a node started with its token
+    (and `node_overrides` to its settings)."""
     parent_settings = host_settings(tmp_path / "parent", database_url, ["echo", "vault"], child_start_timeout_s=30.0)
     async with running_host(parent_settings) as parent, owner_client(parent) as owner:
         failed, grant = await call(
@@ -41,7 +43,12 @@ async def parent_and_node(
         assert not failed, grant
         async with fresh_database(postgres_server) as node_database:
             node_settings = host_settings(
-                tmp_path / "node", node_database, list(node_plugins), parent_url=parent.url, parent_token=grant["token"]
+                tmp_path / "node",
+                node_database,
+                list(node_plugins),
+                parent_url=parent.url,
+                parent_token=grant["token"],
+                **node_overrides,
             )
             async with running_host(node_settings) as node:
                 yield parent, node, owner, grant["grant"]["id"]
@@ -151,3 +158,37 @@ async def test_budget_and_revoke_through_the_node(tmp_path: Path, database_url: 
 
 def _text(result: Any) -> str:
     return "".join(getattr(part, "text", "") for part in result.content)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_spent_budget_refuses_the_nodes_visitor_with_the_nodes_own_refusal(
+    tmp_path: Path, database_url: str, postgres_server: str, mode: str
+) -> None:
+    """Budget 2, three calls one after another in one era, on a node that pins its tools (as
+    `serve` does): the third answer is the node's own refusal, whole, as any refusal of the host
+    (defect 8: the parent's bare `denied: denied`, without `_meta["mcp-host/error"]`, when the
+    owner's review listed the parent's capability before the node's link to it was complete)."""
+    async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"], calls=2, pin_tools=True) as (
+        _,
+        node,
+        _,
+        _,
+    ):
+        async with owner_client(node) as node_owner:
+            failed, pending = await call(node_owner, "tools_pending")
+            assert not failed and ("test.echo", "echo") in {(p["capability"], p["tool"]) for p in pending["pending"]}
+            failed, approved = await call(node_owner, "tool_approve", capability="test.echo", tool="echo")
+            assert not failed, approved
+        session = await _visitor_of(node, ["test.echo"])
+        async with node.client(session, mode=mode) as visitor:
+            answers = [await visitor.call_tool("echo", {"text": f"call {n}"}) for n in range(3)]
+    assert [a.is_error for a in answers] == [False, False, True]
+    denied = {"code": "denied", "message": "the parent host refused this call"}
+    stamp = {} if mode == "legacy" else {"io.modelcontextprotocol/serverInfo": {"name": "mcp-host", "version": "0.1.0"}}
+    assert answers[-1].model_dump(by_alias=True, exclude_none=True) == {
+        "_meta": {"mcp-host/error": denied, **stamp},
+        "content": [{"type": "text", "text": "denied: the parent host refused this call"}],
+        "structuredContent": denied,
+        "isError": True,
+        "resultType": "complete",
+    }
