@@ -11,7 +11,12 @@ What pgserver 0.1.4 does, and what this module adds:
   that path is too long for a socket, in which case pgserver falls back to a world-writable
   runtime directory; this module refuses such a path instead.
 - As root, pgserver runs postgres as the system user `pgserver` (creating it), chowns the data
-  directory to it and adds g+rx,o+rx to every directory above it.
+  directory to it and adds g+rx,o+rx to every directory above it. pgserver creates the user
+  outside any lock, so on a machine where it does not exist yet, several processes starting
+  at once (pytest's workers, `scripts/run` beside a test run) each run `useradd`, and one of
+  them saw the user half-made: its `initdb` failed with "could not change permissions of
+  directory … Operation not permitted". This module creates the user first, once, under a
+  lock every process on the machine shares (`_ensure_system_user`).
 - pgserver stops the server only when the last process in `<pgdata>/.handle_pids.json` lets
   go. A host killed with SIGKILL stays in that list, which would keep the next host from ever
   stopping the server, so pids of processes that are gone are dropped before starting.
@@ -33,13 +38,17 @@ What pgserver 0.1.4 does, and what this module adds:
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import logging
 import os
+import pwd
+import subprocess
+import tempfile
 import threading
 import warnings
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -60,6 +69,9 @@ _logger = logging.getLogger("mcp_host.store.database")
 # pgserver's start and stop share class-level state (its instance table and one interprocess
 # lock object), so this process makes one such call at a time.
 _pgserver_calls = threading.Lock()
+
+# The system user pgserver runs postgres as when started by root (fixed by pgserver).
+_SYSTEM_USER = "pgserver"
 
 # Linux sun_path holds 108 bytes including the terminating NUL.
 _SOCKET_PATH_MAX = 107
@@ -155,6 +167,8 @@ def _start(pgdata: Path) -> PostgresServer:
             f"{pgdata}: path too long for the database's unix socket ({socket}); choose a shorter data directory"
         )
     pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        _ensure_system_user()
     with _pgserver_calls:
         from pgserver.postgres_server import PostgresServer, get_server
 
@@ -174,6 +188,40 @@ def _start(pgdata: Path) -> PostgresServer:
         server.log,
     )
     return server
+
+
+def _ensure_system_user() -> None:
+    """Create pgserver's system user unless it exists, one process on the machine at a time.
+
+    The lock is a file of root's (only root gets here) that every process of every host and
+    test run on the machine takes, whatever its runtime directory: pgserver's own lock lives
+    in the user's runtime directory, which differs between a login shell and CI.
+    """
+    with _machine_lock("mcp-host-pgserver-user.lock"):
+        try:
+            pwd.getpwnam(_SYSTEM_USER)
+            return
+        except KeyError:
+            pass
+        _logger.info("embedded PostgreSQL: creating the system user %r to run it as", _SYSTEM_USER)
+        # The same user pgserver would make (`useradd -s /bin/bash pgserver`), so both agree.
+        subprocess.run(
+            ["useradd", "--shell", "/bin/bash", _SYSTEM_USER], check=True, capture_output=True, text=True
+        )
+
+
+@contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """Hold an exclusive `flock` on `name` in /run/lock (or the temp dir) until exit."""
+    directory = Path("/run/lock")
+    if not directory.is_dir():
+        directory = Path(tempfile.gettempdir())
+    fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _restart(server: PostgresServer) -> None:
