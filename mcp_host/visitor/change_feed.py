@@ -14,13 +14,19 @@ update. A session that cannot see the child hears nothing of it. Whose lists com
   the plugin and list through it (`ChildFactory.lister`: those with no running instance of
   their own), and its resource updates reach no visitor (a session subscribes in, and reads
   from, its own instance; the owner-context one's state is the owner's).
+
+A session's own list change (its tool search working set grew, `tell_session`) reaches a
+2025-11-25 connection that is `answering` the request that grew it on that request's stream,
+before its result (`visitor.server` sends it): on the standalone stream it would arrive after
+the result, and a client that leaves right after half-reads it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +45,7 @@ from mcp.server.subscriptions import (
 from mcp_host.access import Session
 from mcp_host.children import ListChange
 
-__all__ = ["ChangeFeed", "SessionBus"]
+__all__ = ["Answering", "ChangeFeed", "SessionBus"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +64,15 @@ class _Listeners:
 
     def empty(self) -> bool:
         return not self.connections and not self.streams
+
+
+@dataclass
+class Answering:
+    """A request a 2025-11-25 connection is being answered (`ChangeFeed.answering`)."""
+
+    connection_id: str
+    tools_changed: bool = False
+    """The session's own tool list changed meanwhile: the request tells its connection itself."""
 
 
 def _event(what: str) -> ServerEvent:
@@ -97,6 +112,7 @@ class ChangeFeed:
         self._runs_own = runs_own
         self._tg = task_group
         self._by_session: OrderedDict[str, _Listeners] = OrderedDict()
+        self._answering: dict[str, list[Answering]] = {}
 
     def _listeners(self, session: Session) -> _Listeners:
         listeners = self._by_session.get(session.id)
@@ -183,17 +199,40 @@ class ChangeFeed:
             for connection_id, server_session in list(listeners.connections.items()):
                 self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
 
+    @contextmanager
+    def answering(self, session_id: str, connection_id: str) -> Iterator[Answering]:
+        """While a request of the 2025-11-25 connection `connection_id` is answered: a change of
+        the session's own tool list (`tell_session`) is not sent on that connection's standalone
+        stream but marked on the `Answering`, for the request to send on its own stream."""
+        answering = Answering(connection_id)
+        self._answering.setdefault(session_id, []).append(answering)
+        try:
+            yield answering
+        finally:
+            left = self._answering[session_id]
+            left.remove(answering)
+            if not left:
+                del self._answering[session_id]
+
     def tell_session(self, session_id: str) -> None:
         """Only this session's tool list changed (its tool search working set grew): told to
-        its listeners on this replica, as a child's change would be."""
+        its listeners on this replica, as a child's change would be, except the connections
+        `answering` a request, which that request tells."""
         listeners = self._by_session.get(session_id)
-        if listeners is None or listeners.session.credential_revoked:
+        if listeners is not None and listeners.session.credential_revoked:
             return
+        answering = self._answering.get(session_id, [])
+        for request in answering:
+            request.tools_changed = True
+        if listeners is None:
+            return
+        told_in_request = {request.connection_id for request in answering}
         event = ToolsListChanged()
         for deliver in list(listeners.streams):
             deliver(event)
         for connection_id, server_session in list(listeners.connections.items()):
-            self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
+            if connection_id not in told_in_request:
+                self._tg.start_soon(self._notify, listeners, connection_id, server_session, event)
 
     def announce(self, plugin_id: str) -> None:
         """A plugin was added, or is about to be removed (call it first: it tells the sessions

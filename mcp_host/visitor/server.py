@@ -14,7 +14,9 @@ Everything a child can do in MCP reaches the session's client and back:
   2025-11-25 client, as `InputRequiredResult` rounds for a 2026-07-28 client;
 - cancellation: a cancelled call is cancelled in the child (`notifications/cancelled`);
 - list changes: as classic notifications to 2025-11-25 clients, on `subscriptions/listen`
-  streams for 2026-07-28 clients, only for sessions that see the child;
+  streams for 2026-07-28 clients, only for sessions that see the child; the change a
+  2025-11-25 client's `find_tools` makes to its own list rides that call's stream, before
+  the result (`ChangeFeed.answering`);
 - MCP tasks (2025-11-25, `visitor.tasks`): task status notifications to the connection that
   made the task, a task's elicitation and sampling on the stream of its `tasks/result`; a
   2026-07-28 session is neither offered nor let call a task-required tool.
@@ -68,6 +70,7 @@ from .door import VisitorDoor
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
 from .tasks import VisitorTasks, hidden_for_modern, offered_in_modern
+from .tool_search import FIND_TOOLS
 
 __all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
 
@@ -95,6 +98,13 @@ def session_of(ctx: ServerRequestContext[Any, Any]) -> Session:
 
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The 2025-11-25 connection (`Mcp-Session-Id`) the request came on; None at 2026-07-28."""
+    request = ctx.request
+    connection = request.headers.get("mcp-session-id") if request is not None else None
+    return connection if connection and not _modern(ctx) else None
 
 
 class _VisitorServer(Server[Any]):
@@ -257,7 +267,20 @@ class VisitorServer:
             except HostError as exc:  # a requestState that is not this call's; the call itself never raises
                 return tool_error(exc, structured=False)  # the tool is not resolved: it may declare an outputSchema
         client = PushClient(ctx, session.id, self._log_levels.get(session.id))
-        return await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+        connection = _connection_of(ctx)
+        if params.name != FIND_TOOLS or connection is None:
+            return await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+        # find_tools grows the session's working set: the list change rides this call's stream,
+        # before its result, rather than the standalone stream after it (`ChangeFeed.answering`).
+        with self._feed.answering(session.id, connection) as answering:
+            result = await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+        if answering.tools_changed:
+            try:
+                changed = types.ToolListChangedNotification()
+                await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
+            except Exception:  # the visitor's stream ended; the result cannot reach it either
+                logger.debug("session %s: a change notice could not be sent", session.id, exc_info=True)
+        return result
 
     # -- tasks (2025-11-25; see visitor.tasks) ---------------------------------------------------
 
@@ -450,9 +473,8 @@ class VisitorServer:
         """The request's session; a 2025-11-25 connection is remembered, to be told of list
         changes on its standalone stream."""
         session = session_of(ctx)
-        request = ctx.request
-        connection = request.headers.get("mcp-session-id") if request is not None else None
-        if connection and not _modern(ctx):
+        connection = _connection_of(ctx)
+        if connection is not None:
             self._feed.keep_connection(session, connection, ctx.session)
         return session
 

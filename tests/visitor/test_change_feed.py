@@ -185,3 +185,29 @@ async def test_an_owner_context_instances_lists_reach_the_sessions_listing_throu
         "through": [ToolsListChanged(), ResourceUpdated(uri="test://one")],
     }
     assert shared_heard == [ResourceUpdated(uri="test://one")]
+
+
+async def test_a_connection_answering_is_left_to_its_request_and_the_others_are_told() -> None:
+    """A session's own list change (`tell_session`): the connection whose request is being
+    answered is marked for that request to tell; the session's other connection and its listen
+    stream are told at once; after the request, that connection is told on its own again."""
+    session = _session(1, ("a",))
+    asking, other = _Connection(), _Connection()
+    streamed: list[ServerEvent] = []
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.keep_connection(session, "asking", asking)  # type: ignore[arg-type]
+        feed.keep_connection(session, "other", other)  # type: ignore[arg-type]
+        feed.bus(session).subscribe(streamed.append)
+        with feed.answering(session.id, "asking") as answering:
+            feed.tell_session(_session(2, ("a",)).id)  # another session's change
+            unmarked = not answering.tools_changed
+            feed.tell_session(session.id)
+            await anyio.wait_all_tasks_blocked()
+        feed.tell_session(session.id)
+        await anyio.wait_all_tasks_blocked()
+    assert unmarked
+    assert answering.tools_changed
+    assert asking.sent == ["notifications/tools/list_changed"]  # the second tell only
+    assert other.sent == ["notifications/tools/list_changed"] * 2
+    assert streamed == [ToolsListChanged()] * 2

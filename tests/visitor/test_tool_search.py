@@ -5,6 +5,7 @@ the threshold, find_tools, the list change, and call_tool under every gate of a 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -12,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp.types as types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host.access.sessions import RoleSnapshot, Session
 from mcp_host.errors import InvalidArguments
@@ -326,6 +329,81 @@ async def test_a_session_above_the_threshold_finds_and_calls_its_tools_through_e
     assert not approved.is_error and approved.structured_content == {"wiped": "x"}
     assert refusal(itself) is not None and refusal(itself)["code"] == INVALID_ARGUMENTS  # type: ignore[index]
     assert ran_after.structured_content == {"wipe": 1, "peek": 0}
+
+
+class _Held(httpx2.AsyncByteStream):
+    def __init__(self, inner: Any, released: anyio.Event) -> None:
+        self._inner = inner
+        self._released = released
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        await self._released.wait()
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _LateStandalone(httpx2.AsyncBaseTransport):
+    """An HTTP transport on which the standalone stream (the client's GET) arrives late: its
+    bytes reach the client once `released` is set, as across a slow or buffering network path."""
+
+    def __init__(self, released: anyio.Event) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._released = released
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method != "GET":
+            return response
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Held(response.stream, self._released),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@needs_bwrap
+async def test_find_tools_tells_the_list_change_before_its_result(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 2025-11-25 client hears `tools/list_changed` before find_tools' result, whatever its
+    standalone stream does, and leaving right after the result logs nothing (defect 7: the
+    notice came after the result, on the standalone stream, and the SDK client that left logged
+    `Error parsing SSE message` with a BrokenResourceError)."""
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append("tools/list_changed")
+
+    caplog.set_level(logging.ERROR, logger="mcp")
+    released = anyio.Event()
+    async with running_host(host_settings(tmp_path, database_url, ["echo", "vault"])) as running:
+        await _threshold(running, 1)
+        session = await running.new_session()
+        headers = {"Authorization": f"Bearer {session['token']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30, transport=_LateStandalone(released)) as http,
+            Client(
+                streamable_http_client(session["mcp_url"], http_client=http),
+                mode="legacy",
+                cache=None,
+                message_handler=on_message,
+            ) as client,
+        ):
+            found = await client.call_tool(FIND_TOOLS, {"query": "echo back some text", "limit": 1})
+            heard.append("find_tools answered")
+            released.set()  # and leave at once
+    assert not found.is_error
+    assert heard == ["tools/list_changed", "find_tools answered"]
+    assert [(r.name, r.getMessage()) for r in caplog.records if r.name.startswith("mcp.")] == []
 
 
 def _modern_list(token: str) -> tuple[bytes, dict[str, str]]:
