@@ -1,5 +1,8 @@
 """A cluster in a test: 3 `mcp-host serve` replicas on one PostgreSQL database, sharing the host
-key and the owner token, behind a real HAProxy running deploy/haproxy.cfg (with loopback ports).
+key and the owner token, behind a real HAProxy running deploy/haproxy.cfg as it is shipped: its
+bind and servers from its environment (loopback ports), as scripts/cluster runs it. Each replica
+gets what deploy/compose.yaml gives it: its own `MCP_HOST_REPLICA_URL`, and HAProxy's address
+(127.0.0.1 here) in `FORWARDED_ALLOW_IPS`.
 
 The replicas are small: no builtins, the test plugins `echo` (shared), `sessionless` (one
 instance per visitor session) and `notes` (quota), no prestart. A replica can be SIGKILLed
@@ -11,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -43,14 +45,13 @@ needs_haproxy = pytest.mark.skipif(
 )
 
 
-def haproxy_config(bind_port: int, replicas: dict[str, int]) -> str:
-    """deploy/haproxy.cfg with its bind on loopback `bind_port` and one server line per replica."""
-    servers = "".join(f"    server {name} 127.0.0.1:{port}\n" for name, port in replicas.items())
-    text = HAPROXY_CFG.read_text()
-    text = re.sub(r"(?m)^    bind .*$", f"    bind 127.0.0.1:{bind_port}", text)
-    text = re.sub(r"(?m)^    server replica-.*\n", "", text)
-    assert text.endswith("\n")
-    return text + servers
+def haproxy_env(bind_port: int, replicas: list[int]) -> dict[str, str]:
+    """The environment deploy/haproxy.cfg reads: its bind on loopback `bind_port`, and the
+    replicas on loopback `replicas` ports as its servers 1, 2, ..."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_LB_")}
+    env["MCP_LB_BIND"] = f"127.0.0.1:{bind_port}"
+    env.update({f"MCP_LB_REPLICA_{n}": f"127.0.0.1:{port}" for n, port in enumerate(replicas, start=1)})
+    return env
 
 
 @dataclass
@@ -83,8 +84,9 @@ class Cluster:
         """Start `replica` (again) on its port and wait until it is ready."""
         log = open(self.root / f"{replica.name}.log", "ab")  # noqa: ASYNC230, SIM115 - tiny, and the process holds it
         argv = [str(MCP_HOST), "serve", "--port", str(replica.port), "--data-dir", str(replica.data_dir)]
+        env = {**self.env, "MCP_HOST_REPLICA_URL": replica.url}  # what the other replicas forward to
         try:
-            replica.process = await anyio.open_process(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            replica.process = await anyio.open_process(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
         finally:
             log.close()
         await wait_serving(replica.url, replica.alive, path="/readyz", what=f"replica {replica.name}")
@@ -176,6 +178,8 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
         "MCP_HOST_SECRET_KEY": base64.b64encode(os.urandom(32)).decode(),
         "MCP_HOST_PUBLIC_URL": f"http://127.0.0.1:{lb_port}",
         "MCP_HOST_ALLOWED_HOSTS": f"127.0.0.1:{lb_port}",
+        # HAProxy's address: each visitor's own address comes from its X-Forwarded-For.
+        "FORWARDED_ALLOW_IPS": "127.0.0.1",
         "MCP_HOST_BUILTIN_DIR": str(empty_builtins),
         "MCP_HOST_PLUGINS": os.pathsep.join(str(PLUGINS / p) for p in ("echo", "sessionless", "notes")),
         "MCP_HOST_PRESTART_CHILDREN": "false",
@@ -185,6 +189,10 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
         # initialize can outlast the default 10 s, and its tools would be missing from the session.
         "MCP_HOST_CHILD_START_TIMEOUT_S": "60",
         "MCP_HOST_LIST_TIMEOUT_S": "30",
+        # A wrong code past the free ones is answered after 30 s, so a test sees at once whose
+        # failures a replica counted (test_each_visitor_address_counts_on_its_own_through_haproxy).
+        "MCP_HOST_ACCESS_FAILURE_DELAY_S": "30",
+        "MCP_HOST_ACCESS_FAILURE_DELAY_MAX_S": "30",
     }
     cluster = Cluster(f"http://127.0.0.1:{lb_port}", database_url, root, replicas, env)
     try:
@@ -197,13 +205,12 @@ async def running_cluster(root: Path, database_url: str, count: int = 3) -> Asyn
         async with anyio.create_task_group() as tg:
             for replica in others:
                 tg.start_soon(cluster.start, replica)
-        config = root / "haproxy.cfg"
-        config.write_text(haproxy_config(lb_port, {r.name: r.port for r in replicas.values()}))
-        check = await anyio.run_process(["haproxy", "-c", "-q", "-f", str(config)], check=False)
+        lb_env = haproxy_env(lb_port, [r.port for r in replicas.values()])
+        check = await anyio.run_process(["haproxy", "-c", "-q", "-f", str(HAPROXY_CFG)], env=lb_env, check=False)
         assert check.returncode == 0, check.stderr.decode()
         with open(root / "haproxy.log", "ab") as log:  # noqa: ASYNC230 - tiny
             cluster.haproxy = await anyio.open_process(
-                ["haproxy", "-db", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT
+                ["haproxy", "-db", "-f", str(HAPROXY_CFG)], env=lb_env, stdout=log, stderr=subprocess.STDOUT
             )
         await cluster.wait_all_up()
         yield cluster

@@ -20,6 +20,7 @@ import httpx2
 import pytest
 from mcp import MCPError
 
+from mcp_host.visitor.http import REFUSED
 from tests.cluster.support import (
     Cluster,
     add_notes_at_once,
@@ -103,6 +104,27 @@ async def test_an_mcp_session_id_no_replica_knows_is_answered_404(whole: Cluster
     async with httpx2.AsyncClient(timeout=10, headers=headers) as http:
         for url in [whole.url, *(r.url for r in whole.replicas.values())]:
             assert (await http.post(f"{url}/{path}", json=listing)).status_code == 404
+
+
+async def test_each_visitor_address_counts_on_its_own_through_haproxy(whole: Cluster) -> None:
+    """HAProxy passes each visitor's address on (X-Forwarded-For) and the replicas trust it for
+    that (FORWARDED_ALLOW_IPS): one address's wrong codes slow that address, not every visitor
+    behind the proxy. POST /v1/sessions always hashes to the same replica."""
+    free = 5  # MCP_HOST_ACCESS_FAILURES_FREE's default; the cluster answers the next after 30 s
+    wrong = {"code": "not-a-code"}
+
+    def client_from(address: str) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address=address), timeout=60)
+
+    async with client_from("127.0.0.2") as first, client_from("127.0.0.3") as second:
+        answers = [await first.post(f"{whole.url}/v1/sessions", json=wrong) for _ in range(free)]
+        with anyio.move_on_after(2) as first_slowed:
+            await first.post(f"{whole.url}/v1/sessions", json=wrong)
+        with anyio.fail_after(10):  # counted with the first address's, it would wait 30 s
+            answers.append(await second.post(f"{whole.url}/v1/sessions", json=wrong))
+
+    assert [(a.status_code, a.json()) for a in answers] == [(401, REFUSED)] * (free + 1)
+    assert first_slowed.cancelled_caught
 
 
 async def warm(cluster: Cluster, session: dict[str, Any], mode: str) -> None:
