@@ -276,9 +276,16 @@ def build_command(
             raise ValueError(f"args_fd must be an fd of its own, 3 or above, got {args_fd!r}")
         operations = ["--args", str(args_fd)]
     layer = spec.layer_dir
-    return [
+    wrappers = [
         *(cgroup.join_argv() if cgroup is not None else ()),
         *(overlay.wrapper_argv(layer, spec.plugin_dir, spec.limits.tmp_bytes) if layer is not None else ()),
+    ]
+    return [
+        *wrappers,
+        # A wrapper's shell exports PWD and OLDPWD (the layer's folder under the data directory,
+        # the host's working directory) to bwrap, whose init is the sandbox's pid 1: anything
+        # inside could read them in /proc/1/environ. bwrap needs no variable of its own.
+        *((_ENV_BIN, "-i") if wrappers else ()),
         require_bwrap(),
         *operations,
         # Everything after this is the child's argv: no manifest value is ever read as a flag.

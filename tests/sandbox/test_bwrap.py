@@ -423,8 +423,9 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
 def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
     # cgroup v1: the shell joins the pids group ($0), then the memory group ($1), drops the
     # second path and becomes bwrap.
+    # bwrap is exec'd with no variable at all: the shell's PWD and OLDPWD would reach pid 1.
     argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=CGROUP)
-    assert [tuple(argv[:5]), *grouped(argv[5:])] == snapshot(
+    assert [tuple(argv[:5]), tuple(argv[5:7]), *grouped(argv[7:])] == snapshot(
         [
             (
                 "/bin/sh",
@@ -433,6 +434,7 @@ def test_argv_with_cgroups_joins_them_and_then_execs_bwrap() -> None:
                 "/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de",
                 "/sys/fs/cgroup/memory/mcp-host/calendar.book-4242-170000-0badc0de",
             ),
+            ("/usr/bin/env", "-i"),
             ("/usr/bin/bwrap",),
             ("--unshare-all",),
             ("--unshare-user",),
@@ -501,8 +503,8 @@ def test_argv_with_one_cgroup_for_both_controllers_joins_it_once() -> None:
     ):
         argv = build_command(TYPICAL, seccomp_fd=SECCOMP_FD, cgroup=cgroup)
         join = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(CGROUP_V2)]
-        assert argv[:5] == [*join, "/usr/bin/bwrap"]
-        assert argv[5:] == rest
+        assert argv[:7] == [*join, "/usr/bin/env", "-i", "/usr/bin/bwrap"]
+        assert argv[7:] == rest
 
 
 @needs_bwrap
@@ -551,6 +553,8 @@ def test_argv_with_an_args_fd_names_only_the_fd_prlimit_and_the_command() -> Non
             'echo $$ > "$0/cgroup.procs" && echo $$ > "$1/cgroup.procs" && shift && exec "$@"',
             "/sys/fs/cgroup/pids/mcp-host/calendar.book-4242-170000-0badc0de",
             "/sys/fs/cgroup/memory/mcp-host/calendar.book-4242-170000-0badc0de",
+            "/usr/bin/env",
+            "-i",
             "/usr/bin/bwrap",
             "--args",
             "10",

@@ -28,6 +28,7 @@ from mcp_host.children.lifecycle import Child
 from mcp_host.children.pool import ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import Plugin, load_plugins
+from mcp_host.plugins.manifest import Manifest
 from mcp_host.sandbox.cgroups import SandboxCgroups
 from mcp_host.sandbox.launch import SOCKET_INSIDE, Launch, host_cgroups, launch_for
 from mcp_host.sandbox.overlay import wrapper_argv
@@ -129,11 +130,11 @@ async def test_sandboxed_launch_gets_a_new_pids_cgroup_capped_at_child_max_proce
         assert launch.cgroup.pids != again.cgroup.pids  # one group per sandbox
         assert launch.cgroup.pids.name.startswith(f"test.echo-{os.getpid()}-")
         assert (launch.cgroup.pids / "pids.max").read_text() == "40\n"
-        # The shell joins the groups, then becomes the plugin layer's wrapper, then bwrap;
-        # prlimit's cap stays inside.
+        # The shell joins the groups, then becomes the plugin layer's wrapper, then bwrap with
+        # no variable (the shells' PWD and OLDPWD stay out of pid 1); prlimit's cap stays inside.
         join = launch.cgroup.join_argv()
         layer = wrapper_argv(settings.data_dir / "run" / "plugin-layer", echo.folder, settings.sandbox.tmp_bytes)
-        assert launch.argv[: len(join) + len(layer) + 1] == [*join, *layer, shutil.which("bwrap")]
+        assert launch.argv[: len(join) + len(layer) + 3] == [*join, *layer, "/usr/bin/env", "-i", shutil.which("bwrap")]
         assert "--nproc=40" in launch.argv
         assert (launch.cwd, launch.env) == (None, {})
     finally:
@@ -210,7 +211,7 @@ async def test_without_usable_cgroups_the_launch_relies_on_prlimit_and_warns_onc
     first, second = launch_for(echo, settings), launch_for(echo, settings)
     assert first.cgroup is None and second.cgroup is None
     layer = wrapper_argv(settings.data_dir / "run" / "plugin-layer", echo.folder, settings.sandbox.tmp_bytes)
-    assert first.argv[: len(layer) + 1] == [*layer, shutil.which("bwrap")]
+    assert first.argv[: len(layer) + 3] == [*layer, "/usr/bin/env", "-i", shutil.which("bwrap")]
     assert "--nproc=64" in first.argv
     # The same argv but for the numbers of each launch's own fds (its filter, bwrap's arguments).
     numbers = {str(b): str(a) for a, b in zip(first.pass_fds, second.pass_fds, strict=True)}
@@ -420,11 +421,13 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
     layer = settings.data_dir / "run" / "plugin-layer"
     assert argv[at - 3 : at + 4] == ["--size", str(16 << 20), "--tmpfs", "/dev/shm", "--bind", f"{layer}/tmp", "/tmp"]
     # /tmp and the plugin's layer: one tmpfs of child_tmp_bytes, mounted by the wrapper.
-    assert argv[: argv.index(shutil.which("bwrap") or "bwrap")][-4:] == [
+    assert argv[: argv.index(shutil.which("bwrap") or "bwrap")][-6:] == [
         "mcp-plugin-layer",
         str(layer),
         str(peek.folder),
         str(64 << 20),
+        "/usr/bin/env",
+        "-i",
     ]
     # The memory limit: the sandbox's memory cgroup where there is one, and then no memory
     # rlimit; else RLIMIT_DATA of what the tmpfs leave. Never RLIMIT_AS, which V8 dies under.
@@ -497,3 +500,24 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
             assert result["written_mib"] < limit_mib
     assert peak - before < limit_mib + 32, (before, peak)
     assert not any(path.exists() for path in group.paths)
+
+
+def test_arguments_that_reference_the_owners_config_are_never_started_unresolved(tmp_path: Path) -> None:
+    manifest = Manifest.model_validate(
+        {
+            "id": "demo.refs",
+            "config": [{"key": "mark", "type": "string", "default": "!"}],
+            "transport": {
+                "command": "node",
+                "args": ["s.js", "--mark", "${config.mark}"],
+                "env": {"M": "${config.mark}"},
+            },
+        }
+    )
+    plugin = Plugin(manifest, tmp_path, builtin=False)
+    settings = Settings(data_dir=tmp_path, sandbox="off", builtin_dir=None)
+    with pytest.raises(ValueError, match="demo.refs's arguments need the owner's config"):
+        launch_for(plugin, settings)
+    launch = launch_for(plugin, settings, extra_env={"M": "?"}, args=("s.js", "--mark", "?"))
+    assert launch.argv[-4:] == ["node", "s.js", "--mark", "?"]
+    assert "${config.mark}" not in " ".join(launch.argv) and launch.env == {"M": "?"}

@@ -98,6 +98,17 @@ async def test_a_child_writes_beside_its_code_and_reads_it_back_and_the_folder_i
 
 @needs_bwrap
 @pytest.mark.anyio
+async def test_the_sandboxs_pid_1_shows_no_host_path_in_its_environment(scribe: Plugin, settings: Settings) -> None:
+    # The layer's wrapper shell changes into a folder under the data directory; its PWD and
+    # OLDPWD (the host's working directory) once reached bwrap, the sandbox's pid 1.
+    async with ChildPool(CHILD_LIMITS, max_children=2) as pool:
+        child = pool.child("test.scribe", lambda: launch_for(scribe, settings))
+        environ = (await call(child, "read", name="/proc/1/environ"))["text"]
+    assert environ == ""
+
+
+@needs_bwrap
+@pytest.mark.anyio
 async def test_instances_never_see_each_others_writes(scribe: Plugin, settings: Settings) -> None:
     async with ChildPool(CHILD_LIMITS, max_children=4) as pool:
 
@@ -141,7 +152,8 @@ def test_argv_mounts_the_layer_then_execs_bwrap_which_binds_plugin_and_tmp_from_
     )
     argv = build_command(spec, seccomp_fd=5, args_fd=6)
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    at = argv.index(shutil.which("bwrap") or "bwrap")
+    at = argv.index(shutil.which("bwrap") or "bwrap") - 2
+    assert argv[at : at + 2] == ["/usr/bin/env", "-i"]  # the wrapper's PWD and OLDPWD stay out
     assert argv[:at] == [
         "/usr/bin/unshare",
         *user,
