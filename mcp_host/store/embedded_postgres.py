@@ -205,9 +205,7 @@ def _ensure_system_user() -> None:
             pass
         _logger.info("embedded PostgreSQL: creating the system user %r to run it as", _SYSTEM_USER)
         # The same user pgserver would make (`useradd -s /bin/bash pgserver`), so both agree.
-        subprocess.run(
-            ["useradd", "--shell", "/bin/bash", _SYSTEM_USER], check=True, capture_output=True, text=True
-        )
+        subprocess.run(["useradd", "--shell", "/bin/bash", _SYSTEM_USER], check=True, capture_output=True, text=True)
 
 
 @contextmanager
