@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -127,6 +128,9 @@ async def _fuzz(args: argparse.Namespace, work: Path) -> int:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+        # The host's runtime folder (its sockets) lives in the temp dir, not under `work`: a
+        # socket path must stay short. The host is gone, so nothing holds it any more.
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def main() -> int:
