@@ -15,7 +15,8 @@ Two things are decided here, once, for every message of either era:
 - **A request id is in flight once per protocol session** (2025-11-25 `Mcp-Session-Id`). The
   SDK keys each POST's response stream by request id: a second request with the id of one
   still running takes the first one's stream and leaves its POST open forever. The duplicate
-  is refused (`INVALID_REQUEST`, HTTP 409) and the first goes on.
+  is refused (`INVALID_REQUEST`, HTTP 409) and the first goes on. The id is free again as
+  its answer leaves, not when the SDK's handler returns a moment later.
 """
 
 from __future__ import annotations
@@ -111,9 +112,43 @@ class RpcEdge:
             return
         self._in_flight.add(key)
         try:
-            await self._app(scope, replay, send)
+            await self._app(scope, replay, _releasing(send, self._in_flight, key, request_id))
         finally:
             self._in_flight.discard(key)
+
+
+def _releasing(send: Send, in_flight: set[Hashable], key: Hashable, request_id: str | int | None) -> Send:
+    """`send`, that frees `key` as the request's answer leaves, before the caller can see it.
+
+    The SDK forgets the request (its per-id stream) before it writes the answer, but its
+    handler returns only after the response's last chunk: a client that reused the id as soon
+    as it read the answer was refused 409 now and then (14 of 200 sequential pings).
+    """
+
+    async def send_and_release(message: Message) -> None:
+        if key in in_flight and message["type"] == "http.response.body":
+            if not message.get("more_body", False) or _answers(message.get("body", b""), request_id):
+                in_flight.discard(key)
+        await send(message)
+
+    return send_and_release
+
+
+def _answers(chunk: bytes, request_id: str | int | None) -> bool:
+    """Whether a body chunk (JSON, or SSE events) holds the response to `request_id`."""
+    if b'"result"' not in chunk and b'"error"' not in chunk:
+        return False
+    lines = [line[5:] for line in chunk.splitlines() if line.startswith(b"data:")] or [chunk]
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(message, dict) or message.get("id") != request_id:
+            continue
+        if "result" in message or "error" in message:
+            return True
+    return False
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
-from mcp_host.edge.jsonrpc import has_lone_surrogate
+from mcp_host.edge.jsonrpc import RpcEdge, has_lone_surrogate
 from mcp_host.errors import TransportFailure
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, modern_request, running_host, wait_until
@@ -250,6 +251,88 @@ async def test_a_duplicate_in_flight_id_is_refused_and_the_first_call_still_answ
         # Once answered, the id may be used again.
         again = await host.http.post(session["mcp_url"], json=call(0), headers=headers)
         assert again.status_code == 200 and '"slept":0' in again.text.replace(" ", "")
+
+
+async def test_an_id_is_free_again_as_soon_as_its_answer_is_read(tmp_path: Path, database_url: str) -> None:
+    # A client that reuses its id the moment it has read the answer, the response still open.
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        headers = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {session['token']}",
+        }
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+        }
+        opened = await host.http.post(session["mcp_url"], json=init, headers=headers)
+        headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await host.http.post(session["mcp_url"], json=initialized, headers=headers)).status_code == 202
+        ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+        statuses: list[int] = []
+        async with anyio.create_task_group() as tg:
+            for _ in range(200):
+                response = await host.http.send(
+                    host.http.build_request("POST", session["mcp_url"], json=ping, headers=headers), stream=True
+                )
+                statuses.append(response.status_code)
+                if response.status_code == 200:
+                    async for line in response.aiter_lines():
+                        if line.startswith("data:") and '"result"' in line:
+                            break
+                tg.start_soon(response.aclose)  # the rest of the response is read while the next goes
+        assert statuses == [200] * 200
+
+
+async def test_the_edge_frees_an_id_as_its_answer_leaves_not_when_the_handler_returns() -> None:
+    # The SDK's handler returns a moment after the answer's last chunk; a reuse in between
+    # is a new request, not a duplicate. An app that answers, then waits, shows the window.
+    answered, finish = anyio.Event(), anyio.Event()
+    seen: list[bytes] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        body = (await receive())["body"]
+        seen.append(body)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b'event: message\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\n',
+                "more_body": True,
+            }
+        )
+        if len(seen) == 1:
+            answered.set()
+            await finish.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    edge = RpcEdge(app, max_body_bytes=1 << 20)
+    body = b'{"jsonrpc":"2.0","id":7,"method":"ping"}'
+    scope: Scope = {"type": "http", "method": "POST", "headers": [(b"mcp-session-id", b"s1")]}
+
+    async def post(sent: list[Message]) -> None:
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        await edge(scope, receive, send)
+
+    first: list[Message] = []
+    second: list[Message] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(post, first)
+            await answered.wait()
+            await post(second)
+            finish.set()
+    assert [m["status"] for m in (first[0], second[0])] == [200, 200]
+    assert seen == [body, body]
 
 
 def _in_flight(host: RunningHost) -> int:
