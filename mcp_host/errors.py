@@ -43,6 +43,7 @@ __all__ = [
     "Held",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "PARSE_ERROR",
     "INVALID_REQUEST",
     "InternalError",
     "OPAQUE",
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 # JSON-RPC error codes: the SDK's, and MCP's own for a resource that is not there.
+PARSE_ERROR = types.PARSE_ERROR
 INVALID_REQUEST = types.INVALID_REQUEST
 INVALID_PARAMS = types.INVALID_PARAMS
 INTERNAL_ERROR = types.INTERNAL_ERROR

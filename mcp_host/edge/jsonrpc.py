@@ -12,6 +12,9 @@ Two things are decided here, once, for every message of either era:
   line's JSON. Such a message is refused with a JSON-RPC error (`INVALID_PARAMS`, `data.code`
   `invalid_arguments`), whatever field holds the string; nothing after the edge has to care.
   (Invalid UTF-8 bytes are refused by both eras' parsers already.)
+- **A body is UTF-8** (RFC 8259 8.1). Python's parser would also take UTF-16 and UTF-32
+  bodies, and surrogates written as raw bytes (CESU-8) — lone ones included, which the
+  escape check above cannot see. Anything else is refused as a parse error.
 - **A request id is in flight once per protocol session** (2025-11-25 `Mcp-Session-Id`). The
   SDK keys each POST's response stream by request id: a second request with the id of one
   still running takes the first one's stream and leaves its POST open forever. The duplicate
@@ -29,9 +32,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_host.errors import INVALID_PARAMS, INVALID_REQUEST, InvalidArguments
+from mcp_host.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, InvalidArguments
 
-__all__ = ["FastPath", "RpcEdge", "drain_limit", "has_lone_surrogate", "read_body"]
+__all__ = ["FastPath", "RpcEdge", "drain_limit", "has_lone_surrogate", "is_utf8_text", "read_body"]
 
 FastPath = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
 """Offered each checked POST without a protocol session (its whole body read): answers it and
@@ -54,6 +57,24 @@ _ESCAPES = re.compile(
     rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
 )
 _MAYBE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def is_utf8_text(raw: bytes) -> bool:
+    """Whether `raw` is UTF-8 without a NUL byte: a JSON text's only encoding on the wire.
+
+    UTF-16 and UTF-32 spell every ASCII character with a NUL, which JSON allows nowhere
+    unescaped; Python's UTF-8 codec refuses encoded surrogates. ASCII, the common case, is
+    one fast scan.
+    """
+    if b"\x00" in raw:
+        return False
+    if raw.isascii():
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def has_lone_surrogate(raw: bytes) -> bool:
@@ -79,6 +100,10 @@ class RpcEdge:
         body, trailing = await read_body(receive, self._max_body_bytes)
         if body is None:
             await _reply(send, 413, None, INVALID_REQUEST, f"the body is over {self._max_body_bytes} bytes")
+            return
+        if not is_utf8_text(body):
+            logger.debug("refused a JSON-RPC message whose body is not UTF-8")
+            await _reply(send, 400, None, PARSE_ERROR, "the body is not UTF-8 text")
             return
         lone = has_lone_surrogate(body)
         protocol_session = _header(scope, b"mcp-session-id")

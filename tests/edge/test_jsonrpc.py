@@ -126,6 +126,36 @@ async def test_lone_surrogate_anywhere_in_a_modern_call_is_refused_and_the_host_
         assert len(host.host.spawned) == 1  # the child never saw it and was never restarted
 
 
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda text: text.encode("utf-8", "surrogatepass"),  # CESU-8: the surrogate as raw bytes
+        lambda text: text.encode("utf-16-le", "surrogatepass"),
+        lambda text: text.encode("utf-16", "surrogatepass"),  # with a BOM
+        lambda text: text.encode("utf-32-be", "surrogatepass"),
+    ],
+    ids=["cesu-8", "utf-16-le", "utf-16-bom", "utf-32-be"],
+)
+async def test_a_body_that_is_not_utf8_is_refused_at_the_edge_in_the_modern_era(
+    tmp_path: Path, database_url: str, encode: Any
+) -> None:
+    # Python's parser takes all four (and the surrogate with them); the edge says no first.
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        body, headers = _modern("tools/call", {"name": "echo", "arguments": {"text": "MARK"}})
+        hostile = encode(body.decode().replace('"MARK"', '"x\ud800y"'))
+        assert json.loads(hostile)["params"]["arguments"]["text"] == "x\ud800y"
+        response = await host.http.post(
+            session["mcp_url"], content=hostile, headers={**headers, "Authorization": f"Bearer {session['token']}"}
+        )
+        assert (response.status_code, response.json()) == (
+            400,
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "the body is not UTF-8 text"}},
+        )
+        await _assert_serving(host, session)
+        assert len(host.host.spawned) == 1  # the child never saw it
+
+
 async def test_lone_surrogate_in_a_legacy_call_is_refused(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
