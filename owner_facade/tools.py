@@ -705,7 +705,8 @@ async def _tried(s: OwnerServices, owner_id: str, admin: PluginAdmin, plugin: Pl
     env = OwnerEnv(s.config, owner_id)
 
     async def launch() -> Launch:
-        return launch_for(plugin, settings, extra_env=await env.env_for(plugin))
+        given = await env.child_config(plugin)  # ${config.KEY} in its arguments resolved too
+        return launch_for(plugin, settings, extra_env=given.env, args=given.args)
 
     try:
         await env.env_for(plugin)  # a required setting left unset: said, before anything spawns

@@ -500,8 +500,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
-    check = sub.add_parser("check", help="lint plugin folders")
+    check = sub.add_parser(
+        "check",
+        help="lint plugin folders; with a running host, what each still needs before a visitor can use it",
+    )
     check.add_argument("dirs", nargs="+", metavar="DIR")
+    check.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
     check.set_defaults(run=_check)
 
     caps = sub.add_parser("caps", help="capabilities").add_subparsers(dest="caps_command", required=True)

@@ -32,6 +32,7 @@ from mcp_host.children import ChildPool
 from mcp_host.errors import HostError, InvalidArguments
 from mcp_host.plugins import (
     BundleSource,
+    ChildConfig,
     NpmSource,
     Plugin,
     PypiSource,
@@ -43,6 +44,7 @@ from mcp_host.plugins import (
     install_remote,
     installed,
     load_plugins,
+    needs_config,
     parse_add_source,
     plugins_dir,
     remove,
@@ -196,16 +198,13 @@ def _remove(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _config_env(plugin: Plugin, settings: Settings) -> dict[str, str]:
-    """The variables the owner's config gives `plugin`'s children (`Transport.env_from_config`),
-    read as a host's start reads them (`OwnerEnv`, secrets opened with the host key); the
-    database is opened only for a plugin that needs config. Raises `ConfigUnset` naming a
-    required setting the owner left unset."""
-    transport = plugin.manifest.transport
-    if not (transport is not None and transport.env_from_config) and not any(
-        field.required for field in plugin.manifest.config
-    ):
-        return {}
+async def _config_env(plugin: Plugin, settings: Settings) -> ChildConfig | None:
+    """The variables and arguments the owner's config gives `plugin`'s children
+    (`plugins.config_refs`), read as a host's start reads them (`OwnerEnv`, secrets opened with
+    the host key); None, the database left closed, for a plugin that needs no config. Raises
+    `ConfigUnset` naming a required setting the owner left unset."""
+    if not needs_config(plugin.manifest):
+        return None
     from mcp_host.access import OwnerStore
     from mcp_host.store import ConfigStore, OwnerEnv, SecretBox, load_host_key, open_database
 
@@ -215,7 +214,7 @@ async def _config_env(plugin: Plugin, settings: Settings) -> dict[str, str]:
     async with open_database(settings) as database:
         owner = await OwnerStore(database.pool).ensure_single_owner()
         try:
-            env = await OwnerEnv(ConfigStore(database.pool, box=box), owner.id).env_for(plugin)
+            env = await OwnerEnv(ConfigStore(database.pool, box=box), owner.id).child_config(plugin)
         except ConfigUnset as exc:  # raised below, outside the database's task group
             unset = exc
     if unset is not None:
@@ -236,7 +235,9 @@ async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
     async with ChildPool(child_limits(settings), max_children=1) as pool:
         child = pool.child(
             plugin.manifest.id,
-            lambda: launch_for(plugin, settings, extra_env=env),
+            lambda: launch_for(plugin, settings)
+            if env is None
+            else launch_for(plugin, settings, extra_env=env.env, args=env.args),
             per_session=plugin.manifest.per_session,
         )
         try:

@@ -10,9 +10,11 @@ The scope is the visitor session a call is for, or None for owner context (owner
 connectors, the startup listing). A shared plugin has one child whatever the scope; a
 per-session plugin (`Manifest.per_session`) one per visitor session plus one for the owner.
 
-A plugin whose children need the owner's config (`Transport.env_from_config`, a required
-field) reads it from the env source (`use_env`, given once the database is open) each time a
-child starts; until the source is given, such a start waits for it (at most the start timeout).
+A plugin whose children need the owner's config (`Transport.env_from_config`, `${config.KEY}`
+in its arguments or environment, a required field: `plugins.needs_config`) reads it from the
+env source (`use_env`, given once the database is open) each time a child starts, so a child
+started after the owner changed a value sees the new one; until the source is given, such a
+start waits for it (at most the start timeout).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Protocol
 import anyio
 
 from mcp_host.errors import HostError, Unavailable
-from mcp_host.plugins import Plugin, Transport
+from mcp_host.plugins import ChildConfig, Plugin, Transport, needs_config
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
 
@@ -50,6 +52,10 @@ class EnvSource(Protocol):
 
     async def env_for(self, plugin: Plugin) -> dict[str, str]:
         """Raises `store.ConfigUnset` naming a required setting left unset."""
+        ...
+
+    async def child_config(self, plugin: Plugin) -> ChildConfig:
+        """Variables and arguments; raises `store.ConfigUnset` as `env_for`."""
         ...
 
 
@@ -97,8 +103,10 @@ class ChildFactory:
         socket = self._sockets.socket_for(plugin.manifest.id)
 
         async def launch() -> Launch:
-            extra = await self._env_of(plugin) if _needs_config(plugin) else None
-            return launch_for(plugin, self._settings, host_socket=socket, extra_env=extra)
+            if not needs_config(plugin.manifest):
+                return launch_for(plugin, self._settings, host_socket=socket)
+            given = await self._config_of(plugin)
+            return launch_for(plugin, self._settings, host_socket=socket, extra_env=given.env, args=given.args)
 
         return self._pool.child(plugin.manifest.id, launch, scope, per_session=plugin.manifest.per_session)
 
@@ -116,7 +124,7 @@ class ChildFactory:
             named_hosts=frozenset(transport.allowed_hosts),
             timeout_s=float(transport.timeout_s or self._settings.children.call_timeout_s),
             headers=dict(transport.headers),
-            config_headers=config_headers if _needs_config(plugin) else None,
+            config_headers=config_headers if needs_config(plugin.manifest) else None,
             on_call=self._remote_calls.get(plugin.manifest.id),
         )
 
@@ -132,11 +140,14 @@ class ChildFactory:
         )
 
     async def _env_of(self, plugin: Plugin) -> dict[str, str]:
+        return dict((await self._config_of(plugin)).env)
+
+    async def _config_of(self, plugin: Plugin) -> ChildConfig:
         with anyio.move_on_after(self._settings.children.start_timeout_s):
             await self._env_given.wait()
         if self._env is None:
             raise Unavailable("the host's config is not open yet; try again")
-        return await self._env.env_for(plugin)
+        return await self._env.child_config(plugin)
 
     def lister(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child whose lists (tools, prompts, resources) `session_id` sees: its own instance
@@ -161,9 +172,3 @@ class ChildFactory:
         async with anyio.create_task_group() as tg:
             for plugin in plugins:
                 tg.start_soon(start, plugin)
-
-
-def _needs_config(plugin: Plugin) -> bool:
-    transport = plugin.manifest.transport
-    env_from = {**transport.env_from_config, **transport.headers_from_config} if transport is not None else {}
-    return bool(env_from) or any(field.required for field in plugin.manifest.config)

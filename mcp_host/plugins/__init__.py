@@ -15,6 +15,8 @@ from .bundles import (
     parse_bundle_manifest,
     resolve_launch,
 )
+from .config_refs import ChildConfig, args_need_config, config_keys, fixed_env, needs_config, value_text
+from .config_refs import resolve as resolve_config
 from .install import (
     Installed,
     install_npm,
@@ -26,7 +28,7 @@ from .install import (
     remove,
 )
 from .install_bundle import install_bundle, install_registry_entry
-from .loading import LoadReport, Plugin, check_paths, load_plugins
+from .loading import LoadReport, Plugin, check_paths, launch_problems, load_plugins
 from .manifest import (
     TOOL_NAME_RE,
     ClaimGate,
@@ -66,6 +68,7 @@ __all__ = [
     "BundleCaps",
     "BundleManifest",
     "BundleSource",
+    "ChildConfig",
     "ClaimGate",
     "ConfigField",
     "EnvironmentVariable",
@@ -91,11 +94,14 @@ __all__ = [
     "Transport",
     "UserConfigField",
     "UserConfigValue",
+    "args_need_config",
     "check_paths",
     "check_text",
     "check_tool_schema",
     "collision_key",
+    "config_keys",
     "extract_bundle",
+    "fixed_env",
     "install_bundle",
     "install_npm",
     "install_pypi",
@@ -104,7 +110,9 @@ __all__ = [
     "installed",
     "installed_root",
     "installed_source",
+    "launch_problems",
     "load_plugins",
+    "needs_config",
     "parse_bundle_manifest",
     "parse_server_json",
     "parse_add_source",
@@ -114,6 +122,7 @@ __all__ = [
     "remove",
     "stage_upgrade",
     "switch_upgrade",
+    "resolve_config",
     "resolve_launch",
     "schema_validator",
     "shown",
@@ -121,4 +130,5 @@ __all__ = [
     "text_problem",
     "upgrade_argument",
     "url_host",
+    "value_text",
 ]

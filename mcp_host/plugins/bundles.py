@@ -46,6 +46,7 @@ __all__ = [
     "UserConfigValue",
     "extract_bundle",
     "parse_bundle_manifest",
+    "resolve_default",
     "resolve_launch",
 ]
 
@@ -238,6 +239,19 @@ def _substitute(
     if "${" in _VARIABLE.sub("", text):
         raise InvalidArguments("the bundle has a `${` that does not open a variable the host knows.")
     return resolved
+
+
+def resolve_default(key: str, text: str, *, strict: bool = True) -> str:
+    """A `user_config` field's default text as the sandbox can take it: `${__dirname}` (→
+    `/plugin`), `${/}` and `${pathSeparator}` resolved. Another variable (`${HOME}` does not
+    exist in the sandbox) raises `InvalidArguments` naming it when `strict`, else `text` is kept
+    as it is (the default of a setting nothing uses)."""
+    try:
+        return _substitute(text, {}, {}, SANDBOX_PLUGIN_DIR)
+    except InvalidArguments:
+        if strict:
+            raise
+        return text
 
 
 def resolve_launch(

@@ -8,30 +8,39 @@ A bundle is unpacked into the staging folder and started as its `mcp_config` say
 for the sandbox (the plugin folder is `/plugin` there): a node server with `node`, a python
 server with the host's `python` (the SDK) unless it ships its own packages (`PYTHONPATH`), a
 binary by its path in the bundle; a `uv` server is refused (it needs the network to start).
-Its `user_config` fields become declared owner config (`secret` when `sensitive`, `required`
-when required without a default). A registry entry's npm or PyPI package is installed pinned,
-its `packageArguments` become the arguments and its environment variables with values the
-child's environment.
+A registry entry's npm or PyPI package is installed pinned, with its `packageArguments` and
+`environmentVariables`.
 
-A value the owner must give (a required setting without a default, a secret) reaches the
-child as an environment variable (`transport.env_from_config`, from declared owner config):
-a bundle's `mcp_config.env` entry that is exactly `${user_config.KEY}`, a registry entry's
-`environmentVariables` with `isRequired` and no value or `isSecret`. One the command line or a
-longer text would need (an argument, `"Bearer ${user_config.token}"`) is still refused, in
-one sentence: a secret never goes on a command line.
+Every setting the owner may change is declared owner config and referenced, never frozen: a
+bundle's `user_config` fields (`secret` when `sensitive`, `required` when required without a
+default), a registry entry's arguments and variables with a `default` or none (`isSecret`,
+`isRequired` carried). A value used whole as an environment variable becomes
+`transport.env_from_config`; one in an argument or inside a longer value `${config.KEY}` there
+(`config_refs`). The owner's value, else the default, reaches the child at each start, and a
+change restarts it. A fixed value (a registry entry's `value`) stays in the manifest. A secret
+is written nowhere in the manifest (a `sensitive` field's default is dropped) and never goes on
+a command line: one used in an argument is refused, in one sentence.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mcp_host.errors import InvalidArguments
 
-from .bundles import SANDBOX_PLUGIN_DIR, BundleManifest, UserConfigField, extract_bundle, resolve_launch
+from .bundles import (
+    SANDBOX_PLUGIN_DIR,
+    BundleManifest,
+    McpConfig,
+    UserConfigField,
+    extract_bundle,
+    resolve_default,
+    resolve_launch,
+)
 from .install import Installed, Launched, Staging, check_id, default_id, npm_into, pypi_into
 from .manifest import MAX_TITLE_CHARS, PLUGIN_ID_RE
 from .registry_entries import StdioPackage, parse_server_json, stdio_package
@@ -43,7 +52,7 @@ __all__ = ["install_bundle", "install_registry_entry"]
 _MAX_SERVER_JSON = 1024 * 1024
 _VARIABLE = re.compile(r"\$\{user_config\.([^${}]*)\}")
 _KEY_RE = re.compile(r"\A[a-z][a-z0-9_]{0,63}\Z")
-_NOT_ENV = "owner config reaches a server only as a whole environment variable, so it is refused"
+_NOT_ARGS = "a secret never goes on a command line, so it is refused"
 _DEFAULT_REGISTRIES = {"npm": "https://registry.npmjs.org", "pypi": "https://pypi.org"}
 
 
@@ -124,40 +133,59 @@ Pairs = tuple[tuple[str, str], ...]
 
 
 def _entry_settings(package: StdioPackage) -> tuple[tuple[str, ...], Pairs, tuple[dict[str, Any], ...], Pairs]:
-    """The package's arguments, its fixed environment, the owner config it declares and the
-    variables made from it; refused when an argument needs the owner's value."""
+    """The package's arguments (`${config.KEY}` where the owner may set one), its fixed
+    environment, the owner config it declares and the variables made from it; refused when a
+    secret would go on the command line."""
+    config: dict[str, dict[str, Any]] = {}
     args: list[str] = []
-    for argument in package.arguments:
-        label = argument.name or argument.value_hint or "a positional argument"
-        value = _entry_value(argument.resolved, argument.is_required, argument.is_secret, f"argument {shown(label)}")
-        if value is None:
-            continue
+    for index, argument in enumerate(package.arguments):
+        label = argument.name or argument.value_hint or f"argument {index + 1}"
+        if argument.is_secret:
+            raise InvalidArguments(
+                f"the server.json's argument {shown(label)} is a secret the owner gives; {_NOT_ARGS}."
+            )
+        if argument.value is not None:
+            value = argument.value
+        elif argument.default is None and not argument.is_required:
+            continue  # optional, and nothing to give it: left out
+        else:
+            key = _unique_key(label, config, f"server.json's argument {shown(label)}")
+            config[key] = _entry_field(key, label, argument.description, argument.default, argument.is_required)
+            value = f"${{config.{key}}}"
         args.extend((argument.name, value) if argument.type == "named" and argument.name else (value,))
     env: list[tuple[str, str]] = []
-    config: dict[str, dict[str, Any]] = {}
     env_from: list[tuple[str, str]] = []
     for variable in package.environment:
-        value = variable.resolved
-        if variable.is_secret or (value is None and variable.is_required):
-            key = _config_key(variable.name, config, f"server.json's environment variable {shown(variable.name)}")
-            config[key] = _described(
-                {"key": key, "type": "string", "label": variable.name},
-                variable.description or "",
-                secret=variable.is_secret,
-                required=variable.is_required,
-            )
-            env_from.append((variable.name, key))
-        elif value is not None:
-            env.append((variable.name, value))
+        if variable.value is not None and not variable.is_secret:
+            env.append((variable.name, variable.value))
+            continue
+        key = _unique_key(variable.name, config, f"server.json's environment variable {shown(variable.name)}")
+        default = None if variable.is_secret else variable.resolved
+        config[key] = _entry_field(
+            key, variable.name, variable.description, default, variable.is_required, secret=variable.is_secret
+        )
+        env_from.append((variable.name, key))
     return tuple(args), tuple(env), tuple(config.values()), tuple(env_from)
 
 
-def _entry_value(value: str | None, required: bool, secret: bool, what: str) -> str | None:
-    if secret:
-        raise InvalidArguments(f"the server.json's {what} is a secret the owner must give; {_NOT_ENV}.")
-    if value is None and required:
-        raise InvalidArguments(f"the server.json's {what} is required and has no default; {_NOT_ENV}.")
-    return value
+def _entry_field(
+    key: str, label: str, description: str | None, default: str | None, required: bool, *, secret: bool = False
+) -> dict[str, Any]:
+    """A registry entry's setting as an owner config field (a string; required only without a default)."""
+    declared: dict[str, Any] = {"key": key, "type": "string", "label": label}
+    if default is not None:
+        declared["default"] = default
+    return _described(declared, description or "", secret=secret, required=required and default is None)
+
+
+def _unique_key(name: str, taken: Collection[str], what: str) -> str:
+    """The owner config key made of `name`, with a number added while it is `taken`."""
+    key = _config_key(name, (), what)
+    for number in range(2, 2 + len(taken) + 1):
+        if key not in taken:
+            break
+        key = _config_key(f"{name}_{number}", (), what)
+    return key
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,30 +205,20 @@ def _bundle_id(manifest: BundleManifest) -> str:
 
 
 def _bundle_launch(manifest: BundleManifest, folder: Path) -> Launched:
-    """The command that starts the bundle's server in the sandbox, and its declared config."""
+    """The command that starts the bundle's server in the sandbox, and its declared config,
+    every `${user_config.NAME}` a reference to the owner's value (`config_refs`)."""
     server = manifest.server
     if server.type == "uv":
         raise InvalidArguments("the bundle is a uv server, which needs the network to start; it is not supported.")
     config = server.mcp_config
     assert config is not None  # parse_bundle_manifest: only a uv server may lack it
     keys = _config_keys(manifest)
+    _refuse_unusable_settings(manifest, config)
     whole = {name: found.group(1) for name, text in config.env.items() if (found := _VARIABLE.fullmatch(text))}
-    inline = [text for name, text in config.env.items() if name not in whole]
-    elsewhere = {key for text in (config.command, *config.args, *inline) for key in _VARIABLE.findall(text)}
-    for key in sorted(elsewhere):
-        if _owner_gives(manifest.user_config.get(key)):
-            raise InvalidArguments(
-                f"the bundle's setting {shown(key)} has no default and is used on the command line or inside a"
-                f" longer value; {_NOT_ENV}."
-            )
-    from_owner = {
-        name: key
-        for name, key in whole.items()
-        if key not in elsewhere and key in keys and _owner_gives(manifest.user_config.get(key))
-    }
-    # The owner's values replace these at start: resolved here to nothing, then left out.
-    launch = resolve_launch(manifest, dict.fromkeys(from_owner.values(), ""), SANDBOX_PLUGIN_DIR)
-    env = {name: value for name, value in launch.env.items() if name not in from_owner}
+    # Resolved with references for values: what the owner sets reaches the child at each start.
+    references = {name: f"${{config.{key}}}" for name, key in keys.items()}
+    launch = resolve_launch(manifest, references, SANDBOX_PLUGIN_DIR)
+    env = {name: value for name, value in launch.env.items() if name not in whole}
     if server.type == "node":
         if PurePosixPath(launch.command).name != "node":
             raise InvalidArguments("the bundle is a node server whose mcp_config does not start node.")
@@ -209,6 +227,7 @@ def _bundle_launch(manifest: BundleManifest, folder: Path) -> Launched:
         command = "python"  # the host's interpreter with the SDK: the bundle ships no packages
     else:
         command = _in_bundle(launch.command, folder) if "/" in launch.command else launch.command
+    used = {name for text in (*config.args, *config.env.values()) for name in _VARIABLE.findall(text)}
     return Launched(
         command,
         launch.args,
@@ -216,14 +235,41 @@ def _bundle_launch(manifest: BundleManifest, folder: Path) -> Launched:
         manifest.display_name or manifest.name,
         manifest.description,
         env=tuple(env.items()),
-        config=_declared_config(manifest, keys),
-        env_from_config=tuple((name, keys[key]) for name, key in from_owner.items()),
+        config=tuple(
+            _config_field(keys[name], field, used=name in used) for name, field in manifest.user_config.items()
+        ),
+        env_from_config=tuple((name, keys[key]) for name, key in whole.items()),
     )
 
 
-def _owner_gives(field: UserConfigField | None) -> bool:
-    """Whether only the owner can give the setting's value: a secret, or required and no default."""
-    return field is not None and field.default is None and (field.sensitive or field.required)
+def _refuse_unusable_settings(manifest: BundleManifest, config: McpConfig) -> None:
+    """Refuse a setting where the owner's value cannot be put: in the command (the host starts
+    a fixed program), a secret in an argument (command lines are readable by every process), a
+    multi-valued one anywhere but alone as an argument. One naming no field is refused by
+    `resolve_launch`."""
+    fields = manifest.user_config
+    for name in _VARIABLE.findall(config.command):
+        raise InvalidArguments(
+            f"the bundle's command uses the setting {shown(name)}; the host starts a fixed command, so it is refused."
+        )
+    for arg in config.args:
+        for name in _VARIABLE.findall(arg):
+            field = fields.get(name)
+            if field is not None and field.sensitive:
+                raise InvalidArguments(
+                    f"the bundle passes its secret setting {shown(name)} as an argument; {_NOT_ARGS}."
+                )
+            if field is not None and field.multiple and _VARIABLE.fullmatch(arg) is None:
+                raise InvalidArguments(
+                    f"the bundle's setting {shown(name)} has several values, which can only stand alone as an argument."
+                )
+    for text in config.env.values():
+        for name in _VARIABLE.findall(text):
+            field = fields.get(name)
+            if field is not None and field.multiple and _VARIABLE.fullmatch(text) is None:
+                raise InvalidArguments(
+                    f"the bundle's setting {shown(name)} has several values, which can only stand alone as an argument."
+                )
 
 
 def _in_bundle(command: str, folder: Path) -> str:
@@ -258,12 +304,14 @@ def _config_keys(manifest: BundleManifest) -> dict[str, str]:
     return keys
 
 
-def _declared_config(manifest: BundleManifest, keys: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
-    """The bundle's `user_config` as the manifest's `config` fields."""
-    return tuple(_config_field(keys[name], field) for name, field in manifest.user_config.items())
-
-
-def _config_field(key: str, field: UserConfigField) -> dict[str, Any]:
+def _config_field(key: str, field: UserConfigField, *, used: bool) -> dict[str, Any]:
+    """A `user_config` field as an owner config field. A `sensitive` one is a secret string
+    without a default (its default is not written to the manifest); a default is resolved as
+    `mcp_config` is (`${__dirname}`, `${/}`), refused when it cannot be and the field is `used`."""
+    if field.sensitive:
+        description = f"{field.description.strip()} (A secret.)".strip()
+        declared: dict[str, Any] = {"key": key, "type": "string", "label": field.title}
+        return _described(declared, description, secret=True, required=field.required)
     default = field.default
     kind: str
     if field.type == "boolean":
@@ -272,26 +320,20 @@ def _config_field(key: str, field: UserConfigField) -> dict[str, Any]:
         kind = "int"
     elif field.multiple or isinstance(default, list):
         kind = "string_list"
-        default = (
-            None
-            if default is None
-            else [str(item) for item in default]
-            if isinstance(default, list)
-            else [str(default)]
-        )
+        default = None if default is None else default if isinstance(default, list) else [str(default)]
     else:
         kind = "string"
         default = None if default is None else str(default)
     if kind == "bool" and not isinstance(default, bool):
         default = None
-    description = field.description.strip()
-    if field.sensitive:
-        description = f"{description} (A secret.)".strip()
-    secret = field.sensitive and kind == "string" and default is None  # a secret has no default
-    declared: dict[str, Any] = {"key": key, "type": kind, "label": field.title}
+    if isinstance(default, str):
+        default = resolve_default(key, default, strict=used)
+    elif isinstance(default, list):
+        default = [resolve_default(key, str(item), strict=used) for item in default]
+    declared = {"key": key, "type": kind, "label": field.title}
     if default is not None:
         declared["default"] = default
-    return _described(declared, description, secret=secret, required=field.required and default is None)
+    return _described(declared, field.description, secret=False, required=field.required and default is None)
 
 
 def _described(declared: dict[str, Any], description: str, *, secret: bool, required: bool) -> dict[str, Any]:

@@ -7,9 +7,15 @@ Above: the registry and catalogue (which take a `LoadReport`) and the CLI (`mcp-
 A root is either a folder laid out like `capabilities/` (one sub-folder per plugin; hidden
 sub-folders and sub-folders without a manifest are ignored) or a single plugin folder holding
 `manifest.yaml`. Builtins must load — a broken builtin stops the host — while a broken plugin
-from an extra root is skipped and reported. `check_paths` is stricter than loading: it also
-reports a manifest's mistakes (which load, read fail-closed) and a stdio command's script that
-is not a file in the plugin's folder, as errors.
+from an extra root is skipped and reported. `check_paths` is stricter than loading: it reports
+a plugin's mistakes (which load, read fail-closed) as errors.
+
+Whether a stdio command's program or script can be started from the plugin folder is decided
+once, by `launch_problems`, for both: loading keeps its findings among the plugin's mistakes
+(the host logs them at start), `check` reports them. A program reached through a link out of
+the folder (a plugin venv's `venv/bin/python`, a link to the base interpreter) is what the
+sandbox runs (`sandbox.runtimes` binds its install tree), so it passes; a script `python` runs
+must resolve inside the folder, the only tree of the plugin's the sandbox binds.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from mcp_host.errors import ManifestError
 
-from .manifest import MANIFEST_NAME, Manifest, collision_key, read_manifest
+from .bundles import SANDBOX_PLUGIN_DIR
+from .manifest import MANIFEST_NAME, Manifest, ManifestResult, collision_key, read_manifest
 from .text_safety import shown
 
 __all__ = [
@@ -30,6 +37,7 @@ __all__ = [
     "Plugin",
     "check_paths",
     "declared_collisions",
+    "launch_problems",
     "load_plugins",
     "plugin_folders",
 ]
@@ -87,16 +95,28 @@ def _id_error(plugin: Plugin, problem: str) -> ManifestError:
     return ManifestError(str(plugin.folder / MANIFEST_NAME), "id", problem)
 
 
+def _read_plugin(folder: Path, *, builtin: bool) -> tuple[Plugin | None, ManifestResult]:
+    """The plugin in `folder` (None when its manifest does not load) with its launch problems
+    among its mistakes, and what reading the manifest found."""
+    result = read_manifest(folder)
+    if result.manifest is None:
+        return None, result
+    plugin = Plugin(result.manifest, folder, builtin, result.warnings, result.mistakes)
+    launch = launch_problems(plugin)
+    if launch:
+        plugin = Plugin(result.manifest, folder, builtin, result.warnings, (*result.mistakes, *launch))
+    return plugin, result
+
+
 def _load_builtins(root: Path) -> list[Plugin]:
     """Every builtin under `root`; raises the first `ManifestError` (the host must not start)."""
     if not root.is_dir():
         raise ManifestError(str(root), "", "builtin plugin folder does not exist")
     plugins: dict[str, Plugin] = {}
     for folder in plugin_folders(root):
-        result = read_manifest(folder)
-        if result.manifest is None:
+        plugin, result = _read_plugin(folder, builtin=True)
+        if plugin is None:
             raise result.errors[0]
-        plugin = Plugin(result.manifest, folder, True, result.warnings, result.mistakes)
         other = plugins.get(plugin.manifest.id)
         if other is not None:
             raise _id_error(plugin, f"{plugin.manifest.id!r} is also the id of {other.folder}")
@@ -109,11 +129,11 @@ def _read_extras(roots: Sequence[Path], skip: set[Path]) -> tuple[list[Plugin], 
     plugins: list[Plugin] = []
     errors: list[ManifestError] = []
     for folder in _each_folder(roots, set(skip), errors):
-        result = read_manifest(folder)
-        if result.manifest is None:
+        plugin, result = _read_plugin(folder, builtin=False)
+        if plugin is None:
             errors.extend(result.errors)
         else:
-            plugins.append(Plugin(result.manifest, folder, False, result.warnings, result.mistakes))
+            plugins.append(plugin)
     return plugins, errors
 
 
@@ -181,22 +201,20 @@ def check_paths(paths: Sequence[Path], *, builtin_root: Path | None = None) -> C
     """Every problem `mcp-host check` reports for `paths`, all of them in one run.
 
     Errors: a path with no plugin folders; every error and every mistake of every manifest
-    (`manifest.read_manifest`); a stdio `command` or the script `command: python` runs that is
-    not a file inside the plugin's folder; ids used by more than one of the folders found, or by
-    a builtin under `builtin_root` other than those folders, which `serve` would refuse. A
-    folder under `builtin_root` is checked like any other when it is in `paths`.
+    (`manifest.read_manifest`) and every launch problem (`launch_problems`), as loading finds
+    them; ids used by more than one of the folders found, or by a builtin under `builtin_root`
+    other than those folders, which `serve` would refuse. A folder under `builtin_root` is
+    checked like any other when it is in `paths`.
     """
     errors: list[ManifestError] = []
     warnings: list[ManifestError] = []
     checked: list[Plugin] = []
     seen: set[Path] = set()
     for folder in _each_folder(paths, seen, errors):
-        result = read_manifest(folder)
-        errors.extend((*result.errors, *result.mistakes))
+        plugin, result = _read_plugin(folder, builtin=False)
+        errors.extend((*result.errors, *(result.mistakes if plugin is None else plugin.mistakes)))
         warnings.extend(ManifestError(str(result.path), "", warning) for warning in result.warnings)
-        if result.manifest is not None:
-            plugin = Plugin(result.manifest, folder, False, result.warnings, result.mistakes)
-            errors.extend(_script_problems(plugin))
+        if plugin is not None:
             checked.append(plugin)
     others = [plugin for plugin in _builtins_that_load(builtin_root) if plugin.folder not in seen]
     errors.extend(_refuse_duplicate_ids(others, checked)[1])
@@ -236,35 +254,58 @@ def _python_script(args: Sequence[str]) -> int | None:
     return None
 
 
-def _script_problems(plugin: Plugin) -> list[ManifestError]:
-    """A stdio command given as a relative path, or the script of `command: python`, that is
-    not a file inside the plugin folder (the child would fail to start, or reach outside)."""
+def launch_problems(plugin: Plugin) -> list[ManifestError]:
+    """Why `plugin`'s stdio child could not be started from its folder: a command given as a
+    relative path that is not a file there, or the script `command: python` runs that is not a
+    file inside the folder (the sandbox binds no other tree of the plugin's). The one rule for
+    loading (kept among `Plugin.mistakes`) and `mcp-host check` (errors).
+
+    A command path is the folder's own entry — every folder on its way inside the plugin folder
+    — and may be a link to a program elsewhere: the launch runs that program and binds its
+    install tree (`sandbox.runtimes.command_view`), as for a plugin venv's `venv/bin/python`.
+    """
     transport = plugin.manifest.transport
     if transport is None or transport.kind != "stdio" or transport.command is None:
         return []
     path = str(plugin.folder / MANIFEST_NAME)
-    named: list[tuple[str, str]] = []
     if transport.command == "python":
         index = _python_script(transport.args)
-        if index is not None:
-            named.append((f"transport.args.{index}", transport.args[index]))
-        elif not transport.args:
+        if index is None:
+            if transport.args:
+                return []
             return [ManifestError(path, "transport.args", "python runs no script: name it, e.g. [server.py]")]
+        field, value, ok = f"transport.args.{index}", transport.args[index], _script_inside
     elif "/" in transport.command and not transport.command.startswith("/"):
-        named.append(("transport.command", transport.command))
-    return [
-        ManifestError(path, field, f"{shown(value)} is not a file inside the plugin folder")
-        for field, value in named
-        if not _inside(plugin.folder, value)
-    ]
+        field, value, ok = "transport.command", transport.command, _program_inside
+    else:
+        return []
+    if ok(plugin.folder, value):
+        return []
+    return [ManifestError(path, field, f"{shown(value)} is not a file inside the plugin folder")]
 
 
-def _inside(folder: Path, relative: str) -> bool:
-    """Whether `relative` names a file inside `folder` (after resolving `..` and links)."""
+def _script_inside(folder: Path, relative: str) -> bool:
+    """Whether `relative` names a file inside `folder` after resolving `..` and every link; a
+    path under `/plugin`, where the sandbox shows the folder (a bundle's `${__dirname}`), names
+    the file of the folder below it."""
+    if relative.startswith(f"{SANDBOX_PLUGIN_DIR}/"):
+        relative = relative.removeprefix(f"{SANDBOX_PLUGIN_DIR}/")
     if relative.startswith("/"):
         return False
-    target = (folder / relative).resolve()
-    return target.is_relative_to(folder) and target.is_file()
+    root = folder.resolve()
+    target = (root / relative).resolve()
+    return target.is_relative_to(root) and target.is_file()
+
+
+def _program_inside(folder: Path, relative: str) -> bool:
+    """Whether `relative` is an entry of `folder` (its parent folder resolves inside it, its
+    name is no `..`) that is, or links to, a file."""
+    parts = PurePosixPath(relative).parts
+    if relative.startswith("/") or not parts or parts[-1] in (".", ".."):
+        return False
+    root = folder.resolve()
+    entry = root.joinpath(*parts)
+    return entry.parent.resolve().is_relative_to(root) and entry.is_file()
 
 
 def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:

@@ -49,6 +49,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from mcp_host.errors import ManifestError
 from mcp_host_kit.contract import MANIFEST_NAME, MAX_MANIFEST_BYTES, OP_NAMES, YamlProblem, loc_part, read_yaml
 
+from .config_refs import reference_problems
 from .text_safety import MAX_DESCRIPTION_BYTES, check_text, check_tool_schema, shown
 
 __all__ = [
@@ -436,9 +437,11 @@ class Transport(_Model):
     kind: Literal["stdio", "http"] = "stdio"
     command: Annotated[StrictStr, AfterValidator(_command)] | None = None
     args: Annotated[tuple[Arg, ...], Field(max_length=256)] = ()
+    """May hold `${config.KEY}`, the owner's value of a config field at each start (`config_refs`)."""
     env: Annotated[dict[Annotated[StrictStr, AfterValidator(_env_key)], Arg], Field(max_length=256)] = Field(
         default_factory=dict
     )
+    """Values may hold `${config.KEY}`, as `args` (a secret field too: it stays off command lines)."""
     url: Annotated[StrictStr, AfterValidator(_url)] | None = None
     sandbox: Sandbox = Field(default_factory=Sandbox)
     env_from_config: Annotated[dict[Annotated[StrictStr, AfterValidator(_env_key)], Key], Field(max_length=64)] = Field(
@@ -618,6 +621,7 @@ def _config_env_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
     for name, key in headers.items():
         if key not in owner_keys:
             yield f"transport.headers_from_config.{name}", f"{shown(key)} is not a key declared in config"
+    yield from reference_problems(manifest)  # ${config.KEY} in args and env
 
 
 def _connector_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:

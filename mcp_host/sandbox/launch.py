@@ -24,13 +24,13 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio.to_thread
 
-from mcp_host.plugins import Plugin
+from mcp_host.plugins import Plugin, args_need_config, fixed_env
 from mcp_host.settings import Settings
 
 from . import overlay
@@ -148,7 +148,12 @@ SOCKET_ENV = "MCP_HOST_SOCKET"
 
 
 def launch_for(
-    plugin: Plugin, settings: Settings, *, host_socket: Path | None = None, extra_env: Mapping[str, str] | None = None
+    plugin: Plugin,
+    settings: Settings,
+    *,
+    host_socket: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    args: Sequence[str] | None = None,
 ) -> Launch:
     """The launch of `plugin`'s stdio child under the host's sandbox settings and its manifest's
     `limits` (`sandbox.budget`); sandboxed, under its own seccomp filter's fd, in new pids and
@@ -157,10 +162,13 @@ def launch_for(
 
     host_socket: the plugin's host-op socket (only for a plugin that named host ops); it is
     bound at `SOCKET_INSIDE` and named by `MCP_HOST_SOCKET`. A plugin without one gets neither.
-    extra_env: variables from the owner's config (`Transport.env_from_config`, secrets among
-    them), set like the manifest's `env`: inside the sealed memfd bwrap reads (`--setenv`),
-    never on a command line (unsandboxed, development only: in the spawn's environment, which
-    holds them alone; `env` adds the rest from its argv).
+    extra_env: variables from the owner's config (`ChildConfig.env`: `env_from_config` and the
+    manifest's `env` entries holding `${config.KEY}`, secrets among them), set like the
+    manifest's other `env` entries: inside the sealed memfd bwrap reads (`--setenv`), never on
+    a command line (unsandboxed, development only: in the spawn's environment, which holds
+    them alone; `env` adds the rest from its argv).
+    args: the arguments with the owner's config resolved (`ChildConfig.args`); None: the
+    manifest's, which must then hold no `${config.KEY}`.
     `command: python` children also see the SDK's packages and the plugin kit, read-only, the
     kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
     A sandboxed child sees its plugin folder writable through its own throwaway layer, where the
@@ -173,12 +181,15 @@ def launch_for(
     transport = plugin.manifest.transport
     if transport is None or transport.command is None:
         raise ValueError(f"{plugin.manifest.id} has no stdio command")
+    if args is None and args_need_config(transport):
+        raise ValueError(f"{plugin.manifest.id}'s arguments need the owner's config, which was not given")
+    argv_tail = tuple(transport.args if args is None else args)
     python = transport.command == "python"
     sandboxed = settings.sandbox.mode == "on"
     budget = budget_for(plugin, settings.sandbox)
     for warning in budget.warnings:
         _warn_once(warning)
-    env = dict(transport.env or {})
+    env = fixed_env(transport)  # an entry holding ${config.KEY} comes resolved in extra_env
     env.update(extra_env or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
@@ -192,7 +203,7 @@ def launch_for(
         spec = SandboxSpec(
             plugin_dir=plugin.folder,
             command=sys.executable if python else transport.command,
-            args=tuple(transport.args or ()),
+            args=argv_tail,
             env=env,
             allow_net=False,
             limits=budget.limits,
@@ -211,7 +222,7 @@ def launch_for(
     spec = SandboxSpec(
         plugin_dir=plugin.folder,
         command=view.command,
-        args=tuple(transport.args or ()),
+        args=argv_tail,
         env=env,
         allow_net=bool(transport.sandbox and transport.sandbox.allow_net),
         limits=budget.limits,

@@ -20,8 +20,9 @@ id, so whoever holds it cannot reach another plugin's values.
 A `secret` field (owner scope only) is sealed with the host key (`secrets_box`, bound to the
 owner, the plugin and the key) before it is written, and reads as `{"set": true}` or
 `{"set": false}`: no reader of config (the owner door, the catalogue, `config.get`) sees it.
-Only `PluginConfig.env` opens it, for the child's environment (`Transport.env_from_config`);
-a write to a key that feeds the environment calls `on_env_changed(plugin_id)`, so the
+Only `PluginConfig.child_config` opens it, for the child's environment
+(`Transport.env_from_config`, `${config.KEY}` in `env`); a write to a key a child takes
+(those, `${config.KEY}` in `args`, a required one) calls `on_env_changed(plugin_id)`, so the
 plugin's children restart with the new value.
 """
 
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import anyio.lowlevel
 
 from mcp_host.errors import InvalidArguments, Unavailable
-from mcp_host.plugins import ConfigField, Manifest, Plugin
+from mcp_host.plugins import ChildConfig, ConfigField, Manifest, Plugin, config_keys, resolve_config, value_text
 
 from .secrets_box import SealError, SecretBox
 
@@ -333,15 +334,6 @@ def _bound_to(owner_id: str, plugin_id: str, key: str) -> str:
     return f"config\x00{owner_id}\x00{plugin_id}\x00{key}"
 
 
-def _env_text(value: object) -> str:
-    """A config value as an environment variable's text: a list as JSON, a bool as true/false."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return json.dumps(list(value), ensure_ascii=False)
-    return str(value)
-
-
 class PluginConfig:
     """One plugin's config values, checked against its manifest; made by `for_plugin`.
 
@@ -366,10 +358,8 @@ class PluginConfig:
         self._fields = {scope: declared(manifest, scope) for scope in SCOPES}
         self._box = box
         self._on_env_changed = on_env_changed
-        transport = manifest.transport
-        # A remote plugin's headers_from_config are read as its variables are (name -> value).
-        self._env_from = {**transport.env_from_config, **transport.headers_from_config} if transport is not None else {}
-        self._feeds_child = set(self._env_from.values()) | {f.key for f in manifest.config if f.required}
+        self._transport = manifest.transport
+        self._feeds_child = config_keys(manifest.transport) | {f.key for f in manifest.config if f.required}
 
     @property
     def plugin_id(self) -> str:
@@ -424,14 +414,25 @@ class PluginConfig:
         return self._box.seal(value, bound_to=_bound_to(owner_id, self._plugin_id, key))
 
     async def env(self, owner_id: str) -> dict[str, str]:
-        """The child's environment from the owner's config (`Transport.env_from_config`), secrets
-        opened; a variable whose value is unset is left out.
+        """The variables the owner's config gives the child (`child_config`), and a remote
+        plugin's headers from it (`Transport.headers_from_config`, name -> value).
 
         Raises `ConfigUnset` naming the first required key that has no value (nor default).
         """
+        return dict((await self.child_config(owner_id)).env)
+
+    async def child_config(self, owner_id: str) -> ChildConfig:
+        """What the owner's config gives one start of the child: its variables
+        (`Transport.env_from_config`, `${config.KEY}` in `env`; a remote's
+        `headers_from_config`), secrets opened, and its arguments with `${config.KEY}`
+        resolved — each the owner's value, else the field's default (`plugins.config_refs`).
+
+        Raises `ConfigUnset` naming the first required key that has no value (nor default).
+        """
+        transport = self._transport
+        if not self._feeds_child:
+            return ChildConfig(args=transport.args if transport is not None else ())
         owner = self._fields["owner"]
-        if not self._env_from and not any(f.required for f in owner):
-            return {}
         rows = await self._rows.fetch_rows(owner_id, self._plugin_id, [("owner", "")])
         stored = rows.get(("owner", ""), {})
         values = {f.key: self._opened(owner_id, f, stored) if f.secret else _read_one(f, stored) for f in owner}
@@ -440,7 +441,10 @@ class PluginConfig:
                 raise ConfigUnset(
                     f"the owner must set {field.key!r} of {self._plugin_id} (config_set) before it can start"
                 )
-        return {name: _env_text(values[key]) for name, key in self._env_from.items() if values[key] is not None}
+        resolved = resolve_config(transport, values)
+        headers = transport.headers_from_config if transport is not None else {}
+        env = {**resolved.env, **{h: value_text(values[k]) for h, k in headers.items() if values.get(k) is not None}}
+        return ChildConfig(env, resolved.args)
 
     def _opened(self, owner_id: str, field: ConfigField, stored: Mapping[str, object]) -> object:
         sealed = stored.get(field.key)
@@ -463,8 +467,13 @@ class OwnerEnv:
 
     async def env_for(self, plugin: Plugin) -> dict[str, str]:
         """`plugin`'s variables; raises `ConfigUnset` for a required setting left unset."""
+        return dict((await self.child_config(plugin)).env)
+
+    async def child_config(self, plugin: Plugin) -> ChildConfig:
+        """`plugin`'s variables and arguments (`PluginConfig.child_config`); raises
+        `ConfigUnset` for a required setting left unset."""
         manifest = plugin.manifest
-        return await self._backend.for_plugin(manifest.id, manifest).env(self._owner_id)
+        return await self._backend.for_plugin(manifest.id, manifest).child_config(self._owner_id)
 
 
 class ConfigStore:

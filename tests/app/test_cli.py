@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -328,3 +329,64 @@ def test_check_warns_of_manifest_limits_above_this_hosts_ceilings(
         " it gets 1024",
         f"ok: {greedy}",
     ]
+
+
+# -- check over what `plugin add` installs ------------------------------------------------------
+
+
+def installed_of_each_source(tmp_path: Path) -> dict[str, Path]:
+    """One plugin folder of each source the host takes: a folder with its own manifest, and one
+    install each from npm (the local tarball; npm needed), PyPI (a local wheel), an MCP Bundle, a
+    registry server.json (naming that wheel) and a remote server's URL, into `tmp_path`/data."""
+    from mcp_host.plugins import (
+        BundleSource,
+        RegistryEntrySource,
+        RemoteSource,
+        install_bundle,
+        install_npm,
+        install_pypi,
+        install_registry_entry,
+        install_remote,
+        parse_add_source,
+    )
+    from tests.plugins.packages import (
+        GREETER,
+        NPM_SOURCE,
+        PYPI_SOURCE,
+        greeter_bundle,
+        greeter_wheel,
+        npm_tarball,
+        wheel,
+    )
+
+    data = tmp_path / "data"
+    remote = parse_add_source("https://mcp.example.com/mcp")
+    assert isinstance(remote, RemoteSource)
+    made = {
+        "folder": ECHO,
+        "pypi": install_pypi(PYPI_SOURCE, data, spec=str(wheel(tmp_path))).folder,
+        "mcpb": install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), data).folder,
+        "server.json": install_registry_entry(
+            RegistryEntrySource(GREETER / "server.json"), data, spec=str(greeter_wheel(tmp_path))
+        ).folder,
+        "remote": install_remote(remote, data).folder,
+    }
+    if shutil.which("npm") is not None:
+        made["npm"] = install_npm(NPM_SOURCE, data, spec=str(npm_tarball(tmp_path))).folder
+    return made
+
+
+@pytest.mark.timeout(300)
+def test_check_passes_every_plugin_the_host_installs_and_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folders = installed_of_each_source(tmp_path)
+    verdicts = {}
+    for source, folder in folders.items():
+        code = main(["check", str(folder), "--data-dir", str(tmp_path / "data")])
+        out, _ = capsys.readouterr()
+        verdicts[source] = (code, out)
+    expected = {source: (0, f"ok: {folder}\n") for source, folder in folders.items()}
+    assert verdicts == expected
+    if "npm" not in folders:
+        pytest.skip("npm is not installed: the npm install was not checked")

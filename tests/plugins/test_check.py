@@ -4,12 +4,14 @@ naming the file and the dotted field; what is only suspect stays a warning."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from inline_snapshot import snapshot
 
 from mcp_host.app.cli import main
+from mcp_host.plugins.loading import load_plugins
 from mcp_host.plugins.manifest import MANIFEST_NAME, read_manifest
 from tests.hosting import PLUGINS, REPO
 
@@ -132,3 +134,37 @@ def test_check_as_a_command_exits_1_listing_every_error() -> None:
     assert done.returncode == 1
     assert [line.split(": ", 1)[0] for line in done.stdout.splitlines()] == ["error"] * 9 + ["warning"]
     assert done.stderr == ""
+
+
+def linked_venv(folder: Path, target: Path, *, whole: bool = False) -> Path:
+    """A plugin folder whose command is `venv/bin/python`, a link to `target` (a plugin venv's
+    interpreter); `whole`: the `venv` folder itself is a link out of the plugin folder."""
+    folder.mkdir()
+    if whole:
+        (folder.parent / "elsewhere" / "bin").mkdir(parents=True)
+        (folder.parent / "elsewhere" / "bin" / "python").symlink_to(target)
+        (folder / "venv").symlink_to(folder.parent / "elsewhere")
+    else:
+        (folder / "venv" / "bin").mkdir(parents=True)
+        (folder / "venv" / "bin" / "python").symlink_to(target)
+    (folder / MANIFEST_NAME).write_text(
+        f"id: {folder.name}\ntransport: {{command: venv/bin/python, args: [-m, server]}}\n", encoding="utf-8"
+    )
+    return folder
+
+
+def test_check_and_loading_agree_on_a_program_linked_out_of_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    python = Path(sys.executable).resolve()  # outside the folder, as a plugin venv's base interpreter
+    own = linked_venv(tmp_path / "own", python)
+    borrowed = linked_venv(tmp_path / "borrowed", python, whole=True)
+
+    codes = [main(["check", str(own)]), main(["check", str(borrowed)])]
+    loaded = {p.manifest.id: [m.message for m in p.mistakes] for p in load_plugins(None, [own, borrowed]).plugins}
+
+    out, _ = capsys.readouterr()
+    assert codes == [0, 1]
+    refusal = f"{borrowed}/{MANIFEST_NAME}: transport.command: 'venv/bin/python' is not a file inside the plugin folder"
+    assert out.splitlines() == [f"ok: {own}", f"error: {refusal}"]
+    assert loaded == {"own": [], "borrowed": [refusal]}  # the host logs at start what check reports

@@ -23,7 +23,7 @@ from mcp_host.plugins import BundleSource, RegistryEntrySource, install_bundle, 
 from mcp_host.plugins.manifest import load_manifest
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host
-from tests.plugins.packages import PACKAGES, npm_tarball, wheel
+from tests.plugins.packages import GREETER, PACKAGES, greeter_bundle, greeter_wheel, npm_tarball, wheel
 from tests.plugins.test_install import leftovers, owner_call, registry_reachable
 from tests.processes import needs_bwrap
 
@@ -60,6 +60,11 @@ def bundle_manifest(**changes: Any) -> dict[str, Any]:
     }
     manifest.update(changes)
     return manifest
+
+
+def node_server(command: str, args: list[str]) -> dict[str, Any]:
+    """A bundle's `server`: a node server at server/index.js started with `command` and `args`."""
+    return {"type": "node", "entry_point": "server/index.js", "mcp_config": {"command": command, "args": args}}
 
 
 def make_bundle(path: Path, manifest: dict[str, Any], extra: dict[str, tuple[bytes, int]] | None = None) -> Path:
@@ -111,7 +116,8 @@ def test_bundle_becomes_a_plugin_with_declared_config_that_grants_nothing(tmp_pa
     assert (manifest.title, manifest.version) == ("Shout", "1.2.0")
     assert manifest.description == "The tiny shout server as an MCP Bundle."
     assert manifest.acl == "role_granted" and manifest.instances == "per_session"
-    assert manifest.transport is not None and manifest.transport.env == {"SHOUT_MODE": "loud"}
+    assert manifest.transport is not None and manifest.transport.env == {}
+    assert manifest.transport.env_from_config == {"SHOUT_MODE": "mode"}  # the owner's value, else "loud"
     assert manifest.transport.sandbox.allow_net is False and manifest.transport.sandbox.host_ops == ()
     config = {field.key: field for field in manifest.config}
     assert set(config) == {"mode", "api_key", "max_items", "folders"}
@@ -163,16 +169,17 @@ def test_python_and_binary_bundles_start_as_their_runtime_needs(tmp_path: Path) 
     [
         (
             bundle_manifest(
-                user_config={"token": {"type": "string", "title": "Token", "required": True}},
-                server={
-                    "type": "node",
-                    "entry_point": "server/index.js",
-                    "mcp_config": {"command": "node", "args": ["--token", "${user_config.token}"]},
-                },
+                user_config={"token": {"type": "string", "title": "Token", "sensitive": True}},
+                server=node_server("node", ["--token", "${user_config.token}"]),
             ),
             {},
-            "the bundle's setting 'token' has no default and is used on the command line or inside a longer"
-            " value; owner config reaches a server only as a whole environment variable, so it is refused.",
+            "the bundle passes its secret setting 'token' as an argument; a secret never goes on a command line,"
+            " so it is refused.",
+        ),
+        (
+            bundle_manifest(server=node_server("${user_config.mode}", ["${__dirname}/server/index.js"])),
+            {},
+            "the bundle's command uses the setting 'mode'; the host starts a fixed command, so it is refused.",
         ),
         (
             bundle_manifest(server={"type": "uv", "entry_point": "server/index.js"}),
@@ -194,18 +201,21 @@ def test_python_and_binary_bundles_start_as_their_runtime_needs(tmp_path: Path) 
             "the bundle's command '/bin/sh' is not a file in the bundle.",
         ),
         (
-            bundle_manifest(
-                server={
-                    "type": "node",
-                    "entry_point": "server/index.js",
-                    "mcp_config": {"command": "sh", "args": ["${__dirname}/server/index.js"]},
-                }
-            ),
+            bundle_manifest(server=node_server("sh", ["${__dirname}/server/index.js"])),
             {},
             "the bundle is a node server whose mcp_config does not start node.",
         ),
     ],
-    ids=["required-setting", "uv", "dotdot", "symlink", "absolute", "binary-outside", "node-not-node"],
+    ids=[
+        "secret-argument",
+        "setting-in-command",
+        "uv",
+        "dotdot",
+        "symlink",
+        "absolute",
+        "binary-outside",
+        "node-not-node",
+    ],
 )
 def test_refused_bundles_leave_nothing_behind(
     tmp_path: Path, manifest: dict[str, Any], extra: dict[str, tuple[bytes, int]], message: str
@@ -244,10 +254,16 @@ def test_server_json_pypi_package_with_arguments_and_environment(tmp_path: Path)
     )
     done = install_registry_entry(source, tmp_path / "data", spec=str(wheel(tmp_path)))
     assert (done.id, done.command, done.version) == (ENTRY_ID, "venv/bin/python", "1.0.0")
-    assert done.args == ("venv/bin/whisper-server", "--level", "low", "extra")
+    assert done.args == ("venv/bin/whisper-server", "--level", "${config.level}", "extra")
     manifest = load_manifest(done.folder)
     assert (manifest.title, manifest.description) == ("Tiny", "A tiny server from a registry entry.")
-    assert manifest.transport is not None and manifest.transport.env == {"WHISPER_MODE": "soft"}
+    assert manifest.transport is not None and manifest.transport.env == {}
+    assert manifest.transport.env_from_config == {"WHISPER_MODE": "whisper_mode", "UNSET_OPTIONAL": "unset_optional"}
+    assert [(f.key, f.default, f.required) for f in manifest.config] == [
+        ("level", "low", False),
+        ("whisper_mode", "soft", False),
+        ("unset_optional", None, False),
+    ]
     assert manifest.acl == "role_granted" and manifest.transport.sandbox.allow_net is False
     header = (done.folder / "manifest.yaml").read_text().splitlines()[1]
     assert header == "# pypi:whisper-server==1.0.0 as the registry entry io.github.tests/tiny describes."
@@ -267,17 +283,13 @@ def test_server_json_npm_package_from_the_local_tarball(tmp_path: Path) -> None:
     [
         (
             {"packageArguments": [{"type": "named", "name": "--token", "isSecret": True}]},
-            "the server.json's argument '--token' is a secret the owner must give; owner config reaches a server"
-            " only as a whole environment variable, so it is refused.",
-        ),
-        (
-            {"packageArguments": [{"type": "positional", "valueHint": "path", "isRequired": True}]},
-            "the server.json's argument 'path' is required and has no default;",
+            "the server.json's argument '--token' is a secret the owner gives; a secret never goes on a command"
+            " line, so it is refused.",
         ),
         ({"registryBaseUrl": "https://evil.example/simple"}, "the server.json's package comes from"),
         ({"transport": {"type": "streamable-http"}}, "the server.json of 'io.github.tests/tiny' has no npm or PyPI"),
     ],
-    ids=["secret-arg", "required-arg", "other-registry", "http-only"],
+    ids=["secret-arg", "other-registry", "http-only"],
 )
 def test_refused_server_json_runs_nothing_and_leaves_nothing(
     tmp_path: Path, package: dict[str, Any], message: str
@@ -386,8 +398,8 @@ def test_a_bundle_setting_only_the_owner_gives_becomes_config_that_reaches_the_e
     done = install_bundle(BundleSource(make_bundle(tmp_path / "s.mcpb", manifest)), tmp_path / "data")
     loaded = load_manifest(done.folder)
     assert loaded.transport is not None
-    assert loaded.transport.env == {"SHOUT_MODE": "loud", "HOME_DIR": "x"}
-    assert loaded.transport.env_from_config == {"API_KEY": "api_key"}
+    assert loaded.transport.env == {"HOME_DIR": "x"}
+    assert loaded.transport.env_from_config == {"SHOUT_MODE": "mode", "API_KEY": "api_key"}
     assert [(f.key, f.type, f.default, f.secret, f.required) for f in loaded.config] == [
         ("mode", "string", "loud", False, False),
         ("api_key", "string", None, True, True),
@@ -408,9 +420,100 @@ def test_server_json_secret_and_required_variables_become_config_that_reaches_th
     done = install_registry_entry(source, tmp_path / "data", spec=str(wheel(tmp_path)))
     loaded = load_manifest(done.folder)
     assert loaded.transport is not None
-    assert loaded.transport.env == {"WHISPER_MODE": "soft"}
-    assert loaded.transport.env_from_config == {"API_KEY": "api_key", "BASE": "base"}
+    assert loaded.transport.env == {}
+    assert loaded.transport.env_from_config == {"API_KEY": "api_key", "BASE": "base", "WHISPER_MODE": "whisper_mode"}
     assert [(f.key, f.label, f.description, f.secret, f.required) for f in loaded.config] == [
         ("api_key", "API_KEY", "The service's key.", True, True),
         ("base", "BASE", "", False, True),
+        ("whisper_mode", "WHISPER_MODE", "", False, False),
     ]
+
+
+# -- the owner's settings reach the child ------------------------------------------------------
+
+GREETER_BUNDLE_ID = "mcpb.greeter"
+GREETER_ENTRY_ID = "pypi.greeter_server"
+
+
+async def owner_tool(running: RunningHost, name: str, /, **arguments: Any) -> Any:
+    """Call owner tool `name` on `running`'s owner door; its answer (a refusal fails the test)."""
+    assert running.host.owner_token_file is not None
+    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
+        Client(streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http), cache=None) as owner,
+    ):
+        failed, answer = await owner_call(owner, name, **arguments)
+    assert not failed, answer
+    return answer
+
+
+async def greetings_before_and_after(
+    running: RunningHost, plugin_id: str, values: dict[str, str]
+) -> tuple[str, str, Any]:
+    """A visitor's `greet` of Ada, then the owner's config_set of `values` (the visitor's child
+    running), then the same call: both answers and the owner's config as config_get reads it."""
+    session = await review_and_grant(running, {plugin_id}, {(plugin_id, "greet")})
+    async with running.client(session) as visitor:
+        before = await visitor.call_tool("greet", {"name": "Ada"})
+        await owner_tool(running, "config_set", capability=plugin_id, scope="owner", values=values)
+        after = await visitor.call_tool("greet", {"name": "Ada"})
+    stored = await owner_tool(running, "config_get", capability=plugin_id, scope="owner")
+    assert not before.is_error and not after.is_error, (before, after)
+    return before.content[0].text, after.content[0].text, stored  # type: ignore[union-attr]
+
+
+def test_a_bundle_setting_with_a_default_is_referenced_not_frozen(tmp_path: Path) -> None:
+    done = install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), tmp_path / "data")
+    loaded = load_manifest(done.folder)
+    assert loaded.transport is not None
+    assert (loaded.transport.command, loaded.transport.args) == (
+        "python",
+        ("/plugin/server/greeter_server.py", "--mark", "${config.mark}"),
+    )
+    assert (loaded.transport.env, loaded.transport.env_from_config) == ({}, {"GREETING": "greeting"})
+    assert [(f.key, f.default) for f in loaded.config] == [("greeting", "Hello"), ("mark", "!")]
+
+
+def test_a_secret_bundle_setting_is_written_nowhere_in_the_manifest(tmp_path: Path) -> None:
+    manifest = bundle_manifest(
+        server={
+            "type": "node",
+            "entry_point": "server/index.js",
+            "mcp_config": {
+                "command": "node",
+                "args": ["${__dirname}/server/index.js"],
+                "env": {"AUTH": "Bearer ${user_config.token}"},
+            },
+        },
+        user_config={"token": {"type": "string", "title": "Token", "sensitive": True, "default": "tok-3f9a1c"}},
+    )
+    done = install_bundle(BundleSource(make_bundle(tmp_path / "s.mcpb", manifest)), tmp_path / "data")
+    assert "tok-3f9a1c" not in (done.folder / "manifest.yaml").read_text()
+    loaded = load_manifest(done.folder)
+    assert loaded.transport is not None and loaded.transport.env == {"AUTH": "Bearer ${config.token}"}
+    assert [(f.key, f.secret, f.default) for f in loaded.config] == [("token", True, None)]
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_the_owners_bundle_setting_reaches_the_running_child(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), settings.data_dir)
+    async with running_host(settings) as running:
+        before, after, stored = await greetings_before_and_after(running, GREETER_BUNDLE_ID, {"greeting": "Howdy"})
+    assert (before, after) == ("Hello, Ada!", "Howdy, Ada!")
+    assert stored["values"] == {"greeting": "Howdy", "mark": "!"}  # the console shows what the child got
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_the_owners_server_json_settings_reach_the_running_child(tmp_path: Path, database_url: str) -> None:
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    entry = RegistryEntrySource(GREETER / "server.json")
+    install_registry_entry(entry, settings.data_dir, spec=str(greeter_wheel(tmp_path)))
+    async with running_host(settings) as running:
+        values = {"greeting": "Howdy", "mark": "?"}
+        before, after, stored = await greetings_before_and_after(running, GREETER_ENTRY_ID, values)
+    assert (before, after) == ("Hello, Ada!", "Howdy, Ada?")
+    assert stored["values"] == values

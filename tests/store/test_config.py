@@ -14,6 +14,7 @@ from inline_snapshot import snapshot
 
 from mcp_host.access.owners import OwnerStore
 from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.plugins import ChildConfig
 from mcp_host.plugins.manifest import ConfigField, Manifest
 from mcp_host.store.config import (
     SCOPES,
@@ -632,3 +633,38 @@ async def test_a_host_without_a_box_refuses_to_store_a_secret() -> None:
     with pytest.raises(Unavailable):
         await config.set("owner-1", "owner", "", {"token": TOKEN})
     assert await config.get("owner-1", "owner") == {"token": {"set": False}, "level": None, "verbose": False}
+
+
+GREETER = Manifest.model_validate(
+    {
+        "id": "demo.greeter",
+        "config": [
+            {"key": "greeting", "type": "string", "default": "Hello"},
+            {"key": "mark", "type": "string", "default": "!"},
+            {"key": "token", "type": "string", "secret": True},
+            {"key": "unrelated", "type": "int"},
+        ],
+        "transport": {
+            "command": "node",
+            "args": ["server.js", "--mark", "${config.mark}"],
+            "env": {"GREETING": "${config.greeting}", "AUTH": "Bearer ${config.token}", "FIXED": "x"},
+        },
+    }
+)
+
+
+@pytest.mark.anyio
+async def test_a_child_gets_the_owners_values_where_its_manifest_references_them() -> None:
+    changed: list[str] = []
+    store = InMemoryConfigStore(box=SecretBox(bytes(32)), on_env_changed=changed.append)
+    config = store.for_plugin("demo.greeter", GREETER)
+    defaults = await config.child_config("owner-1")
+    await config.set("owner-1", "owner", "", {"unrelated": 1})
+    await config.set("owner-1", "owner", "", {"mark": "?"})
+    await config.set("owner-1", "owner", "", {"greeting": "Howdy", "token": TOKEN})
+    assert defaults == ChildConfig({"GREETING": "Hello", "AUTH": "Bearer "}, ("server.js", "--mark", "!"))
+    assert await config.child_config("owner-1") == ChildConfig(
+        {"GREETING": "Howdy", "AUTH": f"Bearer {TOKEN}"}, ("server.js", "--mark", "?")
+    )
+    assert changed == ["demo.greeter", "demo.greeter"]  # each write a start reads restarts the children
+    assert TOKEN not in repr(store._rows)
