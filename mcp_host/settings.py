@@ -38,6 +38,7 @@ __all__ = [
     "DatabaseSettings",
     "HttpSettings",
     "PolicySettings",
+    "PrincipalSettings",
     "ProtocolSessionSettings",
     "SandboxSettings",
     "Settings",
@@ -228,14 +229,48 @@ class ChildrenSettings(_Group):
     max_running: int = Field(default=64, ge=1, validation_alias="max_children")
     # Per-session instances (manifest `instances: per_session`): one child per visitor session
     # that used the plugin, stopped after this long without a call (a session's agent pauses
-    # between turns for seconds, rarely minutes) or when the session ends, and at most this
-    # many host-wide (beside `max_running`, which counts shared and owner-context children);
-    # at the cap the least recently used idle one is stopped to make room.
+    # between turns for seconds, rarely minutes) or when the session ends. How many run, and
+    # each principal's share of them: `PrincipalSettings`.
     session_idle_timeout_s: float = Field(default=300.0, gt=0, validation_alias="child_session_idle_timeout_s")
-    max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
     # Start the children every session can see (acl: always) when the host starts, so the
     # first visitor does not wait for Python children to boot (~0.8 s of CPU each).
     prestart: bool = Field(default=True, validation_alias="prestart_children")
+
+
+class PrincipalSettings(_Group):
+    """What one principal (edge/principal.py: an access code, an API key, or a public session's
+    client address) may hold at once and how fast it may start it, beside the host-wide caps it
+    shares with every other principal. Past its share a principal is refused `unavailable` with
+    a retry hint; nothing of another principal is stopped to make room for it.
+
+    Per-session instances (children/instances.py): at most `max_session_instances` host-wide
+    (beside `max_children`, which counts shared and owner-context children), of which one
+    principal holds at most `session_instances`, busy or idle (unset: max(4, 1/8 of the
+    host-wide cap), never more than it), and starts at most `instance_starts_per_minute` (a
+    token bucket of that size, refilled over a minute; each start costs about 1 s of CPU and
+    70 MB). Making room stops an idle instance: the principal's own least recently used one
+    when it is at its share, else one of the principal holding the most; never a busy one.
+    """
+
+    max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
+    session_instances: int = Field(default=4, ge=1, validation_alias="principal_session_instances")
+    instance_starts_per_minute: int = Field(default=12, ge=1, validation_alias="principal_instance_starts_per_minute")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _share_of_the_host(cls, data: Any) -> Any:
+        # Unset, the share follows the host-wide cap it is a share of.
+        if isinstance(data, Mapping) and not {"session_instances", "principal_session_instances"} & data.keys():
+            host = data.get("max_session_instances", cls.model_fields["max_session_instances"].default)
+            if isinstance(host, (int, str)) and str(host).isdigit():
+                return {**data, "session_instances": min(int(host), max(4, int(host) // 8))}
+        return data
+
+    @model_validator(mode="after")
+    def _share_within_the_host(self) -> PrincipalSettings:
+        if self.session_instances > self.max_session_instances:
+            raise ValueError("principal_session_instances must not be above max_session_instances")
+        return self
 
 
 class ChildLogSettings(_Group):
@@ -354,6 +389,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     children: ChildrenSettings = Field(default_factory=ChildrenSettings)
+    principals: PrincipalSettings = Field(default_factory=PrincipalSettings)
     child_logs: ChildLogSettings = Field(default_factory=ChildLogSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
     connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)

@@ -77,7 +77,9 @@ VARIABLES: list[tuple[str, str, str, Any]] = [
     ("CHILD_TIMEOUTS_BEFORE_RECYCLE", "children.timeouts_before_recycle", "7", 7),
     ("MAX_CHILDREN", "children.max_running", "129", 129),
     ("CHILD_SESSION_IDLE_TIMEOUT_S", "children.session_idle_timeout_s", "600.5", 600.5),
-    ("MAX_SESSION_INSTANCES", "children.max_session_instances", "65", 65),
+    ("MAX_SESSION_INSTANCES", "principals.max_session_instances", "65", 65),
+    ("PRINCIPAL_SESSION_INSTANCES", "principals.session_instances", "9", 9),
+    ("PRINCIPAL_INSTANCE_STARTS_PER_MINUTE", "principals.instance_starts_per_minute", "25", 25),
     ("PRESTART_CHILDREN", "children.prestart", "false", False),
     ("CHILD_STDERR_LINES_PER_S", "child_logs.stderr_lines_per_s", "41", 41),
     ("CHILD_STDERR_LINE_BYTES", "child_logs.stderr_line_bytes", "4097", 4097),
@@ -168,6 +170,8 @@ DEFAULTS: dict[str, Any] = {
     "max_children": 64,
     "child_session_idle_timeout_s": 300.0,
     "max_session_instances": 32,
+    "principal_session_instances": 4,
+    "principal_instance_starts_per_minute": 12,
     "prestart_children": True,
     "child_stderr_lines_per_s": 20,
     "child_stderr_line_bytes": 2048,
@@ -285,6 +289,14 @@ def test_the_checks_across_settings_name_the_variables() -> None:
         Settings(http_max_connections=64, http_max_connections_per_client=64)
     with pytest.raises(ValidationError, match="protocol_sessions_per_client < protocol_sessions_max must hold"):
         Settings(protocol_sessions_per_client=10_000)
+    with pytest.raises(ValidationError, match="principal_session_instances must not be above max_session_instances"):
+        Settings(max_session_instances=8, principal_session_instances=9)
+
+
+def test_a_principals_share_of_instances_follows_the_host_wide_cap_unless_set() -> None:
+    shares = [Settings(max_session_instances=cap).principals.session_instances for cap in (1, 3, 4, 32, 64, 100, 1000)]
+    assert shares == [1, 3, 4, 4, 8, 12, 125]
+    assert Settings(max_session_instances=64, principal_session_instances=2).principals.session_instances == 2
 
 
 def test_settings_and_their_groups_are_frozen_and_copied_by_group() -> None:

@@ -43,6 +43,7 @@ from mcp_host.children import (
     ChildFactory,
     ChildLimits,
     ChildPool,
+    InstanceShares,
     ListChange,
     ParentLink,
     granted_by_parent,
@@ -50,6 +51,7 @@ from mcp_host.children import (
 )
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
+    Asking,
     FailureThrottle,
     FastPath,
     HostMetrics,
@@ -263,7 +265,11 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
     pool = ChildPool(
         child_limits(settings),
         max_children=settings.children.max_running,
-        max_session_instances=settings.children.max_session_instances,
+        session_instances=InstanceShares(
+            host=settings.principals.max_session_instances,
+            per_principal=settings.principals.session_instances,
+            starts_per_minute=settings.principals.instance_starts_per_minute,
+        ),
         session_idle_timeout_s=settings.children.session_idle_timeout_s,
         on_spawn=on_spawn,
         on_exit=ledger.forget,
@@ -616,6 +622,7 @@ def _doors(
     visitor_protocol: ProtocolSessions,
     owner_protocol: ProtocolSessions,
     node_protocol: ProtocolSessions,
+    asking: Asking,
 ) -> Doors:
     return Doors(
         sessions=SessionsEndpoint(
@@ -625,7 +632,7 @@ def _doors(
             settings.base_url,
             settings.http.max_rest_body_bytes,
         ),
-        visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol),
+        visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol, asking),
         owner=OwnerMCPEndpoint(shared.owners, owner_protocol),
         turns=TurnsEndpoint(shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes),
         node=NodeMCPEndpoint(shared.node_grants, node_protocol),
@@ -681,7 +688,7 @@ async def wired(
         "owner": _protocol_sessions(settings, owner_manager, records),
         "node": _protocol_sessions(settings, node_manager, records),
     }
-    doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"], protocol["node"])
+    doors = _doors(settings, shared, door, protocol["visitor"], protocol["owner"], protocol["node"], early.pool.asking)
     # The web console: the same owner door (handlers, audit), its sessions in the database.
     console = OwnerConsole(owner_door, shared.owners, PostgresConsoleSessions(database.pool, SESSION_TTL), rules)
     doors = dataclasses.replace(doors, console=console)

@@ -7,6 +7,7 @@ from .backoff import RunOfFailures
 from .call_routing import InFlight
 from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
+from .instances import InstanceShares
 from .lifecycle import Child, ChildLimits, ChildState
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
@@ -21,6 +22,7 @@ __all__ = [
     "ChildSource",
     "ChildState",
     "InFlight",
+    "InstanceShares",
     "ListChange",
     "ParentLink",
     "LogKind",

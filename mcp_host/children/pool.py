@@ -3,8 +3,8 @@
 Above: `ChildFactory` (which asks for a plugin's child for a scope), the catalogue (health of
 every instance) and the composition root (which enters the pool in the host's lifespan and ends
 a visitor session's instances). Below: `lifecycle.Child` (one process and its MCP session),
-`instances.SessionInstances` (the per-session ones, capped, least recently used stopped first)
-and `backoff.RunOfFailures` (one per plugin, shared by its instances).
+`instances.SessionInstances` (the per-session ones, capped host-wide and per principal, an idle
+one stopped to make room) and `backoff.RunOfFailures` (one per plugin, shared by its instances).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from mcp_host.edge import HostMetrics
+from mcp_host.edge import Asking, HostMetrics
 from mcp_host.errors import Unavailable
 
 from .backoff import RunOfFailures
 from .changes import ListChange
-from .instances import SessionInstances
+from .instances import InstanceShares, SessionInstances
 from .lifecycle import Child, ChildLimits, LaunchBuilder
 from .stderr import ChildLog
 
@@ -40,10 +40,11 @@ class ChildPool:
 
     Scope None is a shared plugin's one child, or a per-session plugin's owner-context
     instance: at most `max_children` of those, kept for the host's life. A visitor session's id
-    is a per-session instance (`SessionInstances`): at most `max_session_instances`, the least
-    recently used idle one stopped to make room, each stopped after `session_idle_timeout_s`
-    without a call and forgotten once stopped (a crashed one is kept until evicted or its
-    session ends). Every child of a plugin shares its log and its run of failures (`failures`).
+    is a per-session instance (`SessionInstances`): at most `session_instances.host`, each held
+    by the principal asking for its session (`asking`) within its share, an idle one stopped to
+    make room, each stopped after `session_idle_timeout_s` without a call and forgotten once
+    stopped (a crashed one is kept until evicted or its session ends). Every child of a plugin
+    shares its log and its run of failures (`failures`).
     """
 
     def __init__(
@@ -51,7 +52,8 @@ class ChildPool:
         limits: ChildLimits,
         *,
         max_children: int,
-        max_session_instances: int = 32,
+        session_instances: InstanceShares | None = None,
+        asking: Asking | None = None,
         session_idle_timeout_s: float | None = None,
         on_spawn: Callable[[int, str], None] = lambda pid, plugin_id: None,
         on_exit: Callable[[int], None] = lambda pid: None,
@@ -59,13 +61,20 @@ class ChildPool:
         on_list_changed: Callable[[ListChange], None] = lambda change: None,
         metrics: HostMetrics | None = None,
     ) -> None:
-        """`session_idle_timeout_s`: a per-session instance's idle time (None: `limits`').
+        """`session_instances`: how many per-session instances, and each principal's share (None:
+        `InstanceShares()`'s). `asking`: who is asking for each visitor session (the visitor
+        endpoint says so around each request); None, each session is its own principal.
+        `session_idle_timeout_s`: a per-session instance's idle time (None: `limits`').
         `metrics`: where each child's starts, crashes and restarts are counted (`_counted`)."""
         self._limits = limits
         idle_s = limits.idle_timeout_s if session_idle_timeout_s is None else session_idle_timeout_s
         self._session_limits = dataclasses.replace(limits, idle_timeout_s=idle_s)
-        self.sessions: SessionInstances[Child] = SessionInstances(max_session_instances)
+        self.sessions: SessionInstances[Child] = SessionInstances(
+            InstanceShares() if session_instances is None else session_instances
+        )
         """The per-session instances."""
+        self.asking = Asking() if asking is None else asking
+        """Who is asking for each visitor session while a request of it runs."""
         self._on_list_changed = on_list_changed
         """A child said one of its lists, or a resource, changed."""
         self._max = max_children
@@ -104,12 +113,12 @@ class ChildPool:
         (so scope None is its owner-context instance). `make`: the kind of child (`Child`, a
         process; `remote.RemoteChild`, a remote server), called as `Child` is.
 
-        Raises Unavailable when the pool already runs as many children (or, for a session,
-        per-session instances with a call in flight) as it may.
+        Raises Unavailable when the pool already runs as many children as it may, or, for a
+        session, when the principal asking for it may start no instance now (`SessionInstances.add`).
         """
         if session_id is not None:
             return self.sessions.get(plugin_id, session_id) or self.sessions.add(
-                self._new(plugin_id, launch, session_id, make=make)
+                self._new(plugin_id, launch, session_id, make=make), self.asking.of(session_id)
             )
         child = self._children.get(plugin_id)
         if child is None:

@@ -1,6 +1,6 @@
-"""The HTTP edge, in front of the MCP SDK: the JSON-RPC edge, caps on protocol sessions, Host and
-Origin rules, throttling wrong credentials, the uvicorn config, the MCP servers'
-tracing, the host's Prometheus series, and the REST endpoints' error answers.
+"""The HTTP edge, in front of the MCP SDK: who is asking (the principal), the JSON-RPC edge, caps
+on protocol sessions, Host and Origin rules, throttling wrong credentials, the uvicorn config,
+the MCP servers' tracing, the host's Prometheus series, and the REST endpoints' error answers.
 Below: `wire`. Above: the doors.
 """
 
@@ -8,6 +8,7 @@ from .host_origin import HostOriginGuard
 from .http_server import server_config
 from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
 from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
+from .principal import Asking, Principal, PrincipalKind
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecord, SessionRecords, record_key
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
@@ -16,11 +17,14 @@ from .tracing import untraced
 __all__ = [
     "METRICS_CONTENT_TYPE",
     "REST_ERRORS",
+    "Asking",
     "FailureThrottle",
     "FastPath",
     "HostMetrics",
     "HostOriginGuard",
     "MethodNotAllowed",
+    "Principal",
+    "PrincipalKind",
     "ProtocolSessionLimits",
     "ProtocolSessions",
     "Reading",

@@ -43,8 +43,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.access import Access, Session, SessionStore, Visitor
+from mcp_host.access import Access, Session, SessionStore, Visitor, principal_of
 from mcp_host.edge import (
+    Asking,
     FailureThrottle,
     MethodNotAllowed,
     TooLarge,
@@ -101,10 +102,14 @@ def bearer_token(scope: Scope) -> str | None:
 class VisitorMCPEndpoint:
     """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
 
-    def __init__(self, sessions: SessionStore, mcp_app: ASGIApp) -> None:
+    def __init__(self, sessions: SessionStore, mcp_app: ASGIApp, asking: Asking | None = None) -> None:
+        """`asking`: told who is asking for the session around each request (`access.principal_of`),
+        so what the request starts for its session (a per-session instance) counts to that
+        principal's share; None tells no one."""
         self._sessions = sessions
         self._mcp_app = mcp_app
         """The SDK's session manager behind the JSON-RPC edge (`app.wiring` composes them)."""
+        self._asking = Asking() if asking is None else asking
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))
@@ -117,7 +122,8 @@ class VisitorMCPEndpoint:
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
         # session presenting it gets 404. The token itself never goes into the scope.
         scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
-        await self._mcp_app(scope, receive, send)
+        with self._asking.request(session.id, principal_of(session, scope.get("client"))):
+            await self._mcp_app(scope, receive, send)
 
 
 class _NewSession(BaseModel):

@@ -1,7 +1,9 @@
 """Per-session instances: one child per (plugin, visitor session) for a session-unaware server,
-one more for the owner's context, one for all for a shared plugin; bounded host-wide (least
-recently used idle one stopped first, never a busy one), stopped when idle or when the session
-ends, and forgotten once stopped.
+one more for the owner's context, one for all for a shared plugin; bounded host-wide and per
+principal (an idle one stopped to make room: the principal's own at its share, else one of the
+principal holding the most; never a busy one, never another principal's for one over its
+share), started at a bounded rate per principal, stopped when idle or when the session ends,
+and forgotten once stopped.
 
 The table's rules as logic over stand-ins first, then through a real host with the
 `sessionless` fixture (a plain SDK server that counts calls in its process).
@@ -18,9 +20,10 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_host.children.instances import SessionInstances
+from mcp_host.children.instances import InstanceShares, SessionInstances
 from mcp_host.children.lifecycle import Child
 from mcp_host.children.pool import ChildPool
+from mcp_host.edge import Principal
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import Launch, launch_for
@@ -59,52 +62,143 @@ class _Instance:
         self.retired = True
 
 
+ALICE, BOB, CAROL = Principal("address", "192.0.2.1"), Principal("code", "c1"), Principal("api_key", "k1")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _table(host: int, per_principal: int | None = None, starts_per_minute: int = 100) -> SessionInstances[_Instance]:
+    shares = InstanceShares(host=host, per_principal=per_principal or host, starts_per_minute=starts_per_minute)
+    return SessionInstances(shares, clock=_Clock())
+
+
 def test_at_the_cap_the_least_recently_used_idle_instance_makes_room() -> None:
-    table: SessionInstances[_Instance] = SessionInstances(2)
+    table = _table(2)
     old, recent = _Instance("p", "s1", last_used=1.0), _Instance("p", "s2", last_used=2.0)
-    table.add(old)
-    table.add(recent)
-    new = table.add(_Instance("q", "s3", last_used=3.0))
+    table.add(old, ALICE)
+    table.add(recent, ALICE)
+    new = table.add(_Instance("q", "s3", last_used=3.0), ALICE)
     assert (old.retired, recent.retired) == (True, False)
     assert (table.get("p", "s1"), table.get("p", "s2"), table.get("q", "s3")) == (None, recent, new)
-    assert len(table) == 2
+    assert len(table) == 2 and table.held_by(ALICE) == 2
 
 
 def test_a_busy_instance_is_never_stopped_and_a_table_of_busy_ones_refuses() -> None:
-    table: SessionInstances[_Instance] = SessionInstances(2)
-    oldest_busy = table.add(_Instance("p", "s1", last_used=1.0, busy=True))
-    idle = table.add(_Instance("p", "s2", last_used=5.0))
-    table.add(_Instance("p", "s3", busy=True))
+    table = _table(2, per_principal=1)
+    oldest_busy = table.add(_Instance("p", "s1", last_used=1.0, busy=True), ALICE)
+    idle = table.add(_Instance("p", "s2", last_used=5.0), BOB)
+    table.add(_Instance("p", "s3", busy=True), BOB)
     assert (oldest_busy.retired, idle.retired) == (False, True)
     with pytest.raises(Unavailable) as refused:
-        table.add(_Instance("p", "s4"))
+        table.add(_Instance("p", "s4"), CAROL)
     assert refused.value.message == (
-        "the host runs as many per-session instances as it may (2), each serving a call; try again shortly"
+        "the host runs as many per-session instances as it may (2), each serving a call; retry in 5 s"
     )
     assert table.get("p", "s4") is None and len(table) == 2
 
 
+def test_a_principal_at_its_share_makes_room_with_its_own_idle_instance_never_anothers() -> None:
+    table = _table(8, per_principal=2)
+    bobs = table.add(_Instance("p", "b1", last_used=0.5), BOB)  # the oldest in the table
+    mine = [table.add(_Instance("p", f"a{i}", last_used=float(i + 1)), ALICE) for i in range(2)]
+    third = table.add(_Instance("p", "a2", last_used=9.0), ALICE)
+    assert [i.retired for i in mine] == [True, False] and not bobs.retired
+    assert (table.held_by(ALICE), table.held_by(BOB), len(table)) == (2, 1, 3)
+    assert table.holder("p", "a2") == ALICE and table.get("p", "a2") is third
+
+
+def test_a_principal_whose_share_is_busy_is_refused_and_another_is_served() -> None:
+    table = _table(8, per_principal=2)
+    bobs = table.add(_Instance("p", "b1"), BOB)  # idle, older than anything of Alice's
+    for i in range(2):
+        table.add(_Instance("p", f"a{i}", last_used=5.0, busy=True), ALICE)
+    with pytest.raises(Unavailable) as refused:
+        table.add(_Instance("p", "a2"), ALICE)
+    assert refused.value.message == (
+        "this visitor (its access code, API key or address) holds as many per-session instances as one may (2), "
+        "each serving a call; retry in 5 s"
+    )
+    assert not bobs.retired and table.get("p", "a2") is None
+    carols = table.add(_Instance("p", "c1"), CAROL)
+    assert table.get("p", "c1") is carols and table.held_by(ALICE) == 2
+
+
+def test_a_full_table_makes_room_with_an_idle_instance_of_the_principal_holding_the_most() -> None:
+    table = _table(5, per_principal=3)
+    bobs = table.add(_Instance("p", "b1", last_used=0.1), BOB)  # least recently used, but Bob holds one
+    alices = [table.add(_Instance("p", f"a{i}", last_used=1.0 + i, busy=i == 0), ALICE) for i in range(3)]
+    carols = table.add(_Instance("p", "c1", last_used=0.2), CAROL)
+    table.add(_Instance("q", "b2", last_used=9.0), BOB)
+    # Alice holds the most: her least recently used idle one goes, never her busy one.
+    assert [i.retired for i in alices] == [False, True, False] and not bobs.retired and not carols.retired
+    assert (table.held_by(ALICE), table.held_by(BOB), table.held_by(CAROL)) == (2, 2, 1)
+    table.add(_Instance("q", "c2", last_used=9.5), CAROL)  # Alice and Bob hold two each: the older idle one
+    assert bobs.retired and not alices[2].retired
+
+
+def test_a_principal_starts_at_most_its_minutes_worth_then_one_as_its_bucket_refills() -> None:
+    clock = _Clock()
+    table: SessionInstances[_Instance] = SessionInstances(
+        InstanceShares(host=32, per_principal=4, starts_per_minute=3), clock=clock
+    )
+    for i in range(3):
+        table.add(_Instance("p", f"a{i}"), ALICE)
+    table.end_session("a0")
+    with pytest.raises(Unavailable) as refused:
+        table.add(_Instance("p", "a3"), ALICE)
+    assert refused.value.message == (
+        "this visitor (its access code, API key or address) started as many per-session instances as it may "
+        "in a minute (3); retry in 20 s"
+    )
+    assert table.held_by(ALICE) == 2
+    table.add(_Instance("p", "b0"), BOB)  # another's starts are its own
+    clock.now += 20.0
+    table.add(_Instance("p", "a3"), ALICE)
+    with pytest.raises(Unavailable):
+        table.add(_Instance("p", "a4"), ALICE)
+
+
+def test_a_refused_start_stops_nothing_and_spends_nothing() -> None:
+    table = _table(1, starts_per_minute=1)
+    busy = table.add(_Instance("p", "a0", busy=True), ALICE)
+    with pytest.raises(Unavailable):
+        table.add(_Instance("p", "b0"), BOB)  # the table is busy: Bob's start is not spent
+    busy.busy = False
+    bobs = table.add(_Instance("p", "b0"), BOB)
+    assert busy.retired and table.get("p", "b0") is bobs
+    with pytest.raises(Unavailable):
+        table.add(_Instance("p", "a1"), ALICE)  # Alice's one start a minute is spent: Bob's is kept
+    assert not bobs.retired
+
+
 def test_a_cleanly_stopped_instance_is_forgotten_a_crashed_one_kept() -> None:
-    table: SessionInstances[_Instance] = SessionInstances(4)
-    idle = table.add(_Instance("p", "s1", exit=_Health("idle", 1.0)))
-    crashed = table.add(_Instance("p", "s2", exit=_Health("exited; exit code 1", 2.0)))
+    table = _table(4)
+    idle = table.add(_Instance("p", "s1", exit=_Health("idle", 1.0)), ALICE)
+    crashed = table.add(_Instance("p", "s2", exit=_Health("exited; exit code 1", 2.0)), ALICE)
     table.ended(idle)
     table.ended(crashed)
     assert (table.get("p", "s1"), table.get("p", "s2")) == (None, crashed)
-    assert idle.retired and not crashed.retired
+    assert idle.retired and not crashed.retired and table.held_by(ALICE) == 1
     # A replaced instance's end does not forget its successor.
-    successor = table.add(_Instance("p", "s1"))
+    successor = table.add(_Instance("p", "s1"), ALICE)
     table.ended(idle)
-    assert table.get("p", "s1") is successor
+    assert table.get("p", "s1") is successor and table.held_by(ALICE) == 2
 
 
 def test_ending_a_session_forgets_its_instances_only() -> None:
-    table: SessionInstances[_Instance] = SessionInstances(4)
-    mine = [table.add(_Instance("p", "s1")), table.add(_Instance("q", "s1"))]
-    other = table.add(_Instance("p", "s2"))
+    table = _table(4)
+    mine = [table.add(_Instance("p", "s1"), ALICE), table.add(_Instance("q", "s1"), ALICE)]
+    other = table.add(_Instance("p", "s2"), BOB)
     table.end_session("s1")
     assert [i.retired for i in mine] == [True, True] and not other.retired
     assert list(table.all()) == [other] and table.of("p") == [other]
+    assert (table.held_by(ALICE), table.held_by(BOB)) == (0, 1)
 
 
 # -- through a real host ------------------------------------------------------------------------
@@ -216,8 +310,8 @@ async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp
                 refused = await client_b.call_tool("count", {})
             assert refused.structured_content == {
                 "code": "unavailable",
-                "message": "the host runs as many per-session instances as it may (1), each serving a call; "
-                "try again shortly",
+                "message": "this visitor (its access code, API key or address) holds as many per-session "
+                "instances as one may (1), each serving a call; retry in 5 s",
             }
             assert _alive(pid_a)  # the busy instance was left alone
             served = await client_b.call_tool("count", {})  # A is idle now: its instance makes room
@@ -313,7 +407,9 @@ async def test_an_instance_running_a_task_is_not_stopped_for_idleness_until_the_
 
 async def test_an_instance_running_a_task_is_not_stopped_to_make_room() -> None:
     launch = _tasker_launch()
-    async with ChildPool(CHILD_LIMITS, max_children=2, max_session_instances=1) as pool:
+    async with ChildPool(
+        CHILD_LIMITS, max_children=2, session_instances=InstanceShares(host=1, per_principal=1)
+    ) as pool:
         tasked = pool.child(TASKER, launch, "s1")
         task_id = await _task(tasked, 60)
         assert tasked.busy  # the task alone: no call is in flight
