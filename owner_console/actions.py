@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 
 from . import pages
 from .render import Asker, Templates, Visit
-from .views import changed_values, config_values, connect_values, field_errors
+from .views import changed_values, config_values, connect_values, field_errors, role_config
 
 __all__ = ["ACTIONS", "DONE", "Action"]
 
@@ -74,9 +74,13 @@ async def end_session(ask: Asker, t: Templates, v: Visit) -> Response:
 
 
 async def put_role(ask: Asker, t: Templates, v: Visit) -> Response:
-    reply = await ask(v.owner_id, "role_put", id=v.form.get("id", ""), capabilities=v.many.get("capabilities", []))
+    """A role created or replaced: its capabilities and the role config of those it grants."""
+    granted = v.many.get("capabilities", [])
+    listed = await ask(v.owner_id, "capabilities_list")
+    config = role_config(listed.data.get("capabilities", []), granted, v.form)
+    reply = await ask(v.owner_id, "role_put", id=v.form.get("id", ""), capabilities=granted, config=config or None)
     if reply.refusal is not None:
-        return await pages.access(ask, t, v, error=reply.error, status_code=400)
+        return await pages.access(ask, t, v, error=reply.error, role_refused=True, status_code=400)
     return _done("/owner/access", "role")
 
 

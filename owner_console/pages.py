@@ -14,12 +14,24 @@ from typing import Any
 from starlette.responses import HTMLResponse
 
 from .render import Asker, Templates, Visit
-from .views import audit_filtered, config_fields, pretty, side_by_side, when
+from .views import (
+    audit_filtered,
+    catalogue_cause,
+    config_fields,
+    pretty,
+    role_sections,
+    side_by_side,
+    subject_text,
+    visitor_text,
+    when,
+)
 
 __all__ = ["PAGES", "Page", "holds_json"]
 
 Page = Callable[..., Awaitable[HTMLResponse]]
 _SCOPES = ("owner", "code", "role", "key")
+MAX_AUDIT_ROWS = 500
+"""The most rows `audit_list` gives in one call."""
 
 
 def _first_error(*errors: str | None) -> str | None:
@@ -33,7 +45,7 @@ async def catalogue(ask: Asker, t: Templates, v: Visit, error: str | None = None
         csrf=v.csrf,
         done=v.done,
         error=_first_error(error, listed.error),
-        capabilities=listed.data.get("capabilities", []),
+        capabilities=[{**c, "explained": catalogue_cause(c)} for c in listed.data.get("capabilities", [])],
         **extra,
     )
 
@@ -82,25 +94,41 @@ async def sessions(ask: Asker, t: Templates, v: Visit, error: str | None = None,
         csrf=v.csrf,
         done=v.done,
         error=_first_error(error, listed.error),
-        sessions=listed.data.get("sessions", []),
+        sessions=[
+            {**s, "subject_text": subject_text(s.get("subject")), "visitor_text": visitor_text(s.get("visitor"))}
+            for s in listed.data.get("sessions", [])
+        ],
         **extra,
     )
 
 
-async def access(ask: Asker, t: Templates, v: Visit, error: str | None = None, **extra: Any) -> HTMLResponse:
+async def access(
+    ask: Asker, t: Templates, v: Visit, error: str | None = None, role_refused: bool = False, **extra: Any
+) -> HTMLResponse:
+    """`role_refused`: the host refused the role form `v.form`; it is shown again as typed."""
     roles = await ask(v.owner_id, "roles_list")
     codes = await ask(v.owner_id, "codes_list")
     keys = await ask(v.owner_id, "api_keys_list")
     capabilities = await ask(v.owner_id, "capabilities_list")
+    grantable = [c for c in capabilities.data.get("capabilities", []) if c.get("kind") != "connector"]
+    listed = roles.data.get("roles", [])
+    # The role form: a refused one as the owner typed it, else the role named by ?role= (edit), else empty (new).
+    editing = v.form.get("id", "") if role_refused else v.query.get("role", "")
+    role = next((r for r in listed if r.get("id") == editing), None)
+    typed = (v.form, v.many.get("capabilities", [])) if role_refused else None
     return t.page(
         "access.html",
         csrf=v.csrf,
         done=v.done,
         error=_first_error(error, roles.error, codes.error, keys.error),
-        roles=roles.data.get("roles", []),
+        roles=listed,
         codes=codes.data.get("codes", []),
         keys=keys.data.get("api_keys", []),
-        capability_ids=[c["id"] for c in capabilities.data.get("capabilities", []) if c.get("kind") != "connector"],
+        role_form={
+            "id": editing if role is not None or role_refused else "",
+            "editing": role is not None,
+            "sections": role_sections(grantable, role, typed),
+        },
         **{"secret": None, **extra},
     )
 
@@ -156,20 +184,23 @@ async def config(
 
 async def audit(ask: Asker, t: Templates, v: Visit, error: str | None = None, **extra: Any) -> HTMLResponse:
     since = v.query.get("since", "").strip()
-    tool, outcome = v.query.get("tool", ""), v.query.get("outcome", "")
+    tool, outcome, reads = v.query.get("tool", ""), v.query.get("outcome", ""), v.query.get("reads") == "on"
     try:
-        limit = max(1, min(500, int(v.query.get("limit", "100"))))
+        limit = max(1, min(MAX_AUDIT_ROWS, int(v.query.get("limit", "100"))))
     except ValueError:
         limit = 100
-    listed = await ask(v.owner_id, "audit_list", limit=limit, **({"since": since} if since else {}))
-    entries = audit_filtered(listed.data.get("entries", []), tool, outcome)
+    filtered = not reads or tool.strip() or outcome.strip()
+    # The filters apply to the rows read: read as many as the door gives, so `limit` counts rows shown.
+    asked = MAX_AUDIT_ROWS if filtered else limit
+    listed = await ask(v.owner_id, "audit_list", limit=asked, **({"since": since} if since else {}))
+    entries = audit_filtered(listed.data.get("entries", []), tool, outcome, reads=reads)[:limit]
     return t.page(
         "audit.html",
         csrf=v.csrf,
         done=v.done,
         error=_first_error(error, listed.error),
         entries=[{**e, "arguments_text": pretty(e.get("arguments"))} for e in entries],
-        filters={"since": since, "tool": tool, "outcome": outcome, "limit": limit},
+        filters={"since": since, "tool": tool, "outcome": outcome, "limit": limit, "reads": reads},
         **extra,
     )
 

@@ -24,16 +24,17 @@ __all__ = ["NAV", "Asker", "Reply", "Templates", "Visit"]
 HERE = Path(__file__).resolve().parent
 
 NAV = (
-    ("/owner/", "Catalogue"),
-    ("/owner/tools", "Pending tools"),
-    ("/owner/holds", "Holds"),
-    ("/owner/sessions", "Sessions"),
-    ("/owner/access", "Roles, codes, keys"),
-    ("/owner/connectors", "Connectors"),
-    ("/owner/config", "Config"),
-    ("/owner/audit", "Audit log"),
-    ("/owner/rules", "Rules, grants"),
+    ("/owner/", "Catalogue", "catalogue.html"),
+    ("/owner/tools", "Pending tools", "tools.html"),
+    ("/owner/holds", "Holds", "holds.html"),
+    ("/owner/sessions", "Sessions", "sessions.html"),
+    ("/owner/access", "Roles, codes, keys", "access.html"),
+    ("/owner/connectors", "Connectors", "connectors.html"),
+    ("/owner/config", "Config", "config.html"),
+    ("/owner/audit", "Audit log", "audit.html"),
+    ("/owner/rules", "Rules, grants", "rules.html"),
 )
+"""The pages: where each is, its name in the nav, the template that renders it (the nav marks it current)."""
 
 
 class Templates:
@@ -51,6 +52,7 @@ class Templates:
 
     def page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("nav", NAV)
+        context.setdefault("template", name)
         context.setdefault("csrf", "")
         context.setdefault("error", None)
         context.setdefault("done", None)

@@ -4,8 +4,10 @@ Above: `pages` (which calls the owner door and renders these). Below: the standa
 
 Nothing here escapes text: the templates do (Jinja2 with autoescape on), so a value is shown
 as the characters it holds whatever they are. These functions only shape data: a readable
-side-by-side diff of a tool's approved and live definitions, a config form's fields and the
-values a submitted form means, the audit log's filters.
+side-by-side diff of a tool's approved and live definitions (the stylesheet shows the same rows
+as one unified diff on a phone), a capability's cause in words, a session's subject and visitor
+as text, a config form's fields and the values a submitted form means (the config page's and a
+role's), the audit log's filters.
 """
 
 from __future__ import annotations
@@ -18,16 +20,25 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 __all__ = [
+    "READS",
+    "ROLE_CONFIG_FIELD",
+    "Cause",
     "DiffRow",
     "FormField",
+    "RoleSection",
     "audit_filtered",
+    "catalogue_cause",
     "config_fields",
     "changed_values",
     "config_values",
     "connect_values",
     "field_errors",
     "pretty",
+    "role_config",
+    "role_sections",
     "side_by_side",
+    "subject_text",
+    "visitor_text",
     "when",
 ]
 
@@ -211,11 +222,39 @@ def field_errors(message: str, keys: Iterable[str]) -> dict[str, str]:
     return {head: message} if head in set(keys) else {"": message}
 
 
-def audit_filtered(entries: Sequence[Mapping[str, Any]], tool: str, outcome: str) -> list[Mapping[str, Any]]:
-    """The audit rows whose tool and outcome contain the filters' text (empty: any)."""
+READS = frozenset(
+    {
+        "capabilities_list",
+        "tools_pending",
+        "holds_list",
+        "sessions_list",
+        "roles_list",
+        "codes_list",
+        "api_keys_list",
+        "connectors_list",
+        "config_get",
+        "audit_list",
+        "rules_get",
+        "grants_list",
+    }
+)
+"""The owner tools the console reads its pages with. The door audits every call, so each page
+view leaves one to four of these rows (the live holds page one every 2 s): the audit page hides
+them unless asked, so the owner's own changes are what it shows."""
+
+
+def audit_filtered(
+    entries: Sequence[Mapping[str, Any]], tool: str, outcome: str, *, reads: bool = False
+) -> list[Mapping[str, Any]]:
+    """The audit rows whose tool and outcome contain the filters' text (empty: any), without
+    the rows of `READS` unless `reads`."""
     tool, outcome = tool.strip().lower(), outcome.strip().lower()
     return [
-        e for e in entries if tool in str(e.get("tool", "")).lower() and outcome in str(e.get("outcome", "")).lower()
+        e
+        for e in entries
+        if (reads or str(e.get("tool", "")) not in READS)
+        and tool in str(e.get("tool", "")).lower()
+        and outcome in str(e.get("outcome", "")).lower()
     ]
 
 
@@ -227,3 +266,107 @@ def connect_values(declared: Sequence[Mapping[str, Any]], form: Mapping[str, str
         for s in declared
         if form.get(str(s["key"]), "").strip() != ""
     }
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a capability has the status it has, in words; `href`: the page where the owner mends it."""
+
+    text: str
+    href: str | None = None
+
+
+def _joined(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def catalogue_cause(capability: Mapping[str, Any]) -> Cause | None:
+    """A catalogue entry's cause: the host's own (a failure, a withheld tool), else a required
+    connector category nobody connected, else — not started — that it starts when first used."""
+    if capability.get("cause"):
+        return Cause(str(capability["cause"]))
+    missing = [str(r.get("category")) for r in capability.get("requires") or () if not r.get("connected")]
+    if missing:
+        them = "one" if len(missing) == 1 else "them"
+        return Cause(f"needs a {_joined(missing)} connector — connect {them} on Connectors", "/owner/connectors")
+    if capability.get("status") == "not_started":
+        return Cause("not started yet: it starts when first used")
+    return None
+
+
+_SUBJECT_KINDS = {"code": "access code", "api_key": "API key"}
+
+
+def subject_text(subject: Mapping[str, Any] | None) -> str:
+    """The credential a session was opened with, as words: `access code c_…`, `API key k_…`."""
+    if not subject:
+        return ""
+    kind = str(subject.get("kind", ""))
+    return f"{_SUBJECT_KINDS.get(kind, kind)} {subject.get('id', '')}".strip()
+
+
+def visitor_text(visitor: Mapping[str, Any] | None) -> str:
+    """What a visitor said about themselves, as a mail client shows it: `Ada <ada@example.org>`."""
+    if not visitor:
+        return ""
+    name, email = visitor.get("name"), visitor.get("email")
+    if name and email:
+        return f"{name} <{email}>"
+    return str(name or email or "")
+
+
+ROLE_CONFIG_FIELD = "role_config:{capability}:{key}"
+"""A role form's config input (`:` is in neither a capability id nor a config key)."""
+
+
+@dataclass(frozen=True)
+class RoleSection:
+    """One capability in a role's form: granted or not, and its role config fields."""
+
+    capability: str
+    title: str
+    granted: bool
+    fields: list[FormField]
+
+
+def _typed(form: Mapping[str, str], capability: str) -> dict[str, str]:
+    prefix = ROLE_CONFIG_FIELD.format(capability=capability, key="")
+    return {name.removeprefix(prefix): value for name, value in form.items() if name.startswith(prefix)}
+
+
+def role_sections(
+    capabilities: Sequence[Mapping[str, Any]],
+    role: Mapping[str, Any] | None,
+    typed: tuple[Mapping[str, str], Sequence[str]] | None = None,
+) -> list[RoleSection]:
+    """The role form's capabilities (from `capabilities_list`) with their role config fields:
+    `role`'s grants and values (`roles_list`), or a refused form's (`typed`: its fields and its
+    checked capabilities)."""
+    granted = set(typed[1] if typed is not None else (role or {}).get("capabilities", ()))
+    values = (role or {}).get("config", {})
+    sections = []
+    for c in capabilities:
+        cid = str(c["id"])
+        declared = c.get("config", {}).get("role", [])
+        fields = config_fields(declared, values.get(cid, {}), typed=_typed(typed[0], cid) if typed else None)
+        sections.append(RoleSection(cid, str(c.get("title") or cid), cid in granted, fields))
+    return sections
+
+
+def role_config(
+    capabilities: Sequence[Mapping[str, Any]], granted: Sequence[str], form: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """The `config` of `role_put` a submitted role form means: each granted capability whose
+    role config fields the form holds, with the values that differ from their defaults (role_put
+    replaces a granted capability's role config, and a key left out reads as its default).
+    Empty when the form holds none: then the stored role config is left as it is."""
+    config: dict[str, dict[str, Any]] = {}
+    for c in capabilities:
+        cid, declared = str(c["id"]), c.get("config", {}).get("role", [])
+        typed = _typed(form, cid)
+        if cid not in granted or not declared or not typed:
+            continue
+        values = config_values(declared, typed)
+        defaults = {str(f["key"]): f.get("default") for f in declared}
+        config[cid] = {k: v for k, v in values.items() if v is not None and v != defaults.get(k)}
+    return config

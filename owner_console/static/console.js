@@ -1,5 +1,6 @@
 // The owner console's one script (CSP: script-src 'self'; no inline script anywhere).
-// It keeps the holds page live: every few seconds, while the page is visible, it asks
+// On a phone the nav is one line that scrolls sideways: it brings the current page's link
+// into view. And it keeps the holds page live: every few seconds, while the page is visible, it asks
 // /owner/holds.json for the pending holds and rebuilds the table. Each ask is a holds_list
 // call through the owner door, audited like any other: after ten minutes without a touch,
 // a key or the page coming back into view it pauses until the next one, so a forgotten tab
@@ -7,6 +8,13 @@
 // with textContent or as an attribute value, never as markup, so a visitor's arguments
 // stay text whatever they hold.
 "use strict";
+
+(function () {
+  var here = document.querySelector('header nav [aria-current="page"]');
+  if (!here) { return; }
+  var nav = here.parentNode;
+  nav.scrollLeft = here.offsetLeft - (nav.clientWidth - here.offsetWidth) / 2;
+})();
 
 (function () {
   var POLL_MS = 2000;
@@ -20,8 +28,9 @@
   var shown = "";
   var lastSeen = Date.now();
 
-  function cell(row, text, asCode) {
+  function cell(row, label, text, asCode) {
     var td = document.createElement("td");
+    td.setAttribute("data-label", label);
     var inner = document.createElement(asCode ? "code" : "span");
     inner.textContent = text == null ? "" : String(text);
     td.appendChild(inner);
@@ -41,7 +50,7 @@
     var form = document.createElement("form");
     form.method = "post";
     form.action = "/owner/holds/decide";
-    form.className = "inline";
+    form.className = "decide";
     hidden(form, "csrf", csrf);
     hidden(form, "id", hold.id);
     [["approve", "Approve", ""], ["deny", "Deny", "danger"]].forEach(function (b) {
@@ -64,21 +73,23 @@
     var rows = holds.map(function (h) {
       var row = document.createElement("tr");
       row.setAttribute("data-hold", h.id);
-      cell(row, h.id, true);
-      var tool = cell(row, h.tool, true);
+      cell(row, "Hold", h.id, true);
+      var tool = cell(row, "Tool", h.tool, true);
       tool.appendChild(document.createTextNode(" of "));
       var capability = document.createElement("code");
       capability.textContent = h.capability;
       tool.appendChild(capability);
-      cell(row, h.session_id, true);
+      cell(row, "Session", h.session_id, true);
       var args = document.createElement("td");
+      args.setAttribute("data-label", "Visitor's arguments");
       var pre = document.createElement("pre");
       pre.className = "arguments";
       pre.textContent = h.arguments_text;
       args.appendChild(pre);
       row.appendChild(args);
-      cell(row, h.expires, false);
+      cell(row, "Expires", h.expires, false);
       var actions = document.createElement("td");
+      actions.className = "decide";
       actions.appendChild(decide(h));
       row.appendChild(actions);
       return row;

@@ -1,11 +1,18 @@
 """A headless Chromium (Debian's `chromium` and `chromium-driver`) driven by Selenium, for the
 console's browser tests. Selenium blocks, and the host runs on the test's own event loop, so
-every browser step runs in a worker thread (`anyio.to_thread`)."""
+every browser step runs in a worker thread (`anyio.to_thread`).
+
+Screenshots go to `$MCP_HOST_ARTIFACTS` (default `.artifacts/console/` in the checkout,
+ignored by git), each the whole page at the width the browser has then: a desktop window, or
+a phone (`Browser.phone`, Chromium's own mobile emulation)."""
 
 from __future__ import annotations
 
+import base64
+import os
 import shutil
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +25,9 @@ T = TypeVar("T")
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-ARTIFACTS = REPO / "test-artifacts" / "console"
+ARTIFACTS = Path(os.environ.get("MCP_HOST_ARTIFACTS") or REPO / ".artifacts" / "console")
+PHONE = (390, 844)
+"""A phone's CSS pixels (an iPhone 12 to 15): the console's narrowest promised width."""
 
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None or DRIVER is None,
@@ -102,16 +111,29 @@ class Browser:
 
         return await self.run(step)
 
+    @asynccontextmanager
+    async def phone(self, width: int = PHONE[0], height: int = PHONE[1]) -> AsyncIterator[None]:
+        """Within: the page as a phone shows it — a mobile viewport of `width` CSS pixels whose
+        `<meta name="viewport">` is honoured, at twice the pixel density; the window after."""
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": True}
+        await self.run(lambda: self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics))
+        try:
+            yield
+        finally:
+            await self.run(lambda: self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {}))
+
     async def screenshot(self, name: str) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        """The whole page, as tall as its content, at the viewport's width: `<name>.png`."""
         path = ARTIFACTS / f"{name}.png"
 
         def step() -> None:
-            # The whole page: as tall as its content, then back.
-            height = int(self.driver.execute_script("return document.documentElement.scrollHeight"))
-            self.driver.set_window_size(1280, max(1000, min(height + 40, 4000)))
-            self.driver.save_screenshot(str(path))
-            self.driver.set_window_size(1280, 1000)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            width, height = self.driver.execute_script(
+                "return [window.innerWidth, Math.min(document.documentElement.scrollHeight, 6000)]"
+            )
+            clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+            shot = self.driver.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})
+            path.write_bytes(base64.b64decode(shot["data"]))
 
         await self.run(step)
         return path

@@ -1,7 +1,8 @@
 """The owner's console in a real headless Chromium against a real host: sign-in, approving a
 pending tool, deciding a hold while a visitor's call waits, an access code created and
-revoked, CSRF attempts refused, hostile plugin and visitor text rendered inert. Each page's
-screenshot goes to test-artifacts/console/ (not committed)."""
+revoked, CSRF attempts refused, hostile plugin and visitor text rendered inert; every page at a
+phone's width. Each page's screenshot goes to `$MCP_HOST_ARTIFACTS` (default
+`.artifacts/console/`, not committed): see `tests/owner_console/browser.py`."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.hosting import RunningHost, free_port, host_fixture, host_settings, running_host
-from tests.owner_console.browser import Browser, needs_chromium
+from tests.owner_console.browser import PHONE, Browser, needs_chromium
 from tests.owner_facade.test_door import call, owner_client, owner_token
 from tests.policy.test_pins import _morph_plugin
 from tests.processes import needs_bwrap
@@ -321,6 +322,9 @@ async def test_a_changed_definition_shows_approved_and_live_side_by_side(
             added = await chromium.text(f"{section} tr.diff-added")
             same = await chromium.count(f"{section} tr.diff-same")
             await chromium.screenshot("17-changed-tool-diff")
+            async with chromium.phone():
+                unified = await chromium.script(DIFF_CELLS, section)
+                await chromium.screenshot("phone-17-changed-tool-diff")
             await chromium.click(f"{section} form.approve button")
             await chromium.wait_for("p.done")
             shown = [t.name for t in (await visitor.list_tools()).tools]
@@ -330,4 +334,92 @@ async def test_a_changed_definition_shows_approved_and_live_side_by_side(
     assert tag == "changed"
     assert '"to": {' in added  # the new property, on the live side only
     assert same > 5  # the rest of the definition lines up unchanged
+    # On a phone, one unified diff: an unchanged or new line once (never beside itself or an empty
+    # twin), a changed line as its approved (−) and its live (+) self.
+    assert sorted(set(map(tuple, unified))) == [("added", 1), ("changed", 2), ("same", 1)]
     assert shown == ["target", "morph"]
+
+
+PAGES = {
+    "01-catalogue": "/owner/",
+    "02-pending-tools": "/owner/tools",
+    "03-holds": "/owner/holds",
+    "04-sessions": "/owner/sessions",
+    "05-access": "/owner/access?role=public",
+    "06-connectors": "/owner/connectors",
+    "07-config": "/owner/config?capability=notes&scope=owner",
+    "08-audit": "/owner/audit",
+    "09-rules": "/owner/rules",
+}
+# What a phone shows of a page: whether it scrolls sideways, how tall the nav is, and every
+# button or link-button cut off by the screen's edge or too narrow for its own text.
+LAYOUT = """
+const shown = e => e.getClientRects().length > 0;
+const cut = [...document.querySelectorAll('button')].filter(shown).filter(b => {
+  const r = b.getBoundingClientRect();
+  return r.left < 0 || r.right > window.innerWidth || b.scrollWidth > b.clientWidth;
+}).map(b => b.textContent.trim());
+return {
+  width: window.innerWidth,
+  sideways: document.scrollingElement.scrollWidth > window.innerWidth,
+  nav_height: Math.round(document.querySelector('header nav').getBoundingClientRect().height),
+  cut: cut,
+};
+"""
+# Each diff row's visible cells: a unified diff shows a line once, a changed line twice (- and +).
+DIFF_CELLS = """
+return [...document.querySelectorAll(arguments[0] + ' table.diff tbody tr')].map(row => [
+  row.className.replace('diff-', ''), [...row.cells].filter(c => c.getClientRects().length > 0).length,
+]);
+"""
+TAPPABLE = """
+return [...document.querySelectorAll(arguments[0])].map(b => {
+  const r = b.getBoundingClientRect();
+  const whole = r.left >= 0 && r.right <= window.innerWidth && b.scrollWidth <= b.clientWidth;
+  return [b.textContent.trim(), whole, r.height >= 44];
+});
+"""
+NAV_MAX_PX = 56
+"""One line of tappable links (the nav scrolls sideways on a phone; nine links wrapped to seven lines)."""
+
+
+async def test_every_page_reads_and_taps_on_a_phone(browser: Browser, host: RunningHost) -> None:
+    async with owner_client(host) as owner:
+        await call(owner, "tools_pending")  # waits for the review at start: wipe is seen
+        await call(owner, "tool_approve", capability="test.vault", tool="wipe")
+        _, code = await call(owner, "code_create", role="public")
+    session = await host.new_session({"code": code["code"], "visitor": {"name": "Ada", "email": "ada@example.org"}})
+    layouts: dict[str, Any] = {}
+    async with host.client(session) as visitor:
+        held = await visitor.call_tool("wipe", {"target": "a-long-target-" * 12})
+        await _sign_in(browser, host)
+        async with browser.phone():
+            for name, path in PAGES.items():
+                await browser.get(path)
+                layouts[name] = await browser.script(LAYOUT)
+                await browser.screenshot(f"phone-{name}")
+                if name == "02-pending-tools":
+                    diff = await browser.script(DIFF_CELLS, "section[data-tool='test.vault/peek']")
+                    approve = await browser.script(TAPPABLE, "form.approve button")
+                if name == "03-holds":
+                    decide = await browser.script(TAPPABLE, "tr[data-hold] button")
+        for name, path in PAGES.items():
+            await browser.get(path)
+            await browser.screenshot(f"desktop-{name}")
+        async with browser.phone():
+            await browser.get("/owner/holds")
+            await browser.click("tr[data-hold] button[value='deny']")
+            await browser.wait_for("p.done")
+            denied = await browser.text("p.done")
+            left = await browser.count("tr[data-hold]")
+
+    assert held.is_error and (held.structured_content or {})["code"] == "held"
+    fitting = {"width": PHONE[0], "sideways": False, "cut": []}
+    assert {n: {k: v for k, v in shown.items() if k != "nav_height"} for n, shown in layouts.items()} == dict.fromkeys(
+        PAGES, fitting
+    )
+    assert {n: shown["nav_height"] <= NAV_MAX_PX for n, shown in layouts.items()} == dict.fromkeys(PAGES, True)
+    assert set(map(tuple, diff)) == {("added", 1)}  # a new tool: each line once, never beside an empty twin
+    assert approve and all(whole and tall for _, whole, tall in approve)
+    assert decide == [["Approve", True, True], ["Deny", True, True]]
+    assert (denied, left) == ("Decision recorded.", 0)

@@ -1,5 +1,6 @@
 """The console over plain HTTP against a real host: sign-in, the cookie, CSRF and Origin
-refusals, sign-out, the headers, and changes landing in the owner door's audit."""
+refusals, sign-out, the headers, changes landing in the owner door's audit (and the console's
+own reads kept off the audit page), a capability's cause, sessions in words, a role edited."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.hosting import BUILTINS, RunningHost, host_fixture, host_settings, running_host
+from owner_console.pages import PAGES
+from owner_console.views import READS
+from tests.hosting import BUILTINS, RunningHost, host_fixture
 from tests.owner_facade.test_door import call, owner_client, owner_token
 from tests.processes import needs_bwrap
 
@@ -25,7 +28,8 @@ async def _forget_cookies(host: RunningHost) -> None:
     host.http.event_hooks["response"].append(forget)
 
 
-host = host_fixture(["echo"], ready=_forget_cookies)
+host = host_fixture(["echo", "guarded"], ready=_forget_cookies)
+builtins_host = host_fixture([], name="builtins_host", ready=_forget_cookies, builtin_dir=BUILTINS)
 CSRF = re.compile(r'<meta name="csrf-token" content="([0-9a-f]{64})">')
 
 
@@ -138,26 +142,24 @@ async def test_every_change_is_an_owner_tool_call_in_the_audit(host: RunningHost
     audit = await host.http.get(f"{host.url}/owner/audit?tool=code&limit=50", headers=headers)
     assert revoked.status_code == 303 and revoked.headers["location"] == "/owner/access?done=revoked"
     assert bad.status_code == 400 and "(unknown)" in bad.text
-    outcomes = re.findall(r"<code>(code_\w+)</code></td><td class=\"outcome outcome-(\w+)\"", audit.text)
+    outcomes = re.findall(r'<code>(code_\w+)</code></td><td[^>]* class="outcome outcome-(\w+)"', audit.text)
     assert outcomes == [("code_revoke", "unknown"), ("code_revoke", "ok"), ("code_create", "ok")]
 
 
 @needs_bwrap
-async def test_a_connectors_secret_setting_is_never_echoed_back(tmp_path: Path, database_url: str) -> None:
-    settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS)
-    async with running_host(settings) as running:
-        await _forget_cookies(running)
-        headers, csrf = await _signed_in(running)
-        url = f"{running.url}/owner/connectors"
-        page = await running.http.get(url, headers=headers)
-        secret = "hunter2-never-shown"
-        form = {"csrf": csrf, "connector": "smtp", "host": "127.0.0.1", "port": "1", "password": secret}
-        connected = await running.http.post(f"{url}/connect", headers=headers, data=form)
-        again = await running.http.get(url, headers=headers)
-        _, connections = await _owner_call(running, "connectors_list")
-        disconnected = await running.http.post(
-            f"{url}/disconnect", headers=headers, data={"csrf": csrf, "category": "mail"}
-        )
+async def test_a_connectors_secret_setting_is_never_echoed_back(builtins_host: RunningHost) -> None:
+    running = builtins_host
+    headers, csrf = await _signed_in(running)
+    url = f"{running.url}/owner/connectors"
+    page = await running.http.get(url, headers=headers)
+    secret = "hunter2-never-shown"
+    form = {"csrf": csrf, "connector": "smtp", "host": "127.0.0.1", "port": "1", "password": secret}
+    connected = await running.http.post(f"{url}/connect", headers=headers, data=form)
+    again = await running.http.get(url, headers=headers)
+    _, connections = await _owner_call(running, "connectors_list")
+    disconnected = await running.http.post(
+        f"{url}/disconnect", headers=headers, data={"csrf": csrf, "category": "mail"}
+    )
 
     assert '<input type="password" id="smtp-password" name="password" autocomplete="new-password">' in page.text
     assert connected.status_code == 200 and "Connected <code>smtp</code>" in connected.text
@@ -173,3 +175,105 @@ async def test_a_connectors_secret_setting_is_never_echoed_back(tmp_path: Path, 
 async def _owner_call(running: RunningHost, name: str) -> tuple[bool, dict[str, Any]]:
     async with owner_client(running) as owner:
         return await call(owner, name)
+
+
+AUDIT_TOOLS = re.compile(r'<code>(\w+)</code></td><td[^>]* class="outcome ')
+
+
+async def test_the_audit_page_shows_the_owners_changes_not_the_consoles_reads(host: RunningHost) -> None:
+    headers, csrf = await _signed_in(host)
+    for path in PAGES:
+        assert (await host.http.get(f"{host.url}{path}", headers=headers)).status_code == 200
+    await host.http.get(f"{host.url}/owner/holds.json", headers=headers)
+    code_form = {"role": "public", "csrf": csrf}
+    made = await host.http.post(f"{host.url}/owner/codes/create", headers=headers, data=code_form)
+    shown = await host.http.get(f"{host.url}/owner/audit", headers=headers)
+    with_reads = await host.http.get(f"{host.url}/owner/audit?reads=on", headers=headers)
+    async with owner_client(host) as owner:
+        _, trail = await call(owner, "audit_list", limit=500)
+    written = {e["tool"] for e in trail["entries"]}
+
+    assert made.status_code == 200
+    assert AUDIT_TOOLS.findall(shown.text) == ["code_create"]
+    assert 'id="f-reads" name="reads" value="on">' in shown.text  # the toggle, off
+    assert written - {"code_create"} <= READS  # every row a page view wrote is one the page hides
+    assert len(written) > 5
+    assert set(AUDIT_TOOLS.findall(with_reads.text)) == written
+
+
+async def test_sessions_show_their_subject_and_visitor_as_words(host: RunningHost) -> None:
+    async with owner_client(host) as owner:
+        _, code = await call(owner, "code_create", role="public")
+    coded = await host.new_session({"code": code["code"], "visitor": {"name": "Ada", "email": "ada@example.org"}})
+    public = await host.new_session({"visitor": {"name": "Grace <3"}})
+    headers, _ = await _signed_in(host)
+    page = await host.http.get(f"{host.url}/owner/sessions", headers=headers)
+    rows = re.findall(
+        r'<tr data-session="(\w+)">.*?<td data-label="Subject" class="subject">(.*?)</td>\s*'
+        r'<td data-label="Visitor" class="visitor">(.*?)</td>',
+        page.text,
+        re.S,
+    )
+
+    assert {sid: (subject, visitor) for sid, subject, visitor in rows} == {
+        coded["session_id"]: (f"access code {code['id']}", "Ada &lt;ada@example.org&gt;"),
+        public["session_id"]: ("", "Grace &lt;3"),
+    }
+
+
+ROLE_URL = "/owner/roles/put"
+GREETING, MAX_ITEMS = "role_config:test.guarded:greeting", "role_config:test.guarded:max_items"
+
+
+async def test_a_role_is_edited_on_the_access_page_capabilities_and_config(host: RunningHost) -> None:
+    headers, csrf = await _signed_in(host)
+    url = f"{host.url}{ROLE_URL}"
+    granted = {"csrf": csrf, "id": "friends", "capabilities": "test.guarded"}
+    made = await host.http.post(url, headers=headers, data=granted)
+    form = await host.http.get(f"{host.url}/owner/access?role=friends", headers=headers)
+    edited = await host.http.post(
+        url,
+        headers=headers,
+        data={**granted, GREETING: "hi there", MAX_ITEMS: "3"},
+    )
+    _, after_edit = await _owner_call(host, "roles_list")
+    refused = await host.http.post(
+        url,
+        headers=headers,
+        data={**granted, GREETING: "typed", MAX_ITEMS: "-1"},
+    )
+    emptied = await host.http.post(url, headers=headers, data={"csrf": csrf, "id": "friends", GREETING: "unsent"})
+    _, after_emptying = await _owner_call(host, "roles_list")
+
+    assert made.status_code == 303 and made.headers["location"] == "/owner/access?done=role"
+    assert "Edit role <code>friends</code>" in form.text
+    assert '<input type="hidden" name="id" value="friends">' in form.text
+    assert re.search(r'name="capabilities" value="test\.guarded" checked>', form.text)
+    assert re.search(r'name="capabilities" value="test\.echo">', form.text)  # not granted: unchecked
+    assert f'<input id="{GREETING}" name="{GREETING}" value="hello">' in form.text  # its default
+    assert edited.status_code == 303
+    friends = next(r for r in after_edit["roles"] if r["id"] == "friends")
+    assert (friends["capabilities"], friends["config"]) == (
+        ["test.guarded"],
+        {"test.guarded": {"greeting": "hi there", "max_items": 3}},
+    )
+    assert refused.status_code == 400 and "max_items" in refused.text
+    assert f'<input id="{GREETING}" name="{GREETING}" value="typed">' in refused.text  # as the owner typed it
+    assert emptied.status_code == 303
+    friends = next(r for r in after_emptying["roles"] if r["id"] == "friends")
+    assert (friends["capabilities"], friends["config"]) == ([], {})
+
+
+@needs_bwrap
+async def test_a_capability_that_waits_for_a_connector_says_which(builtins_host: RunningHost) -> None:
+    headers, _ = await _signed_in(builtins_host)
+    page = await builtins_host.http.get(f"{builtins_host.url}/owner/", headers=headers)
+    causes = dict(
+        re.findall(r'<tr data-id="([\w.]+)">.*?<td data-label="Cause" class="cause">(.*?)</td>', page.text, re.S)
+    )
+
+    assert causes["calendar.book"] == (
+        '<a href="/owner/connectors">needs a calendar connector — connect one on Connectors</a>'
+    )
+    assert causes["mail.send"] == '<a href="/owner/connectors">needs a mail connector — connect one on Connectors</a>'
+    assert causes["summarize_conversation"] == "not started yet: it starts when first used"

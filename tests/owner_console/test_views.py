@@ -1,4 +1,5 @@
-"""What the console's pages show, made from owner tool answers: the diff, the config form."""
+"""What the console's pages show, made from owner tool answers: the diff, the config and role
+forms, a capability's cause, a session's subject and visitor, the audit's filters."""
 
 from __future__ import annotations
 
@@ -7,14 +8,20 @@ from typing import Any
 from inline_snapshot import snapshot
 
 from owner_console.views import (
+    Cause,
     DiffRow,
     audit_filtered,
+    catalogue_cause,
     changed_values,
     config_fields,
     config_values,
     connect_values,
     field_errors,
+    role_config,
+    role_sections,
     side_by_side,
+    subject_text,
+    visitor_text,
 )
 
 DECLARED: list[dict[str, Any]] = [
@@ -98,8 +105,63 @@ def test_a_refusal_is_placed_by_the_field_it_names() -> None:
     assert field_errors("scope_id: no role 'r'", ["limit"]) == {"": "scope_id: no role 'r'"}
 
 
-def test_the_audit_filters_match_tool_and_outcome_text() -> None:
-    rows = [{"tool": "hold_decide", "outcome": "ok"}, {"tool": "code_create", "outcome": "invalid_arguments"}]
+def test_the_audit_filters_match_tool_and_outcome_text_and_hide_reads() -> None:
+    rows = [
+        {"tool": "hold_decide", "outcome": "ok"},
+        {"tool": "code_create", "outcome": "invalid_arguments"},
+        {"tool": "holds_list", "outcome": "ok"},
+    ]
     assert audit_filtered(rows, "hold", "") == [rows[0]]
     assert audit_filtered(rows, "", "INVALID") == [rows[1]]
-    assert audit_filtered(rows, " ", "") == rows
+    assert audit_filtered(rows, " ", "") == rows[:2]
+    assert audit_filtered(rows, "hold", "", reads=True) == [rows[0], rows[2]]
+
+
+def test_a_capabilitys_cause_says_what_it_waits_for() -> None:
+    calendar = {"status": "not_started", "cause": None, "requires": [{"category": "calendar", "connected": False}]}
+    both = {**calendar, "requires": [{"category": "calendar", "connected": False}, {"category": "mail"}]}
+    connected = {**calendar, "requires": [{"category": "calendar", "connected": True}]}
+    failing = {**calendar, "status": "failing", "cause": "exited with code 1"}
+    assert [catalogue_cause(c) for c in (calendar, both, connected, failing, {"status": "healthy"})] == [
+        Cause("needs a calendar connector — connect one on Connectors", "/owner/connectors"),
+        Cause("needs a calendar and mail connector — connect them on Connectors", "/owner/connectors"),
+        Cause("not started yet: it starts when first used"),
+        Cause("exited with code 1"),
+        None,
+    ]
+
+
+def test_a_sessions_subject_and_visitor_read_as_words() -> None:
+    assert subject_text({"kind": "code", "id": "c_ab12"}) == "access code c_ab12"
+    assert subject_text({"kind": "api_key", "id": "k_cd34"}) == "API key k_cd34"
+    assert subject_text(None) == ""
+    assert visitor_text({"name": "Ada", "email": "ada@example.org"}) == "Ada <ada@example.org>"
+    assert visitor_text({"name": "Ada", "email": None}) == "Ada"
+    assert visitor_text({"email": "ada@example.org"}) == "ada@example.org"
+    assert visitor_text(None) == ""
+
+
+CAPABILITIES: list[dict[str, Any]] = [
+    {"id": "plain", "config": {"role": []}},
+    {"id": "greeter", "title": "Greeter", "config": {"role": [DECLARED[0], DECLARED[2]]}},
+]
+
+
+def test_a_role_form_shows_its_grants_and_config_or_what_was_typed() -> None:
+    role = {"id": "friends", "capabilities": ["greeter"], "config": {"greeter": {"limit": 5, "on": False}}}
+    shown = role_sections(CAPABILITIES, role)
+    typed = role_sections(CAPABILITIES, role, ({"role_config:greeter:limit": "x"}, ["plain"]))
+    assert [(s.capability, s.title, s.granted, [(f.key, f.shown) for f in s.fields]) for s in shown] == [
+        ("plain", "plain", False, []),
+        ("greeter", "Greeter", True, [("limit", "5"), ("on", "false")]),
+    ]
+    assert [(s.granted, [f.shown for f in s.fields]) for s in typed] == [(True, []), (False, ["x", "false"])]
+    assert role_sections(CAPABILITIES, None)[1].granted is False
+
+
+def test_a_submitted_role_form_means_the_granted_capabilities_changed_config() -> None:
+    form = {"role_config:greeter:limit": "7", "role_config:greeter:on": "false", "role_config:plain:x": "1"}
+    assert role_config(CAPABILITIES, ["greeter"], form) == {"greeter": {"limit": 7}}  # on: its default
+    assert role_config(CAPABILITIES, ["greeter"], {**form, "role_config:greeter:limit": ""}) == {"greeter": {}}
+    assert role_config(CAPABILITIES, ["plain"], form) == {}  # greeter not granted; plain has no role config
+    assert role_config(CAPABILITIES, ["greeter"], {}) == {}  # no config field sent: role config left alone
