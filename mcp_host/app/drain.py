@@ -18,7 +18,11 @@ On SIGTERM, in order:
    cancelled after `_STREAM_GRACE_S` if still open; the HTTP response is then completed, so the
    client sees the stream end cleanly and reconnects (through the balancer, elsewhere).
 3. The requests in flight and the calls parked between input rounds get `drain_timeout_s`
-   to finish. Only then does uvicorn's own shutdown begin: the listener closes, its
+   to finish. A request still running then is cut (`Drain.cut`) and answered in its place:
+   `unavailable` with a retry hint, as a JSON-RPC error on an MCP endpoint — an event on its
+   stream when its response is one already (the answer's id is the request's, read from the
+   first chunk of its body), else a 503 with `Retry-After` — and the REST error shape elsewhere.
+   Only then does uvicorn's own shutdown begin: the listener closes, its
    `timeout_graceful_shutdown` runs, the lifespan stops the children and the process exits 0.
 
 Why not uvicorn's own SIGTERM: it closes the listener at once (a balancer still sending there
@@ -63,6 +67,29 @@ class _Stream:
     cancel: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
+@dataclass(eq=False)
+class _Request:
+    """A request in flight (cut when the drain times out) or a stream: how far its response went."""
+
+    cancel: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    started: bool = False
+    events: bool = False
+    """Its response is a stream of server-sent events."""
+    complete: bool = False
+
+    def tracking(self, send: Send) -> Send:
+        async def tracking_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.started = True
+                headers = dict(message.get("headers", []))
+                self.events = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.complete = True
+            await send(message)
+
+        return tracking_send
+
+
 class Drain:
     """One replica's drain: whether it is draining, the requests in flight, the standing streams.
 
@@ -75,6 +102,7 @@ class Drain:
         self._parked = parked
         self.draining = False
         self.in_flight = 0
+        self._requests: set[_Request] = set()
         self._streams: set[_Stream] = set()
 
     def begin(self) -> None:
@@ -94,6 +122,12 @@ class Drain:
             stream.ended.set()
             stream.cancel.deadline = min(stream.cancel.deadline, anyio.current_time() + _STREAM_GRACE_S)
 
+    def cut(self) -> None:
+        """The drain timed out: end every request still in flight; each is answered
+        `unavailable` with a retry hint in its place (`run`)."""
+        for request in self._requests:
+            request.cancel.cancel()
+
     def settled(self) -> bool:
         """Nothing is left to wait for: no request in flight, no call parked."""
         return self.in_flight == 0 and self._parked() == 0
@@ -111,15 +145,16 @@ class Drain:
         method: str = scope["method"]
         mcp = path.endswith("/mcp")
         stream = mcp and method == "GET"
-        first: Message | None = None
+        request_id = None
         if mcp and method == "POST":
             first = await receive()
             body: bytes = first.get("body", b"")
             stream = b"subscriptions/listen" in body
+            request_id = _request_id(body)
             if self.draining and _finishes_work(body):
                 stream = False  # a response, notification or retry lets in-flight work finish
             elif self.draining:
-                await self._refuse(scope, send, mcp, _request_id(body))
+                await self._refuse(scope, send, mcp, request_id)
                 return
             receive = _replaying(first, receive)
         elif self.draining and not (mcp and method == "DELETE"):
@@ -128,16 +163,50 @@ class Drain:
         if stream:
             await self._stream(app, scope, receive, send)
             return
+        request = _Request()
+        self._requests.add(request)
         self.in_flight += 1
         try:
-            await app(scope, receive, send)
+            with request.cancel:
+                await app(scope, receive, request.tracking(send))
         finally:
             self.in_flight -= 1
+            self._requests.discard(request)
+        if request.cancel.cancelled_caught:
+            await self._answer_cut(scope, send, request, mcp, request_id)
+
+    async def _answer_cut(self, scope: Scope, send: Send, request: _Request, mcp: bool, request_id: Any) -> None:
+        """Answer a request the drain cut, in its place, as far as its response allows."""
+        logger.info("%s %s cut at the drain timeout; answered unavailable", scope.get("method"), scope.get("path"))
+        if request.complete:
+            return
+        if not request.started:
+            await self._refuse(scope, send, mcp, request_id)
+            return
+        if mcp and request.events:
+            event = json.dumps(self._rpc_error(request_id)).encode()
+            await send(
+                {
+                    "type": "http.response.body",
+                    "body": b"event: message\r\ndata: " + event + b"\r\n\r\n",
+                    "more_body": True,
+                }
+            )
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _rpc_error(self, request_id: Any) -> dict[str, Any]:
+        """The JSON-RPC answer of a request this replica will not serve: `unavailable`, retry."""
+        data = {"code": "unavailable", "retry_after_s": self._retry_after_s}
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": INTERNAL_ERROR, "message": _DRAINING, "data": data},
+        }
 
     async def _stream(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """A standing stream: not waited for; told its client left, then cancelled, on drain."""
         entry = _Stream()
-        started = complete = False
+        response = _Request()  # how far its response went
 
         async def ending_receive() -> Message:
             message: Message = {"type": "http.disconnect"}
@@ -158,23 +227,15 @@ class Drain:
                 race.start_soon(drained)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started, complete
-            if message["type"] == "http.response.start":
-                started = True
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                complete = True
-            await send(message)
-
         self._streams.add(entry)
         try:
             with entry.cancel:
-                await app(scope, ending_receive, tracking_send)
+                await app(scope, ending_receive, response.tracking(send))
         finally:
             self._streams.discard(entry)
-        if entry.ended.is_set() and not complete:
+        if entry.ended.is_set() and not response.complete:
             # Ended by the drain: finish the HTTP response, so the client sees a clean end.
-            if started:
+            if response.started:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
                 await self._refuse(scope, send, True, None)
@@ -184,8 +245,7 @@ class Drain:
         logger.debug("%s %s answered 503: draining", scope.get("method"), scope.get("path"))
         payload: dict[str, Any]
         if mcp:
-            error = {"code": INTERNAL_ERROR, "message": _DRAINING, "data": {"code": "unavailable"}}
-            payload = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            payload = self._rpc_error(request_id)
         else:
             payload = {"error": "unavailable", "message": _DRAINING}
         body = json.dumps(payload).encode()
@@ -271,5 +331,6 @@ class DrainingServer(uvicorn.Server):
                 self.should_exit = True
             elif now >= self._drain_deadline:
                 logger.warning("drain timeout (%g s): stopping with %s", self.drain.timeout_s, self.drain.left())
+                self.drain.cut()  # answered before uvicorn's shutdown closes their connections
                 self.should_exit = True
         return await super().on_tick(counter)

@@ -121,7 +121,7 @@ class ChildFactory:
         link = RemoteLink(
             url=transport.url,
             allowed_hosts=frozenset(transport.reachable_hosts()),
-            named_hosts=frozenset(transport.allowed_hosts),
+            allow_private=frozenset(transport.allow_private),
             timeout_s=float(transport.timeout_s or self._settings.children.call_timeout_s),
             headers=dict(transport.headers),
             config_headers=config_headers if needs_config(plugin.manifest) else None,

@@ -45,7 +45,7 @@ from mcp_host.errors import CallTimeout, HostError, TransportFailure, Unavailabl
 from mcp_host.plugins import printable
 from mcp_host.sandbox import Launch
 from mcp_host.store import ConfigUnset
-from mcp_host.wire import framed_transport
+from mcp_host.wire import UNREADABLE_ANSWER, framed_transport
 
 from .backoff import RunOfFailures
 from .call_routing import CALL_KEY, CallRouter, InFlight
@@ -429,6 +429,8 @@ class Child:
             return self._timed_out(method, timeout_s)
         if code == types.CONNECTION_CLOSED:
             return Unavailable("the capability stopped while answering; try again")
+        if code == UNREADABLE_ANSWER:  # the framing answered for the child (`wire.framing`)
+            return Unavailable("the capability's answer could not be read; try again")
         logger.info("%s: %s answered with protocol error %s: %s", self.plugin_id, method, code, exc.error.message)
         return TransportFailure(f"the capability refused the request (error {code})")
 

@@ -91,6 +91,7 @@ def parent_plugins(url: str, token: str, granted: dict[str, list[types.Tool]], f
                 "url": f"{base}{NODE_PATH}/{capability}",
                 "headers": {"Authorization": f"Bearer {token}"},
                 "allowed_hosts": [host],
+                "allow_private": [host],  # the operator named the parent (--parent): a private one too
             },
         }
         try:

@@ -16,17 +16,16 @@ the handshake (`initialize`; its requests and notifications routed as a stdio ch
 Task-augmented calls (`raw_request`) are sent unstamped, so they work in the handshake era only.
 
 The HTTP client carries only the manifest's `headers` and `headers_from_config` (the owner's
-values, secrets opened): a visitor's own headers never reach it. `_Guard` lets each request
-through only to a host named in `allowed_hosts` (absent: the url's host; the SDK follows no
-redirect off the url's origin either), and to a loopback, private or otherwise non-public
-address (or `localhost`, or a name that resolves to one) only when the manifest's
-`allowed_hosts` names that host itself. A 401 or 403 from the server refuses the start as
-`unconfigured`, with the cause kept for the catalogue, and costs no backoff.
+values, secrets opened): a visitor's own headers never reach it. Its transport is the guard
+(`remote_guard.RemoteGuard`): each request goes only to a host in `allowed_hosts` (absent: the
+url's host; the SDK follows no redirect off the url's origin either), resolved once and
+connected to the address checked, which is public unless `transport.allow_private` permits it.
+A 401 or 403 from the server refuses the start as `unconfigured`, with the cause kept for the
+catalogue, and costs no backoff.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import secrets
 import time
@@ -47,19 +46,19 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from mcp_host.errors import HostError, TransportFailure, Unconfigured
+from mcp_host.plugins import PrivateReach
 from mcp_host.store import ConfigUnset
 
 from .call_routing import CALL_KEY
 from .lifecycle import Child, ChildState, _Start
 from .parent import parent_answer
+from .remote_guard import RemoteGuard, Resolver, SystemResolver
 
 __all__ = ["RemoteChild", "RemoteLink"]
 
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound=types.Result)
-_REFUSED_HOST = 421  # the status `_Guard` answers for a host it does not let the child reach
-_LOCAL_NAMES = ("localhost",)
 REQUEST_ID_KEY = "mcp-host/request-id"  # the parent's node endpoint reads it (`visitor.node`)
 
 
@@ -70,9 +69,11 @@ class RemoteLink:
     url: str
     allowed_hosts: frozenset[str]
     """Lower-cased host names; an IPv6 address in [brackets]."""
-    named_hosts: frozenset[str]
-    """The hosts the manifest's `allowed_hosts` names itself: only those may be non-public."""
     timeout_s: float
+    allow_private: frozenset[str] = frozenset()
+    """The manifest's `transport.allow_private`: hosts and addresses that may be non-public."""
+    resolver: Resolver = field(default_factory=SystemResolver)
+    """Where the guard learns a host name's addresses (the machine's; a test gives its own)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     config_headers: Callable[[], Awaitable[Mapping[str, str]]] | None = None
     """The headers from the owner's config, read at each start; raises `ConfigUnset`."""
@@ -81,80 +82,13 @@ class RemoteLink:
     id sent in `_meta["mcp-host/request-id"]`, so both hosts' audits name the call."""
 
 
-class _Guard(httpx2.AsyncBaseTransport):
-    """The remote child's only way out: each request goes to an allowed host and a permitted
-    address, or is answered 421 here without leaving the host. Also notes a 401/403 answer."""
-
-    def __init__(self, allowed: frozenset[str], named: frozenset[str]) -> None:
-        self._allowed = allowed
-        self._named = named
-        self._inner = httpx2.AsyncHTTPTransport(retries=0, trust_env=False)
-        self.denied: int | None = None
-        """The last 401/403 status the server answered (None when it answered otherwise since)."""
-        self.refused: str | None = None
-        """Why the last request refused here was refused."""
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        host = request.url.host.casefold()
-        shown = f"[{host}]" if ":" in host else host
-        why = None
-        if shown not in self._allowed:
-            why = f"{shown} is not in the plugin's allowed_hosts"
-        elif shown not in self._named:
-            port = request.url.port or (443 if request.url.scheme == "https" else 80)
-            why = _non_public_address(host) or await _non_public(host, port)
-        if why is not None:
-            self.refused = why
-            logger.warning("remote plugin: refused a request to %s: %s", shown, why)
-            return httpx2.Response(_REFUSED_HOST, request=request)
-        response = await self._inner.handle_async_request(request)
-        if response.status_code in (401, 403):
-            self.denied = response.status_code
-        elif response.status_code < 400:
-            self.denied = None
-        return response
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _non_public_address(host: str) -> str | None:
-    """Why `host`, an address or `localhost` that allowed_hosts does not name, is refused."""
-    if host in _LOCAL_NAMES:
-        return f"{host} is reached only when allowed_hosts names it"
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    return None if address.is_global else "a non-public address is reached only when allowed_hosts names it"
-
-
-async def _non_public(host: str, port: int) -> str | None:
-    """Why a host name must not be reached (it resolves to a loopback, private, link-local or
-    reserved address), or None."""
-    try:
-        ipaddress.ip_address(host)
-        return None  # an address: `_non_public_address` read it
-    except ValueError:
-        pass
-    try:
-        found = await anyio.getaddrinfo(host, port)
-    except OSError:
-        return None  # the connection itself fails and says so
-    for *_, sockaddr in found:
-        address = ipaddress.ip_address(sockaddr[0])
-        if not address.is_global:
-            return f"{host} resolves to a non-public address; name the address in allowed_hosts to reach it"
-    return None
-
-
 class RemoteChild(Child):
     """A remote MCP server as a child: one MCP client session over streamable HTTP per start."""
 
     def __init__(self, *args: Any, link: RemoteLink, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._link = link
-        self._guard: _Guard | None = None
+        self._guard: RemoteGuard | None = None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], **kwargs: Any
@@ -186,7 +120,7 @@ class RemoteChild(Child):
             why = exc.message if isinstance(exc, HostError) else "could not prepare its connection"
             self._finish(start, why, started_at, crashed=True)
             return
-        guard = self._guard = _Guard(link.allowed_hosts, link.named_hosts)
+        guard = self._guard = RemoteGuard(link.allowed_hosts, PrivateReach.of(link.allow_private), link.resolver)
         self._starts += 1
         reason: str | None = None
         try:
@@ -219,7 +153,7 @@ class RemoteChild(Child):
                     self._tools = None
                 self._finish(start, reason, started_at, crashed=crashed)
 
-    async def _connect(self, guard: _Guard, headers: dict[str, str], start: _Start) -> str | None:
+    async def _connect(self, guard: RemoteGuard, headers: dict[str, str], start: _Start) -> str | None:
         link = self._link
         timeout = httpx2.Timeout(link.timeout_s, read=None)
         async with (

@@ -4,6 +4,7 @@ from (MCP Bundles, registry `server.json` entries). Below: `wire`. Above: store,
 children.
 """
 
+from .addresses import Address, PrivateReach, literal_address, metadata_host
 from .bundles import (
     SANDBOX_PLUGIN_DIR,
     BundleCaps,
@@ -65,6 +66,7 @@ from .upgrade import installed_source, stage_upgrade, switch_upgrade, upgrade_ar
 
 __all__ = [
     "AddSource",
+    "Address",
     "BundleCaps",
     "BundleManifest",
     "BundleSource",
@@ -81,6 +83,7 @@ __all__ = [
     "PackageArgument",
     "Plugin",
     "PluginKind",
+    "PrivateReach",
     "PypiSource",
     "Quota",
     "Registry",
@@ -111,7 +114,9 @@ __all__ = [
     "installed_root",
     "installed_source",
     "launch_problems",
+    "literal_address",
     "load_plugins",
+    "metadata_host",
     "needs_config",
     "parse_bundle_manifest",
     "parse_server_json",

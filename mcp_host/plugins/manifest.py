@@ -463,8 +463,12 @@ class Transport(_Model):
     absent: the host's call timeout."""
     allowed_hosts: Annotated[tuple[HostName, ...], Field(max_length=32), _unique("allowed host", fold=True)] = ()
     """http only: the host names the host may connect to for this plugin; the url's host must be
-    one of them, and a redirect elsewhere is refused. Absent: the url's host alone. A loopback,
-    private or otherwise non-public address is reached only when named here."""
+    one of them, and a redirect elsewhere is refused. Absent: the url's host alone. Naming a host
+    here lets it be reached at public addresses only (`allow_private`)."""
+    allow_private: Annotated[tuple[HostName, ...], Field(max_length=32), _unique("private host", fold=True)] = ()
+    """http only: the hosts (names or addresses) that may be reached at a loopback or private
+    address; a link-local or cloud-metadata address (169.254.169.254, fd00:ec2::254) only when it
+    is named here itself (`plugins.addresses`). Absent: public addresses only."""
 
     def reachable_hosts(self) -> tuple[str, ...]:
         """The hosts an http transport's requests may go to: `allowed_hosts`, else the url's."""
@@ -483,7 +487,7 @@ class Transport(_Model):
             for name in self.env_from_config:
                 if name in self.env:
                     raise _problem(f"env_from_config.{name}", f"{name} is set in env too")
-            for name in ("headers", "headers_from_config", "timeout_s", "allowed_hosts"):
+            for name in ("headers", "headers_from_config", "timeout_s", "allowed_hosts", "allow_private"):
                 if name in self.model_fields_set:
                     raise _problem(name, f"only an http transport takes {name}")
             return self

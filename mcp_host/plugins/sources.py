@@ -14,7 +14,9 @@ path ever reaches npm or pip as a package name.
 - `https://<host>[:port]/<path>`: a remote MCP server (streamable HTTP), written as a manifest
   with an http transport by `install.install_remote`; `http://` only to a loopback host
   (`127.0.0.1`, `[::1]`, `localhost`). No user or password in the URL, no fragment, printable
-  ASCII, at most 2048 characters.
+  ASCII, at most 2048 characters; never a link-local or cloud-metadata host (`169.254.169.254`,
+  `metadata.google.internal`: `addresses.metadata_host`). The manifest lets the host reach the
+  url's host at public addresses only, until the owner names it in `transport.allow_private`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 
 from mcp_host.errors import InvalidArguments
 
+from .addresses import metadata_host
 from .text_safety import printable
 
 __all__ = [
@@ -164,6 +167,10 @@ def _remote(text: str) -> RemoteSource:
     if parts.fragment:
         raise InvalidArguments("a remote server's URL has no #fragment")
     host = host.casefold()
+    if metadata_host(host):
+        raise InvalidArguments(
+            f"{printable(host, 80)} is a link-local or cloud-metadata address; a remote plugin cannot be added there"
+        )
     if parts.scheme == "http" and not _loopback(host):
         raise InvalidArguments("an http:// source must be a loopback host (127.0.0.1, [::1], localhost); use https://")
     return RemoteSource(text, f"[{host}]" if ":" in host else host)

@@ -3,7 +3,7 @@ plugin sends, newline-delimited JSON-RPC framing, the visitor's client as a call
 rate-limited logging of what arrives. Below: `errors`, `settings`. Above: everything else.
 """
 
-from .framing import framed_transport
+from .framing import UNREADABLE_ANSWER, framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
 from .meta import GRANT_KEY, MetaCaps, forwarded_meta, visitor_meta, without_host_keys
@@ -31,6 +31,7 @@ __all__ = [
     "PushClient",
     "Refusal",
     "TokenBucket",
+    "UNREADABLE_ANSWER",
     "VisitorClient",
     "check_json_object",
     "error_result",

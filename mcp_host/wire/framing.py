@@ -8,6 +8,13 @@ no newline pins a host core and grows memory without end (SECURITY.md A2, measur
 Here a line longer than `max_line_bytes` ends the transport and calls `on_overflow`, which
 kills the child; complete messages before it are still delivered.
 
+A line the host cannot read (a lone surrogate, bytes that are not UTF-8, a number out of range,
+nesting past the parser's limit, a result that is no object) is handed to the session as an
+exception, and reading goes on; when its top level still reads as an answer to one of our
+requests (an `id`, a `result` or an `error`), that request is answered at once in the peer's
+stead with `UNREADABLE_ANSWER`, which the caller's side turns into `unavailable`, rather than
+left to wait for its timeout.
+
 No task of its own and no memory stream in between (issue 18): the dispatcher's reading task
 reads the pipe itself, and a sender writes its line itself, so a call to a child and its
 answer each cost one wake-up of the event loop fewer.
@@ -15,7 +22,9 @@ answer each cost one wake-up of the event loop fewer.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 
@@ -28,9 +37,13 @@ from mcp import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["framed_transport"]
+__all__ = ["UNREADABLE_ANSWER", "framed_transport"]
 
 logger = logging.getLogger(__name__)
+
+UNREADABLE_ANSWER = -32099
+"""The JSON-RPC error code of the answer given in a peer's stead when its own answer is a line
+the host cannot read (module docstring); `children` answers the caller `unavailable`."""
 
 _END_OF_INPUT = (
     anyio.EndOfStream,
@@ -78,7 +91,14 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except ValueError as exc:
-                return exc  # the session logs it; reading goes on
+                answered = _answer_id(line)
+                if answered is None:
+                    return exc  # the session logs it; reading goes on
+                logger.warning(
+                    "%s answered request %r with a line that cannot be read; answered for it", self._name, answered
+                )
+                error = types.ErrorData(code=UNREADABLE_ANSWER, message="the answer could not be read")
+                return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=answered, error=error))
             self._after_notice = not isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
             return SessionMessage(message)
         raise anyio.EndOfStream
@@ -133,6 +153,56 @@ class _LineWriter(ObjectSendStream[SessionMessage]):
 
     async def aclose(self) -> None:
         """The pipe itself is closed by `framed_transport`, when its block ends."""
+
+
+# A JSON value's tokens, enough to walk its top level: a string, a bracket, `:` or `,`, a scalar.
+_TOKEN_RE = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s"{}\[\]:,]+')
+_INTEGER_RE = re.compile(rb"-?[0-9]{1,18}")
+_ANSWER_KEYS = frozenset({b'"result"', b'"error"'})
+
+
+def _answer_id(line: bytes) -> int | str | None:
+    """The `id` of `line` when its top level reads as a JSON-RPC answer (an integer or string
+    `id`, a `result` or an `error`, no `method`), whatever its values hold; else None. Only
+    the top level is walked, so what made the line unreadable below it does not hide its id."""
+    depth = 0
+    expecting = "key"
+    key = found = None
+    keys: set[bytes] = set()
+    for match in _TOKEN_RE.finditer(line):
+        token = match.group()
+        if token in (b"{", b"["):
+            if depth == 0 and token == b"[":
+                return None  # a batch: not one answer
+            depth += 1
+            expecting = "key" if depth == 1 else "-"
+        elif token in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                break
+        elif depth != 1:
+            continue
+        elif token == b":":
+            expecting = "value"
+        elif token == b",":
+            expecting = "key"
+        elif expecting == "key":
+            key = token
+            keys.add(token)
+        elif expecting == "value" and key == b'"id"':
+            found = token
+        if found is not None and keys & _ANSWER_KEYS:
+            break
+    if found is None or not keys & _ANSWER_KEYS or b'"method"' in keys:
+        return None
+    if _INTEGER_RE.fullmatch(found):
+        return int(found)
+    if found.startswith(b'"'):
+        with suppress(ValueError):
+            text = json.loads(found)
+            if isinstance(text, str) and text.isprintable():
+                return text
+    return None
 
 
 @asynccontextmanager

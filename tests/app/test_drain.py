@@ -1,6 +1,7 @@
 """SIGTERM drains a real `mcp-host serve` (app/drain.py): the call in flight finishes, readiness
 and new requests answer 503 meanwhile, standing streams end, and the process exits 0 with no
-child left behind."""
+child left behind; a call still running when the drain times out gets a JSON-RPC answer
+(`unavailable`, with a retry hint) in both eras rather than a cut connection."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import anyio
 import anyio.abc
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import SubscriptionLost
 
@@ -31,7 +32,9 @@ DRAIN_TIMEOUT_S = 10
 
 
 @asynccontextmanager
-async def serving(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[anyio.abc.Process, str]]:
+async def serving(
+    tmp_path: Path, database_url: str, *, drain_timeout_s: float = DRAIN_TIMEOUT_S
+) -> AsyncIterator[tuple[anyio.abc.Process, str]]:
     """`mcp-host serve` with the echo plugin, sandboxed, as a process; its base URL once ready."""
     port = free_port()
     data = tmp_path / "data"
@@ -40,7 +43,7 @@ async def serving(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[anyi
         "MCP_HOST_DATABASE_URL": database_url,
         "MCP_HOST_PRESTART_CHILDREN": "false",
         "MCP_HOST_PIN_TOOLS": "false",
-        "MCP_HOST_DRAIN_TIMEOUT_S": str(DRAIN_TIMEOUT_S),
+        "MCP_HOST_DRAIN_TIMEOUT_S": str(drain_timeout_s),
     }
     argv = [str(MCP_HOST), "serve", "--port", str(port), "--data-dir", str(data), "--plugins", str(PLUGINS / "echo")]
     log = tmp_path / "serve.log"
@@ -219,11 +222,56 @@ async def test_a_new_mcp_request_while_draining_gets_a_json_rpc_503(tmp_path: Pa
             "error": {
                 "code": -32603,
                 "message": "this replica is shutting down; retry (another replica will answer)",
-                "data": {"code": "unavailable"},
+                "data": {"code": "unavailable", "retry_after_s": 2},
             },
         },
     )
     assert code == 0
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_a_call_still_running_at_the_drain_timeout_is_answered_unavailable_with_a_retry_hint(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    calling, answered = anyio.Event(), anyio.Event()
+    outcome: dict[str, Any] = {}
+    async with (
+        serving(tmp_path, database_url, drain_timeout_s=1) as (process, url),
+        httpx2.AsyncClient(timeout=10) as http,
+        visitor(http, url, mode) as caller,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            calling.set()
+
+        async def slow_call() -> None:
+            try:
+                outcome["result"] = await caller.call_tool("sleep", {"seconds": 25}, progress_callback=progress)
+            except MCPError as exc:
+                outcome["error"] = exc.error
+            finally:
+                answered.set()
+
+        await caller.list_tools()  # as above: the result's check lists no tools during the drain
+        tg.start_soon(slow_call)
+        with anyio.fail_after(10):
+            await calling.wait()
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(10):  # the drain timeout (1 s), and a little
+            await answered.wait()
+            code = await process.wait()
+
+    error = outcome.get("error")
+    assert error is not None, outcome
+    assert (error.code, error.message, error.data) == (
+        -32603,
+        "this replica is shutting down; retry (another replica will answer)",
+        {"code": "unavailable", "retry_after_s": 2},
+    )
+    assert code == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "drain timeout (1 s): stopping with 1 request(s) in flight" in log
 
 
 async def draining(http: httpx2.AsyncClient, url: str) -> httpx2.Response:

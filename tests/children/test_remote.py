@@ -2,13 +2,24 @@
 started here on loopback, requiring a bearer token, reached by visitor sessions of both eras;
 the token from the owner's sealed config, a 401 shown `unconfigured` in the catalogue, a
 changed remote tool pending again, a redirect off the allowed hosts refused, and a visitor's
-own Authorization never forwarded (the server records every request's headers)."""
+own Authorization never forwarded (the server records every request's headers).
+
+The guard (`children.remote_guard`) over real loopback connections: a rebinding DNS answer never
+gets a connection to loopback (a server counts the connections it accepts), a name is connected
+at the address checked with its Host header, and over TLS with its SNI and its certificate; a
+loopback server is reached only when `transport.allow_private` names it, a link-local or
+metadata address only when named itself, and `plugin_add` refuses a metadata server outright."""
 
 from __future__ import annotations
 
+import datetime
+import functools
+import ipaddress
 import json
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,10 +29,17 @@ import httpx2
 import mcp.types as types
 import pytest
 import uvicorn
+from anyio.abc import SocketAttribute
+from anyio.streams.tls import TLSListener
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 
-from mcp_host.children.remote import _Guard
+from mcp_host.children.remote_guard import MemoryResolver, RemoteGuard
+from mcp_host.plugins import Address, PrivateReach
 from tests.hosting import free_port, host_settings, refusal, running_host
 from tests.owner_facade.test_door import call, owner_client
 
@@ -124,8 +142,10 @@ async def remote_server(token: str | None = TOKEN, *, legacy_only: bool = False)
         server.should_exit = True
 
 
-def remote_plugin(folder: Path, url: str) -> Path:
+def remote_plugin(folder: Path, url: str, *, allow_private: str = "[127.0.0.1]") -> Path:
+    """The test plugin's folder; `allow_private`: the manifest's list ("" leaves it out)."""
     folder.mkdir()
+    private = f"\n  allow_private: {allow_private}" if allow_private else ""
     (folder / "manifest.yaml").write_text(
         f"""id: {PLUGIN}
 kind: capability
@@ -137,7 +157,7 @@ config:
 transport:
   kind: http
   url: {url}
-  allowed_hosts: [127.0.0.1]
+  allowed_hosts: [127.0.0.1]{private}
   headers: {{X-Plugin: remote-test}}
   headers_from_config: {{Authorization: token}}
   timeout_s: 10
@@ -231,35 +251,281 @@ async def test_a_redirect_to_a_host_not_allowed_is_refused(tmp_path: Path, datab
     assert all(h["host"].startswith("127.0.0.1:") for h in remote.seen)
 
 
+PUBLIC = "93.184.215.14"  # a public address the tests never reach (`_refuse_outside`)
+
+
+class _Outside(Exception):
+    """Raised where a connection to a public address would start: the tests reach nothing outside."""
+
+
+async def _refuse_outside(tried: list[str], event: str, info: dict[str, Any]) -> None:
+    """An httpx `trace` hook: notes each address a connection starts to, and stops one to `PUBLIC`."""
+    if event == "connection.connect_tcp.started":
+        tried.append(info["host"])
+        if info["host"] == PUBLIC:
+            raise _Outside
+
+
+class _Rebinding:
+    """A hostile DNS server: a public address to the first lookup, loopback to every later one."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def resolve(self, host: str, port: int) -> list[Address]:
+        self.asked.append(host)
+        return [ipaddress.ip_address(PUBLIC if len(self.asked) == 1 else "127.0.0.1")]
+
+
+@dataclass
+class Counting:
+    """A loopback HTTP server that counts the connections it accepts and keeps each request's head."""
+
+    port: int
+    accepted: int = 0
+    heads: list[bytes] = field(default_factory=list)
+    server_names: list[str | None] = field(default_factory=list)
+    """Over TLS: the name each client asked for (SNI)."""
+
+
+@asynccontextmanager
+async def counting_server(tls: ssl.SSLContext | None = None) -> AsyncIterator[Counting]:
+    """`Counting` on loopback, answering each request `200 ok` and closing; over TLS with `tls`."""
+    listener: Any = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    server = Counting(listener.extra(SocketAttribute.local_port))
+    if tls is not None:
+        tls.sni_callback = lambda sock, name, context: server.server_names.append(name)
+        listener = TLSListener(listener, tls, standard_compatible=False)
+
+    async def serve(stream: Any) -> None:
+        server.accepted += 1
+        async with stream:
+            head = b""
+            with suppress(anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError):
+                while b"\r\n\r\n" not in head:
+                    head += await stream.receive()
+                server.heads.append(head)
+                await stream.send(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        yield server
+        tg.cancel_scope.cancel()
+
+
+async def test_a_rebinding_dns_answer_never_gets_a_connection_to_loopback() -> None:
+    # `localhost` is what the machine's resolver answers with 127.0.0.1: a guard that checked one
+    # answer and let the connection look the name up again would reach the server here.
+    resolver, tried = _Rebinding(), list[str]()
+    guard = RemoteGuard(frozenset({"localhost"}), PrivateReach(), resolver)
+    async with counting_server() as server:
+        url = f"http://localhost:{server.port}/mcp"
+        trace = functools.partial(_refuse_outside, tried)
+        async with httpx2.AsyncClient(transport=guard) as http:
+            with pytest.raises(_Outside):  # checked public: connected to that very address
+                await http.post(url, json={}, extensions={"trace": trace})
+            second = await http.post(url, json={}, extensions={"trace": trace})  # now loopback: refused
+
+    assert (resolver.asked, tried) == (["localhost", "localhost"], [PUBLIC])
+    assert (second.status_code, server.accepted) == (421, 0)
+
+
+async def test_a_name_is_connected_at_the_address_checked_and_keeps_its_host_header() -> None:
+    resolver = MemoryResolver({"mcp.internal.test": ["127.0.0.1"]})  # the machine cannot resolve it
+    guard = RemoteGuard(frozenset({"mcp.internal.test"}), PrivateReach.of(["mcp.internal.test"]), resolver)
+    async with counting_server() as server, httpx2.AsyncClient(transport=guard) as http:
+        response = await http.get(f"http://mcp.internal.test:{server.port}/mcp")
+
+    assert (response.status_code, response.text, resolver.asked, server.accepted) == (
+        200,
+        "ok",
+        ["mcp.internal.test"],
+        1,
+    )
+    assert f"host: mcp.internal.test:{server.port}\r\n".encode() in server.heads[0].lower()
+
+
+@pytest.mark.parametrize("certified", ["mcp.tls.test", "other.test"])
+async def test_over_tls_the_name_is_sent_as_sni_and_the_certificate_checked_against_it(certified: str) -> None:
+    server_tls, client_tls = _tls_pair(certified)
+    resolver = MemoryResolver({"mcp.tls.test": ["127.0.0.1"]})
+    reach = PrivateReach.of(["mcp.tls.test"])
+    guard = RemoteGuard(frozenset({"mcp.tls.test"}), reach, resolver, ssl_context=client_tls)
+    async with counting_server(server_tls) as server, httpx2.AsyncClient(transport=guard) as http:
+        url = f"https://mcp.tls.test:{server.port}/mcp"
+        if certified == "mcp.tls.test":
+            answered = (await http.get(url)).text
+        else:
+            with pytest.raises(httpx2.ConnectError, match="certificate verify failed"):
+                await http.get(url)
+            answered = None
+
+    assert server.server_names == ["mcp.tls.test"]
+    assert answered == ("ok" if certified == "mcp.tls.test" else None)
+
+
+def _tls_pair(name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a certificate for `name` only (no address), from a fresh CA, and a
+    client context that trusts that CA alone."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: Any, ca: bool) -> Any:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("test CA", ca_key, "test CA", ca_key, True)
+    leaf = certificate(name, leaf_key, "test CA", ca_key, False)
+    client = ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as folder:
+        chain, key = Path(folder) / "chain.pem", Path(folder) / "key.pem"
+        chain.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+        key.write_bytes(
+            leaf_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        server.load_cert_chain(chain, key)
+    return server, client
+
+
 @pytest.mark.parametrize(
-    ("url", "allowed", "named", "why"),
+    ("url", "allowed", "private", "why"),
     [
-        (
-            "http://other.example/mcp",
-            {"a.example"},
-            {"a.example"},
-            "other.example is not in the plugin's allowed_hosts",
-        ),
+        ("http://other.example/mcp", {"a.example"}, [], "other.example is not in the plugin's allowed_hosts"),
         (
             "http://127.0.0.1:9/mcp",
             {"127.0.0.1"},
-            set(),
-            "a non-public address is reached only when allowed_hosts names it",
+            [],
+            "127.0.0.1 is a loopback or private address; name 127.0.0.1 in transport.allow_private to reach it",
         ),
-        ("http://[::1]:9/mcp", {"[::1]"}, set(), "a non-public address is reached only when allowed_hosts names it"),
-        ("http://localhost:9/mcp", {"localhost"}, set(), "localhost is reached only when allowed_hosts names it"),
+        (
+            "http://[::1]:9/mcp",
+            {"[::1]"},
+            ["localhost"],
+            "[::1] is a loopback or private address; name [::1] in transport.allow_private to reach it",
+        ),
+        (
+            "http://localhost:9/mcp",
+            {"localhost"},
+            [],
+            "localhost resolves to 127.0.0.1, a loopback or private address; name localhost or 127.0.0.1 in"
+            " transport.allow_private to reach it",
+        ),
+        (
+            "http://mixed.test/mcp",  # one public answer does not make another one reachable
+            {"mixed.test"},
+            [],
+            "mixed.test resolves to 10.0.0.7, a loopback or private address; name mixed.test or 10.0.0.7 in"
+            " transport.allow_private to reach it",
+        ),
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            {"169.254.169.254"},
+            ["169.254.169.253"],
+            "169.254.169.254 is a link-local or cloud-metadata address; it is reached only when"
+            " transport.allow_private names that address itself",
+        ),
+        (
+            "http://meta.test/computeMetadata/v1/",  # naming the host is not enough for metadata
+            {"meta.test"},
+            ["meta.test"],
+            "meta.test resolves to 169.254.169.254, a link-local or cloud-metadata address; it is reached only"
+            " when transport.allow_private names that address itself",
+        ),
+        (
+            "http://[fd00:ec2::254]/latest/",
+            {"[fd00:ec2::254]"},
+            ["meta.test"],
+            "[fd00:ec2::254] is a link-local or cloud-metadata address; it is reached only when"
+            " transport.allow_private names that address itself",
+        ),
+        (
+            "http://[::ffff:127.0.0.1]:9/mcp",
+            {"[::ffff:127.0.0.1]"},
+            ["127.0.0.2"],
+            "[::ffff:127.0.0.1] is a loopback or private address; name [::ffff:127.0.0.1] in"
+            " transport.allow_private to reach it",
+        ),
     ],
 )
-async def test_the_guard_answers_421_for_a_host_not_allowed_or_an_address_not_named(
-    url: str, allowed: set[str], named: set[str], why: str
+async def test_the_guard_answers_421_for_a_host_not_allowed_or_an_address_not_permitted(
+    url: str, allowed: set[str], private: list[str], why: str
 ) -> None:
-    guard = _Guard(frozenset(allowed), frozenset(named))
+    resolver = MemoryResolver(
+        {"localhost": ["127.0.0.1"], "mixed.test": [PUBLIC, "10.0.0.7"], "meta.test": ["169.254.169.254"]}
+    )
+    guard = RemoteGuard(frozenset(allowed), PrivateReach.of(private), resolver)
     response = await guard.handle_async_request(httpx2.Request("POST", url))
     await guard.aclose()
     assert (response.status_code, guard.refused) == (421, why)
 
 
-async def test_the_owner_door_adds_a_remote_server_by_its_url_and_lists_its_tools_for_review(
+@pytest.mark.parametrize("allow_private", ["", "[127.0.0.1]"])
+async def test_a_loopback_remote_server_is_reached_only_when_allow_private_names_it(
+    tmp_path: Path, database_url: str, allow_private: str
+) -> None:
+    async with remote_server(token=None) as remote:
+        plugin = remote_plugin(tmp_path / "remote", f"{remote.url}/mcp", allow_private=allow_private)
+        settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+        async with running_host(settings) as running:
+            session = await running.new_session()
+            async with owner_client(running) as owner, running.client(session) as visitor:
+                said = await visitor.call_tool("hello", {"name": "ann"})
+                listed = await entry(owner)
+
+    if allow_private:
+        assert (said.structured_content, listed["status"]) == ({"result": "hello ann"}, "healthy")
+        assert remote.seen
+        return
+    assert said.is_error and refusal(said) is not None
+    assert (listed["status"], listed["cause"]) == (
+        "failing",
+        "left out of tool lists: the remote server refused to start a session: 127.0.0.1 is a loopback or private"
+        " address; name 127.0.0.1 in transport.allow_private to reach it",
+    )
+    assert remote.seen == []  # nothing reached it
+
+
+async def test_the_owner_door_refuses_a_link_local_or_metadata_server_and_installs_nothing(
+    tmp_path: Path, database_url: str
+) -> None:
+    sources = [
+        "http://169.254.169.254/latest/meta-data/",
+        "https://metadata.google.internal/computeMetadata/v1/",
+        "https://[fd00:ec2::254]/latest/",
+        "https://2852039166/",  # 169.254.169.254 as one number
+    ]
+    settings = host_settings(tmp_path, database_url, [])
+    async with running_host(settings) as running, owner_client(running) as owner:
+        answers = [refusal(await owner.call_tool("plugin_add", {"source": s})) for s in sources]
+        _, listed = await call(owner, "capabilities_list")
+
+    assert answers == [
+        {
+            "code": "invalid_arguments",
+            "message": f"{host} is a link-local or cloud-metadata address; a remote plugin cannot be added there",
+        }
+        for host in ("169.254.169.254", "metadata.google.internal", "fd00:ec2::254", "2852039166")
+    ]
+    assert listed["capabilities"] == []
+    plugins = settings.data_dir / "plugins"
+    assert not plugins.exists() or list(plugins.iterdir()) == []
+
+
+async def test_the_owner_door_adds_a_remote_server_by_its_url_reaching_loopback_only_once_allowed(
     tmp_path: Path, database_url: str
 ) -> None:
     async with remote_server(token=None) as remote:
@@ -271,9 +537,12 @@ async def test_the_owner_door_adds_a_remote_server_by_its_url_and_lists_its_tool
 
     assert added.is_error is not True, added
     answer = added.structured_content or {}
-    assert (answer["capability"], answer["pending_tools"]) == ("ip_127_0_0_1", ["hello", "morph", "reserve"])
+    # Installed, but a loopback address is reached only once the manifest's allow_private names it.
+    assert (answer["capability"], answer["pending_tools"]) == ("ip_127_0_0_1", [])
     assert [f["key"] for f in answer["config_to_set"]] == ["authorization"]
-    assert listed["status"] == "healthy"
+    assert listed["status"] == "failing"
+    assert "127.0.0.1 is a loopback or private address; name 127.0.0.1 in transport.allow_private" in listed["cause"]
+    assert remote.seen == []
     assert refusal(refused) == {
         "code": "invalid_arguments",
         "message": "an http:// source must be a loopback host (127.0.0.1, [::1], localhost); use https://",
