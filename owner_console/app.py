@@ -8,14 +8,19 @@ composition root `mcp_host.app.wiring`, which builds it with the owner door. Bel
 Every request passes the Host/Origin check and gets the security headers. Signing in trades
 the owner token (checked by `OwnerStore.verify_token`, as the owner door does) for a session
 cookie; every other route needs a live session, and every POST also its CSRF token from a
-same-origin page. The console reads and changes nothing itself: each page and each change is
-one or more owner tool calls through `OwnerDoor.call_tool` — the door's handlers, checks and
-audit rows.
+same-origin page. Rotating the owner token ends every session (`OwnerStore.issue_token`).
+Wrong tokens are throttled per client address (`mcp_host.edge.FailureThrottle`,
+`SIGN_IN_THROTTLE`): past the free ones, a sign-in inside the delay the last one earned is
+answered 429 with `Retry-After` before its token is looked at, only one sign-in per address is
+checked at a time, and each burst is logged once as a warning. The console reads and changes
+nothing itself: each page and each change is one or more owner tool calls through
+`OwnerDoor.call_tool` — the door's handlers, checks and audit rows.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from mcp_host.access import OwnerStore
-from mcp_host.edge import HostOriginGuard
+from mcp_host.edge import FailureThrottle, HostOriginGuard, ThrottleLimits
 from mcp_host.errors import InvalidArguments
 from owner_facade import OwnerDoor
 
@@ -50,12 +55,15 @@ from .pages import PAGES, Page, holds_json
 from .render import Asker, Templates, Visit
 from .sessions import ConsoleSessions
 
-__all__ = ["CONSOLE_PATH", "SESSION_TTL", "OwnerConsole"]
+__all__ = ["CONSOLE_PATH", "SESSION_TTL", "SIGN_IN_THROTTLE", "OwnerConsole"]
 
 logger = logging.getLogger("owner_console")
 
 CONSOLE_PATH = "/owner"
 SESSION_TTL = timedelta(hours=12)
+SIGN_IN_THROTTLE = ThrottleLimits(free_failures=5, window_s=300.0, base_delay_s=1.0, max_delay_s=60.0)
+"""Wrong sign-ins per client address: 5 free within 5 minutes, then 1 s, doubling up to 60 s
+between tries. The owner token has 256 bits, so this is a brake and an alarm, not the lock."""
 MAX_FORM_BYTES = 256 * 1024
 """A console form is small (the largest is the rules' JSON); a bigger body is refused, 413."""
 _STATIC = Path(__file__).resolve().parent / "static"
@@ -90,10 +98,14 @@ class OwnerConsole:
         security: TransportSecuritySettings,
         *,
         ttl: timedelta = SESSION_TTL,
+        throttle: FailureThrottle | None = None,
     ) -> None:
+        """`throttle`: wrong sign-ins by client address (default: `SIGN_IN_THROTTLE`'s)."""
         self._ask = Asker(door)
         self._owners = owners
         self._sessions = sessions
+        self._throttle = throttle or FailureThrottle(SIGN_IN_THROTTLE)
+        self._signing_in: set[str] = set()  # client addresses with a sign-in being checked
         self._ttl_s = int(ttl.total_seconds())
         self._templates = Templates()
         routes: list[BaseRoute] = [
@@ -122,19 +134,60 @@ class OwnerConsole:
     async def _login(self, request: Request) -> Response:
         if cross_site(request.headers):
             return self._refused(403, "This request came from another site.")
+        client = request.client.host if request.client else "unknown"
+        wait = self._throttle.retry_after(client)
+        if wait > 0 or client in self._signing_in:
+            return self._too_many(max(wait, 1.0))
+        self._signing_in.add(client)
+        try:
+            return await self._sign_in(request, client)
+        finally:
+            self._signing_in.discard(client)
+
+    async def _sign_in(self, request: Request, client: str) -> Response:
         try:
             form, _ = await _read_form(request)
         except _TooLarge:
             return self._refused(413, "This form is too large.")
-        owner = await self._owners.verify_token(form.get("token", "").strip())
+        token = form.get("token", "").strip()
+        owner = await self._owners.verify_token(token)
         if owner is None:
-            logger.info("console: a sign-in with a wrong token was refused")
-            return self._templates.page("login.html", 401, nav=(), error="That is not the owner token.")
+            return self._wrong_token(client)
         cookie = await self._sessions.open(owner.id)
+        if await self._owners.verify_token(token) is None:
+            # Rotated while the session was stored: the rotation may not have seen it, so it
+            # ends here (see `OwnerStore.issue_token`).
+            await self._sessions.end(cookie)
+            return self._wrong_token(client)
         response = RedirectResponse(f"{CONSOLE_PATH}/", status_code=303)
         response.headers.append(
             "set-cookie", session_cookie(cookie, secure=is_secure(request.scope), max_age_s=self._ttl_s)
         )
+        return response
+
+    def _wrong_token(self, client: str) -> Response:
+        before = self._throttle.failures(client)
+        delay = self._throttle.failed(client)
+        failures = self._throttle.failures(client)
+        limits = self._throttle.limits
+        if before <= limits.free_failures < failures:  # once per burst: the first failure it slows down
+            logger.warning(
+                "console: %d wrong owner tokens from %s within %.0f s;"
+                " its sign-ins now wait %.0f s, doubling up to %.0f s",
+                failures,
+                client,
+                limits.window_s,
+                delay,
+                limits.max_delay_s,
+            )
+        else:
+            logger.info("console: a sign-in with a wrong token from %s was refused", client)
+        return self._templates.page("login.html", 401, nav=(), error="That is not the owner token.")
+
+    def _too_many(self, wait_s: float) -> Response:
+        seconds = math.ceil(wait_s)
+        response = self._refused(429, f"Too many sign-ins from this address: try again in {seconds} s.")
+        response.headers["retry-after"] = str(seconds)
         return response
 
     async def _logout(self, request: Request, visit: Visit) -> Response:

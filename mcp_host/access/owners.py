@@ -13,9 +13,11 @@ owner sets it. `check_profile` is the one rule for a value: a one-line name of a
 `NAME_MAX_CHARS`, one plain address by the plugin kit's own `is_email` (so an address the
 owner could set is never one a plugin then refuses), a zone name `zoneinfo` knows.
 
-An owner has at most one live token; issuing one revokes the others (rotation). Only the
-token's sha256 digest is stored. The token file `<data_dir>/owner-token` is created with mode
-0600 and replaced atomically.
+An owner has at most one live token; issuing one revokes the others (rotation) and ends every
+console session of the owner in the same transaction (`mcp_host.console_sessions`, which
+`owner_console` writes: each was signed in with a token that no longer works), so a cookie of
+the old token is refused on every replica at once. Only the token's sha256 digest is stored.
+The token file `<data_dir>/owner-token` is created with mode 0600 and replaced atomically.
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ class OwnerStore:
         return _owner_from_row(rows[0])
 
     async def issue_token(self, owner_id: str) -> str:
-        """A new token for `owner_id`; every earlier token of the owner is revoked.
+        """A new token for `owner_id` (rotation): every earlier token of the owner is revoked and
+        every console session of the owner ended.
 
         Raises `OwnerError` for an unknown owner.
         """
@@ -136,7 +139,14 @@ class OwnerStore:
                 "UPDATE mcp_host.owner_tokens SET revoked_at = now() WHERE owner_id = $1 AND revoked_at IS NULL",
                 owner_id,
             )
-            return await _insert_token(conn, owner_id)
+            # A sign-in racing this one either committed its row before the owner row's lock
+            # was granted (its foreign key holds a share lock on that row), so this sees it, or
+            # inserts after the commit and then finds its token revoked (owner_console's sign-in
+            # checks the token again once its session is stored).
+            ended = await conn.execute("DELETE FROM mcp_host.console_sessions WHERE owner_id = $1", owner_id)
+            token = await _insert_token(conn, owner_id)
+        _logger.info("the owner token of %s was rotated; %s console session(s) ended", owner_id, ended.split()[-1])
+        return token
 
     async def issue_first_token(self, owner_id: str, *, persist: Callable[[str], Awaitable[None]]) -> str | None:
         """Issue a token only if `owner_id` has no live one; None if it has.

@@ -1,7 +1,9 @@
 """Slowing down a client that keeps presenting wrong credentials.
 
 Above: the sessions endpoint, which records each refused code or key by the client's address
-and waits the answer's delay before sending its 401. Below: nothing but a clock.
+and waits the answer's delay before sending its 401; the owner console's sign-in, which
+records each wrong owner token and answers 429 (`retry_after`) to a client still inside its
+delay, without looking at what it sent. Below: nothing but a clock.
 
 Each client (the peer address of the HTTP connection) has a sliding window of recent
 failures. Up to `free_failures` within `window_s` cost nothing; every further one is answered
@@ -54,7 +56,7 @@ class FailureThrottle:
     """Failures by client, in a bounded sliding window."""
 
     def __init__(self, limits: ThrottleLimits, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._limits = limits
+        self.limits = limits
         self._clock = clock
         self._kept = limits.kept()
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
@@ -65,13 +67,29 @@ class FailureThrottle:
         times = self._failures.pop(client, None)
         if times is None:
             times = deque(maxlen=self._kept)
-        while times and times[0] <= now - self._limits.window_s:
+        while times and times[0] <= now - self.limits.window_s:
             times.popleft()
         times.append(now)
         self._failures[client] = times  # most recently failing last
-        while len(self._failures) > self._limits.max_clients:
+        while len(self._failures) > self.limits.max_clients:
             self._failures.popitem(last=False)
-        return self._limits.delay_after(len(times))
+        return self.limits.delay_after(len(times))
+
+    def failures(self, client: str) -> int:
+        """`client`'s failures within the window (at most `ThrottleLimits.kept()`)."""
+        return len(self._recent(client))
+
+    def retry_after(self, client: str) -> float:
+        """How long `client` must wait before its next attempt: 0 while its failures within the
+        window are free, else what is left of the delay its latest failure earned."""
+        recent = self._recent(client)
+        if not recent:
+            return 0.0
+        return max(0.0, recent[-1] + self.limits.delay_after(len(recent)) - self._clock())
+
+    def _recent(self, client: str) -> list[float]:
+        horizon = self._clock() - self.limits.window_s
+        return [t for t in self._failures.get(client, ()) if t > horizon]
 
     def tracked(self) -> int:
         """How many clients are remembered."""

@@ -1,5 +1,6 @@
-"""The failure slow-down: free failures, a doubling capped delay, a sliding window, one client
-never slowing another, bounded memory, and the defaults pinned."""
+"""The failure slow-down: free failures, a doubling capped delay, a sliding window, the wait
+before a client's next try, one client never slowing another, bounded memory, and the defaults
+pinned."""
 
 from __future__ import annotations
 
@@ -72,6 +73,25 @@ def test_the_least_recently_failing_client_is_forgotten_first() -> None:
 def test_a_zero_base_delay_never_slows_anyone() -> None:
     throttle = FailureThrottle(ThrottleLimits(free_failures=0, base_delay_s=0.0), clock=Clock())
     assert {throttle.failed("a") for _ in range(20)} == {0.0}
+
+
+def test_a_client_waits_out_the_delay_its_latest_failure_earned_before_trying_again() -> None:
+    clock = Clock()
+    throttle = FailureThrottle(LIMITS, clock=clock)
+    waits = []
+    for _ in range(4):
+        throttle.failed("10.0.0.1")
+        waits.append(throttle.retry_after("10.0.0.1"))
+    assert waits == [0.0, 0.0, 0.0, 0.25]  # the 4th failure earned 0.25 s
+    clock.now += 0.125
+    assert throttle.retry_after("10.0.0.1") == 0.125
+    assert throttle.retry_after("10.0.0.2") == 0.0  # another client is not held back
+    clock.now += 0.125
+    assert throttle.retry_after("10.0.0.1") == 0.0
+    throttle.failed("10.0.0.1")
+    assert (throttle.failures("10.0.0.1"), throttle.retry_after("10.0.0.1")) == (5, 0.5)
+    clock.now += 61  # the window has passed: nothing to wait for, nothing counted
+    assert (throttle.failures("10.0.0.1"), throttle.retry_after("10.0.0.1")) == (0, 0.0)
 
 
 def test_defaults_are_pinned(tmp_path: Path) -> None:
