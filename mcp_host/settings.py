@@ -92,15 +92,29 @@ class HttpSettings(_Group):
     header_timeout_s: float = Field(default=10.0, gt=0, validation_alias="http_header_timeout_s")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, validation_alias="http_max_head_bytes")
     body_timeout_s: float = Field(default=30.0, gt=0, validation_alias="http_body_timeout_s")
+    # A whole request, head and body, must arrive within `http_request_timeout_s` of its start,
+    # and its body bring at least `http_body_min_bytes_per_s` in every `http_body_rate_window_s`
+    # (the first window is its grace; 0 bytes/s: no minimum); else 408 and the connection
+    # closes. The answer has no deadline. 30 s carries the largest MCP body (4 MiB) at 140 KB/s;
+    # 1 KiB/s is far below any link a client would use, and a body a byte every 2 s is cut after 5 s.
+    request_timeout_s: float = Field(default=30.0, gt=0, validation_alias="http_request_timeout_s")
+    body_min_bytes_per_s: int = Field(default=1024, ge=0, validation_alias="http_body_min_bytes_per_s")
+    body_rate_window_s: float = Field(default=5.0, gt=0, validation_alias="http_body_rate_window_s")
     max_connections: int = Field(default=1000, ge=2, validation_alias="http_max_connections")
     keep_alive_s: int = Field(default=5, ge=1, validation_alias="http_keep_alive_s")
     # Past `http_max_connections_per_client` connections open from one client address, a new
     # one is answered 503 and closed before it is read, so one address cannot hold the
     # host-wide cap (it must be below it). 64: a browser opens at most 6 per host, an MCP client
-    # 2-3 (a GET stream, a POST or two), so a NAT of some 20 clients fits, while filling the
-    # host-wide cap takes 16 addresses. Addresses uvicorn trusts as proxies (its
-    # FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1) are not capped per address.
+    # 2-3 (a GET stream, a POST or two), so a NAT of some 20 clients fits. An IPv6 address
+    # counts as its /64. Addresses uvicorn trusts as proxies (its FORWARDED_ALLOW_IPS, by
+    # default 127.0.0.1 and ::1) are not capped per address, nor held to the reserve below.
     max_connections_per_client: int = Field(default=64, ge=1, validation_alias="http_max_connections_per_client")
+    # The last `http_reserved_share` of `http_max_connections` (250 of 1,000) go only to an
+    # address holding fewer than `http_reserved_per_client` connections: however many addresses
+    # a flood comes from, those holding 4 or more fill 750 at most (12 at their cap do), and
+    # filling the reserve as well takes 63 addresses more.
+    reserved_share: float = Field(default=0.25, ge=0, lt=1, validation_alias="http_reserved_share")
+    reserved_per_client: int = Field(default=4, ge=1, validation_alias="http_reserved_per_client")
     # On SIGTERM (app/drain.py) `/readyz` and every new request are answered 503 at once, and
     # the calls in flight and those parked between input rounds get this long to finish before
     # the listener closes and the host stops (then uvicorn's 5 s grace, then cancelled).

@@ -1,13 +1,16 @@
-"""Slow and greedy connections are bounded (issue 11, defect 6): a request head or body that
-stops arriving ends with 408 and a closed connection, an oversized head with 431, past the
-connection cap a request gets 503, and past the cap per client address a connection gets 503
-at once, while normal clients keep getting through."""
+"""Slow and greedy connections are bounded (issue 11, defect 6; issue 26, defect 3): a request
+head or body that stops arriving ends with 408 and a closed connection, as does a request not
+complete within its deadline or a body slower than the minimum rate, an oversized head with
+431, past the connection cap a request gets 503, past the cap per client address a connection
+gets 503 at once, and the reserved share keeps a newcomer's way in while slow bodies from 17
+addresses hold all they may; normal clients keep getting through."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +29,31 @@ from tests.hosting import RunningHost, host_settings, running_host
 pytestmark = pytest.mark.anyio
 
 
+LIMITS = [f.name for f in fields(HttpLimits)]
+
+
 def test_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
-    assert {
-        "header_timeout_s": settings.http.header_timeout_s,
-        "max_head_bytes": settings.http.max_head_bytes,
-        "body_timeout_s": settings.http.body_timeout_s,
-        "max_connections": settings.http.max_connections,
-        "keep_alive_s": settings.http.keep_alive_s,
-        "max_connections_per_client": settings.http.max_connections_per_client,
-    } == snapshot(
+    pinned = {name: getattr(settings.http, name) for name in [*LIMITS, "keep_alive_s"]}
+    assert pinned == snapshot(
         {
             "header_timeout_s": 10.0,
             "max_head_bytes": 65536,
             "body_timeout_s": 30.0,
+            "request_timeout_s": 30.0,
+            "body_min_bytes_per_s": 1024,
+            "body_rate_window_s": 5.0,
             "max_connections": 1000,
-            "keep_alive_s": 5,
             "max_connections_per_client": 64,
+            "reserved_share": 0.25,
+            "reserved_per_client": 4,
+            "keep_alive_s": 5,
         }
     )
-    assert HttpLimits() == HttpLimits(
-        header_timeout_s=settings.http.header_timeout_s,
-        max_head_bytes=settings.http.max_head_bytes,
-        body_timeout_s=settings.http.body_timeout_s,
-        max_connections_per_client=settings.http.max_connections_per_client,
-    )
+    assert HttpLimits() == HttpLimits(**{name: pinned[name] for name in LIMITS})
+    # A few addresses cannot hold the host-wide cap: those holding the reserve's threshold or
+    # more stop at 750, and a newcomer's way in needs 63 more addresses to close.
+    assert HttpLimits().open_to_all == 750
 
 
 def test_the_cap_per_client_address_must_be_below_the_host_wide_cap(tmp_path: Path) -> None:
@@ -61,13 +64,35 @@ def test_the_cap_per_client_address_must_be_below_the_host_wide_cap(tmp_path: Pa
 
 def test_connection_counts_per_address_go_back_to_nothing_when_the_connections_close() -> None:
     per_client = ConnectionsPerClient(2, exempt={"10.0.0.1"}.__contains__)
-    assert [per_client.open("10.0.0.2") for _ in range(3)] == [True, True, False]
-    assert [per_client.open("10.0.0.1") for _ in range(3)] == [True, True, True]  # exempt
+    assert [per_client.open("10.0.0.2") for _ in range(3)] == [None, None, "per-address cap"]
+    assert [per_client.open("10.0.0.1") for _ in range(3)] == [None, None, None]  # exempt
     assert (per_client.count("10.0.0.2"), per_client.count(), per_client.addresses()) == (2, 5, 2)
     for address in ["10.0.0.2"] * 2 + ["10.0.0.1"] * 3:
         per_client.close(address)
     assert (per_client.count(), per_client.addresses()) == (0, 0)
-    assert per_client.open("10.0.0.2")
+    assert per_client.open("10.0.0.2") is None
+
+
+def test_past_the_open_share_only_an_address_holding_few_gets_a_connection() -> None:
+    per_client = ConnectionsPerClient(4, exempt={"10.0.0.1"}.__contains__, open_to_all=6, reserved_per_client=2)
+    assert [per_client.open("10.0.0.2") for _ in range(4)] == [None] * 4
+    # From 6 open on, only an address holding fewer than 2 gets one.
+    assert [per_client.open("10.0.0.3") for _ in range(3)] == [None, None, "reserved share"]
+    assert [per_client.open("10.0.0.4") for _ in range(3)] == [None, None, "reserved share"]
+    assert [per_client.open("10.0.0.1") for _ in range(3)] == [None, None, None]  # a trusted proxy: exempt
+    per_client.close("10.0.0.2")
+    per_client.close("10.0.0.2")
+    assert per_client.open("10.0.0.2") == "reserved share"  # it still holds 2, and 9 are open
+    assert per_client.count() == 9
+
+
+def test_an_ipv6_client_counts_as_its_64_and_a_mapped_ipv4_one_as_itself() -> None:
+    per_client = ConnectionsPerClient(2, exempt=lambda _: False)
+    assert [per_client.open(f"2001:db8:1:2::{n:x}") for n in range(1, 4)] == [None, None, "per-address cap"]
+    assert per_client.open("2001:db8:1:3::1") is None  # another /64
+    assert [per_client.open("::ffff:192.0.2.1"), per_client.open("192.0.2.1")] == [None, None]
+    assert per_client.open("::ffff:192.0.2.1") == "per-address cap"
+    assert (per_client.count("2001:db8:1:2::ffff"), per_client.count("192.0.2.1"), per_client.addresses()) == (2, 2, 3)
 
 
 @asynccontextmanager
@@ -91,29 +116,41 @@ async def _read_until_closed(stream: SocketStream) -> bytes:
             return data
 
 
+async def _dribbled(
+    host: RunningHost, source: str | None, head: bytes, chunk: bytes, every_s: float
+) -> tuple[bytes, float]:
+    """Connect from `source`, send `head`, then `chunk` every `every_s` until the server closes;
+    what it answered, and how long after the connection that took (measured from before it:
+    the host's clocks start at its accept)."""
+    started = anyio.current_time()
+    stream = await _connect(host, source)
+
+    async def dribble() -> None:
+        await stream.send(head)
+        try:
+            while True:
+                await stream.send(chunk)
+                await anyio.sleep(every_s)  # the slow client is the subject: this pace is the test
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionResetError, OSError):
+            return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(dribble)
+        with anyio.fail_after(5):
+            answer = await _read_until_closed(stream)
+        tg.cancel_scope.cancel()
+    await stream.aclose()
+    return answer, anyio.current_time() - started
+
+
 async def test_a_connection_dribbling_its_headers_is_closed_after_the_header_timeout(
     tmp_path: Path, database_url: str
 ) -> None:
     async with _host(tmp_path, database_url, http_header_timeout_s=0.5) as host:
-        started = anyio.current_time()  # before connecting: the host's clock starts at its accept
-        stream = await _connect(host)
-
-        async def dribble() -> None:
-            await stream.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            try:
-                while True:  # one byte every 50 ms, never the end of the head
-                    await stream.send(b"a")
-                    await anyio.sleep(0.05)  # the slow client is the subject: this pace is the test
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionResetError, OSError):
-                return
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(dribble)
-            with anyio.fail_after(5):
-                answer = await _read_until_closed(stream)
-            tg.cancel_scope.cancel()
-        await stream.aclose()
-        assert anyio.current_time() - started >= 0.5
+        # one byte every 50 ms, never the end of the head
+        head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+        answer, took = await _dribbled(host, None, head, b"a", 0.05)
+        assert took >= 0.5
         assert answer.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
 
 
@@ -158,6 +195,73 @@ async def test_a_request_body_that_stops_arriving_gets_408_and_the_connection_cl
         assert b"connection: close" in answer.lower()
         # and a body that arrives keeps the host answering as usual
         assert (await host.http.post(f"{host.url}/v1/sessions", json={})).status_code == 201
+
+
+def _post_head(host: RunningHost, content_length: int) -> bytes:
+    port = host.host.settings.port
+    return (
+        f"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {content_length}\r\n\r\n"
+    ).encode()
+
+
+async def test_a_body_slower_than_the_minimum_rate_gets_408_once_its_grace_is_over(
+    tmp_path: Path, database_url: str
+) -> None:
+    limits = {"http_body_min_bytes_per_s": 100, "http_body_rate_window_s": 0.5}
+    async with _host(tmp_path, database_url, **limits) as host:
+        # 10 bytes a second: the body timeout (30 s a read) never fires, the rate does
+        answer, took = await _dribbled(host, "127.0.0.2", _post_head(host, 1000) + b'{"visitor": ', b" ", 0.1)
+        assert answer.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+        assert b"connection: close" in answer.lower()
+        assert 0.5 <= took < 2.0
+        # a body that arrives keeps the host answering as usual
+        assert (await host.http.post(f"{host.url}/v1/sessions", json={})).status_code == 201
+
+
+async def test_a_request_not_complete_within_its_deadline_gets_408_however_steady_its_body(
+    tmp_path: Path, database_url: str
+) -> None:
+    limits = {"http_request_timeout_s": 1.0, "http_body_min_bytes_per_s": 100, "http_body_rate_window_s": 0.25}
+    async with _host(tmp_path, database_url, **limits) as host:
+        # 1,000 bytes a second, ten times the minimum rate, of a body of 60,000
+        answer, took = await _dribbled(host, "127.0.0.2", _post_head(host, 60_000) + b'{"visitor": ', b" " * 50, 0.05)
+        assert answer.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+        assert 1.0 <= took < 3.0
+
+
+async def _status(host: RunningHost, source: str) -> int:
+    """`GET /healthz` on a connection of its own from `source`; the status of the answer."""
+    async with await _connect(host, source) as stream:
+        await stream.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        with anyio.fail_after(5):
+            answer = await _read_until_closed(stream)
+    return int(answer.split(b" ", 2)[1])
+
+
+async def test_slow_bodies_from_17_addresses_at_their_cap_leave_a_newcomer_its_way_in(
+    tmp_path: Path, database_url: str
+) -> None:
+    # 64 host-wide, 4 per address: 17 addresses would hold 68. The last quarter (16) is kept for
+    # addresses holding fewer than 2.
+    limits = {
+        "http_max_connections": 64,
+        "http_max_connections_per_client": 4,
+        "http_reserved_per_client": 2,
+        "http_header_timeout_s": 30,
+        "http_body_min_bytes_per_s": 0,  # the slow bodies stay for the whole test
+    }
+    async with _host(tmp_path, database_url, **limits) as host, AsyncExitStack() as stack:
+        for n in range(2, 19):  # 127.0.0.2 … 127.0.0.18
+            for _ in range(4):
+                stream = await _connect(host, f"127.0.0.{n}")
+                stack.push_async_callback(stream.aclose)
+                try:
+                    await stream.send(_post_head(host, 1000) + b"{")
+                except (anyio.BrokenResourceError, ConnectionResetError):
+                    pass  # refused at once: past its address's share
+        statuses = [await _status(host, "127.0.0.100") for _ in range(10)]
+        assert statuses == [200] * 10
 
 
 @asynccontextmanager
