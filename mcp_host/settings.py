@@ -40,6 +40,7 @@ __all__ = [
     "PolicySettings",
     "PrincipalSettings",
     "ProtocolSessionSettings",
+    "RetentionSettings",
     "SandboxSettings",
     "Settings",
     "StoreSettings",
@@ -264,11 +265,26 @@ class PrincipalSettings(_Group):
     token bucket of that size, refilled over a minute; each start costs about 1 s of CPU and
     70 MB). Making room stops an idle instance: the principal's own least recently used one
     when it is at its share, else one of the principal holding the most; never a busy one.
+
+    Turns (policy/turns.py): a turn's message and answer together hold at most
+    `turn_max_bytes` (UTF-8; past it 413, nothing stored), a session at most
+    `session_max_turns` turns and `session_max_turn_bytes` of them (past either 429
+    `quota_exhausted`: a new session starts afresh), and a turn at most `turn_max_receipts`
+    receipts, past which only the first of each kind is kept.
+    Holds (policy/holds.py): at most `session_max_pending_holds` calls of one session and
+    `principal_max_pending_holds` of one principal wait for the owner at once; past either a
+    new one is refused `unavailable` with a retry hint, never parked.
     """
 
     max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
     session_instances: int = Field(default=4, ge=1, validation_alias="principal_session_instances")
     instance_starts_per_minute: int = Field(default=12, ge=1, validation_alias="principal_instance_starts_per_minute")
+    turn_max_bytes: int = Field(default=64 * 1024, ge=1024, validation_alias="turn_max_bytes")
+    session_turns: int = Field(default=1000, ge=1, validation_alias="session_max_turns")
+    session_turn_bytes: int = Field(default=4 * MiB, ge=1024, validation_alias="session_max_turn_bytes")
+    turn_receipts: int = Field(default=1000, ge=1, validation_alias="turn_max_receipts")
+    session_holds: int = Field(default=20, ge=1, validation_alias="session_max_pending_holds")
+    principal_holds: int = Field(default=100, ge=1, validation_alias="principal_max_pending_holds")
 
     @model_validator(mode="before")
     @classmethod
@@ -348,6 +364,31 @@ class PolicySettings(_Group):
     quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
 
 
+class RetentionSettings(_Group):
+    """How long the host keeps what visitors and the owner leave in the database
+    (store/retention.py: one sweep every `retention_sweep_interval_s` on each replica, each
+    table in batches of `retention_sweep_batch` rows, safe to run on several replicas at once).
+
+    A public session without a request for `public_session_idle_s` expires: its token is
+    refused from then on, as an ended session's, and the sweep marks it ended. Code and API-key
+    sessions end when the owner ends them or revokes their credential. Rows older than their
+    retention are deleted: turns (with their receipts) by when they were opened, receipts by
+    when they were written, audit rows by when the owner's call was made, holds by when they
+    expired, and ended sessions (with all their turns) by when they ended. A retention of 0
+    keeps those rows for ever. Server settings (`MCP_HOST_TURN_RETENTION_DAYS`, …): the
+    operator, who is the owner of a single-owner install, sets them.
+    """
+
+    public_session_idle_s: float = Field(default=86_400.0, gt=0, validation_alias="public_session_idle_s")
+    turn_days: float = Field(default=30.0, ge=0, validation_alias="turn_retention_days")
+    receipt_days: float = Field(default=30.0, ge=0, validation_alias="receipt_retention_days")
+    audit_days: float = Field(default=365.0, ge=0, validation_alias="audit_retention_days")
+    hold_days: float = Field(default=30.0, ge=0, validation_alias="hold_retention_days")
+    session_days: float = Field(default=30.0, ge=0, validation_alias="session_retention_days")
+    sweep_interval_s: float = Field(default=300.0, gt=0, validation_alias="retention_sweep_interval_s")
+    sweep_batch: int = Field(default=5000, ge=1, validation_alias="retention_sweep_batch")
+
+
 class BackchannelSettings(_Group):
     """Children asking the host for things (backchannel/)."""
 
@@ -408,6 +449,7 @@ class Settings(BaseSettings):
     access: AccessSettings = Field(default_factory=AccessSettings)
     connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     backchannel: BackchannelSettings = Field(default_factory=BackchannelSettings)
 
     if TYPE_CHECKING:

@@ -13,6 +13,13 @@ malformed id is answered before any query, so junk never reaches the database.
 Authenticating a code or API-key session also reads its credential's row (migration 003) in
 the same query: a revoked credential gives `credential_revoked = True`, and so does one whose
 row cannot be found (fail closed; credential rows are never deleted).
+
+A public session expires after `public_idle_s` without a request (issue 26, defect 5): from
+then on its token is refused exactly as an ended session's, and `store.retention`'s sweep marks
+it ended. A request's authentication is its activity: it moves `last_seen_at` forward, written
+at most once a minute per session, so a busy session costs one UPDATE a minute,
+not one per request. Code and API-key sessions do not expire; the owner ends them or revokes
+their credential.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import secrets
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio.lowlevel
@@ -185,6 +192,12 @@ def _check_mode(mode: str, subject: Subject | None) -> None:
         raise ValueError(f"a {mode} session needs a subject of kind {mode}")
 
 
+def _touch_interval_s(public_idle_s: float | None) -> float:
+    """How stale `last_seen_at` may get before a request writes it: a minute, or a quarter of
+    the idle timeout when that is shorter (a session in use never looks idle)."""
+    return 60.0 if public_idle_s is None else min(60.0, public_idle_s / 4)
+
+
 def _token_hash(token: str) -> bytes | None:
     """sha256 of a plausible token; None for a value that cannot be one of ours."""
     if not isinstance(token, str) or not token or len(token) > _TOKEN_MAX_CHARS or not token.isascii():
@@ -208,16 +221,28 @@ _REVOKED = """
             WHERE k.id = s.subject ->> 'id' AND k.owner_id = s.owner_id AND k.revoked_at IS NULL)
         ELSE false
     END AS credential_revoked"""
+# Live: not ended, and not a public session idle for $idle seconds (NULL: public sessions never expire).
+_LIVE = """s.ended_at IS NULL AND ({idle}::float8 IS NULL OR s.mode <> 'public'
+    OR coalesce(s.last_seen_at, s.created_at) > now() - make_interval(secs => {idle}))"""
 
 
 class PostgresSessionStore:
     """Sessions in `mcp_host.sessions`; they outlive the host process and are shared by replicas."""
 
-    def __init__(self, pool: PgPool, *, on_ended: Callable[[str], None] = lambda session_id: None) -> None:
+    def __init__(
+        self,
+        pool: PgPool,
+        *,
+        on_ended: Callable[[str], None] = lambda session_id: None,
+        public_idle_s: float | None = None,
+    ) -> None:
         """`on_ended(session_id)`: told when `end` ends a live session on this replica (its
-        per-session child instances stop; the composition root wires it)."""
+        per-session child instances stop; the composition root wires it). `public_idle_s`: a
+        public session's idle timeout (None: public sessions never expire)."""
         self._pool = pool
         self._on_ended = on_ended
+        self._idle_s = public_idle_s
+        self._touch_s = _touch_interval_s(public_idle_s)
 
     async def open(
         self,
@@ -252,11 +277,19 @@ class PostgresSessionStore:
         if digest is None or not is_session_id(session_id):
             return None
         row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS}, token_hash, {_REVOKED} FROM mcp_host.sessions s WHERE id = $1 AND ended_at IS NULL",
+            f"SELECT {_COLUMNS}, token_hash, {_REVOKED},"
+            " coalesce(s.last_seen_at, s.created_at) <= now() - make_interval(secs => $3) AS stale"
+            f" FROM mcp_host.sessions s WHERE id = $1 AND {_LIVE.format(idle='$2')}",
             session_id,
+            self._idle_s,
+            self._touch_s,
         )
         if row is None or not hmac.compare_digest(row["token_hash"], digest):
             return None
+        if row["stale"]:
+            await self._pool.execute(
+                "UPDATE mcp_host.sessions SET last_seen_at = now() WHERE id = $1 AND ended_at IS NULL", session_id
+            )
         return _session_from_row(row)
 
     async def get(self, session_id: str) -> Session | None:
@@ -282,9 +315,10 @@ class PostgresSessionStore:
     async def list_live(self, owner_id: str, *, limit: int = 500) -> list[Session]:
         rows = await self._pool.fetch(
             f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s "
-            "WHERE owner_id = $1 AND ended_at IS NULL ORDER BY created_at DESC, id LIMIT $2",
+            f"WHERE owner_id = $1 AND {_LIVE.format(idle='$3')} ORDER BY created_at DESC, id LIMIT $2",
             owner_id,
             limit,
+            self._idle_s,
         )
         return [_session_from_row(row) for row in rows]
 
@@ -307,13 +341,22 @@ def _session_from_row(row: asyncpg.Record) -> Session:
 class _Entry:
     session: Session
     token_hash: bytes
+    seen: datetime
 
 
 class InMemorySessionStore:
     """Sessions in a dict, for unit tests of logic; same contract as `PostgresSessionStore`."""
 
-    def __init__(self, *, on_ended: Callable[[str], None] = lambda session_id: None) -> None:
+    def __init__(
+        self,
+        *,
+        on_ended: Callable[[str], None] = lambda session_id: None,
+        public_idle_s: float | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._on_ended = on_ended
+        self._idle = None if public_idle_s is None else timedelta(seconds=public_idle_s)
+        self._clock = clock
         self._entries: dict[str, _Entry] = {}
         # The twin of a credential row's `revoked_at`: (owner id, subject) revoked.
         self._revoked: set[tuple[str, Subject]] = set()
@@ -349,11 +392,16 @@ class InMemorySessionStore:
                 "subject": None if subject is None else subject.model_dump(mode="json"),
                 "visitor": None if visitor is None else visitor.model_dump(mode="json"),
                 "role": json.loads(json.dumps(role.model_dump(mode="json"))),
-                "created_at": datetime.now(UTC),
+                "created_at": self._clock(),
             }
         )
-        self._entries[session_id] = _Entry(session, digest)
+        self._entries[session_id] = _Entry(session, digest, session.created_at)
         return session, token
+
+    def _live(self, entry: _Entry) -> bool:
+        if entry.session.ended_at is not None:
+            return False
+        return self._idle is None or entry.session.mode != "public" or entry.seen > self._clock() - self._idle
 
     async def authenticate(self, session_id: str, token: str) -> Session | None:
         await anyio.lowlevel.checkpoint()
@@ -361,9 +409,10 @@ class InMemorySessionStore:
         if digest is None or not is_session_id(session_id):
             return None
         entry = self._entries.get(session_id)
-        if entry is None or entry.session.ended_at is not None:
+        if entry is None or not self._live(entry) or not hmac.compare_digest(entry.token_hash, digest):
             return None
-        return self._as_stored(entry.session) if hmac.compare_digest(entry.token_hash, digest) else None
+        entry.seen = self._clock()
+        return self._as_stored(entry.session)
 
     async def get(self, session_id: str) -> Session | None:
         await anyio.lowlevel.checkpoint()
@@ -384,6 +433,6 @@ class InMemorySessionStore:
         live = [
             self._as_stored(e.session)
             for e in self._entries.values()
-            if e.session.owner_id == owner_id and e.session.ended_at is None
+            if e.session.owner_id == owner_id and self._live(e)
         ]
         return sorted(live, key=lambda s: s.created_at, reverse=True)[:limit]

@@ -8,10 +8,10 @@ Start, in order: the plugins are loaded (no bubblewrap with the sandbox on: refu
 sandboxes left by a host that did not stop cleanly are killed; the back-channel's sockets,
 the child pool and the background task group open; the children every session sees start
 while the database starts; the parts that need the database are built, the back-channel
-serves ops on the sockets and the MCP session managers run. Stop is the reverse: parked input
-rounds end, the session managers stop, the back-channel stops serving, the database closes,
-background tasks are cancelled, and the children stop last but one, before the back-channel's
-sockets go.
+serves ops on the sockets and the MCP session managers run, and the retention sweep starts
+(store/retention.py). Stop is the reverse: the sweep stops, parked input rounds end, the
+session managers stop, the back-channel stops serving, the database closes, background tasks
+are cancelled, and the children stop last but one, before the back-channel's sockets go.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from starlette.applications import Starlette
 
 from mcp_host.sandbox import SandboxLedger, host_cgroups, plugin_layer_available
 from mcp_host.settings import Settings
-from mcp_host.store import open_database
+from mcp_host.store import Retention, open_database
 
 from .host_file import listen_url, remove_host_file, write_host_file
 from .wiring import OWNER_PATH, Host, early_parts, load, wired
@@ -67,8 +67,15 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
             async with (
                 open_database(settings) as database,
                 wired(settings, report, early, database, background, rules) as host,
+                anyio.create_task_group() as sweeping,
             ):
-                yield host
+                # Idle public sessions expire and old rows go while the host runs; stopped
+                # before the database closes.
+                await sweeping.start(Retention.of(database.pool, settings.retention).run)
+                try:
+                    yield host
+                finally:
+                    sweeping.cancel_scope.cancel()
             background.cancel_scope.cancel()
             logger.info("stopping children")
 

@@ -62,7 +62,18 @@ from mcp_host.edge import (
 )
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
-from mcp_host.policy import AuditLog, Holds, NodeGrants, PinBook, Pins, PostgresTurns, QuotaGate, RuleGate
+from mcp_host.policy import (
+    AuditLog,
+    HoldCaps,
+    Holds,
+    NodeGrants,
+    PinBook,
+    Pins,
+    PostgresTurns,
+    QuotaGate,
+    RuleGate,
+    TurnCaps,
+)
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
 from mcp_host.store import (
@@ -431,7 +442,9 @@ async def _shared(
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = CachedSessionStore(
         # An ended session's per-session child instances stop at once (on this replica).
-        PostgresSessionStore(database.pool, on_ended=early.pool.end_session),
+        PostgresSessionStore(
+            database.pool, on_ended=early.pool.end_session, public_idle_s=settings.retention.public_session_idle_s
+        ),
         ttl_s=settings.access.auth_cache_ttl_s,
         outage_grace_s=settings.access.auth_outage_grace_s,
     )
@@ -450,7 +463,12 @@ async def _shared(
         {p.manifest.id: p for p in early.plugins.connectors},
         ttl_s=settings.connectors.connections_ttl_s,
     )
-    holds = Holds(database.pool, ttl_s=settings.policy.hold_ttl_s)
+    holds = Holds(
+        database.pool,
+        ttl_s=settings.policy.hold_ttl_s,
+        caps=HoldCaps(per_session=settings.principals.session_holds, per_principal=settings.principals.principal_holds),
+        principal_of=lambda session_id: str(early.pool.asking.of(session_id)),  # who asks for it now
+    )
     rules = RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
     return _Shared(
         owners=owners,
@@ -472,12 +490,19 @@ async def _shared(
             call_timeout_s=settings.children.call_timeout_s,
             can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
         ),
-        turns=PostgresTurns(database.pool),
+        turns=PostgresTurns(database.pool, caps=_turn_caps(settings)),
         holds=holds,
         audit=audit,
         # The owner's rules: every visitor, owner-context and node call, before its child.
         rules=rules,
         node_grants=NodeGrants(NodeGrantStore(database.pool), rules, audit),
+    )
+
+
+def _turn_caps(settings: Settings) -> TurnCaps:
+    p = settings.principals
+    return TurnCaps(
+        turn_bytes=p.turn_max_bytes, turns=p.session_turns, session_bytes=p.session_turn_bytes, receipts=p.turn_receipts
     )
 
 

@@ -3,12 +3,12 @@ the owner's audit log. Below: `access`. Above: back-channel, the doors.
 """
 
 from .audit import REDACTED, AuditLog, summarize
-from .holds import HoldBook, Holds, needs_hold
+from .holds import HoldBook, HoldCaps, Holds, needs_hold
 from .node_grants import NodeGrant, NodeGrants, node_call
 from .pins import DefinitionChanged, PendingTool, PinBook, Pins, collision_key, definition_hash
 from .quota import QuotaGate, QuotaState, exhausted
 from .rules import CallFacts, Rule, RuleGate, owner_call, visitor_call
-from .turns import PostgresTurns, TurnStore, UnknownTurn, judge, receipt_ok
+from .turns import PostgresTurns, TurnCaps, TurnStore, TurnsUsedUp, TurnTooLarge, UnknownTurn, judge, receipt_ok
 
 __all__ = [
     "REDACTED",
@@ -16,6 +16,7 @@ __all__ = [
     "CallFacts",
     "DefinitionChanged",
     "HoldBook",
+    "HoldCaps",
     "Holds",
     "NodeGrant",
     "NodeGrants",
@@ -27,7 +28,10 @@ __all__ = [
     "QuotaState",
     "Rule",
     "RuleGate",
+    "TurnCaps",
     "TurnStore",
+    "TurnTooLarge",
+    "TurnsUsedUp",
     "UnknownTurn",
     "collision_key",
     "definition_hash",

@@ -7,7 +7,8 @@ What is stored of a call's arguments is a summary (`summarize`): values under ke
 look secret (`settings`, `code`, `key`, `token`, `password`, `secret` …, and whatever key
 the caller names) are replaced by `REDACTED` before the row is written, long strings are
 cut and deep or wide values are shortened. A secret never reaches the table, so the trail
-can be shown to anyone who may see the owner's administration.
+can be shown to anyone who may see the owner's administration. Rows older than the audit
+retention (`audit_retention_days`, a year) are deleted by `store.retention`'s sweep.
 """
 
 from __future__ import annotations

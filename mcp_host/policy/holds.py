@@ -19,11 +19,20 @@ past its TTL (`hold_ttl_s` from creation) is expired, and the repeat records a n
 hold (fail closed). Changed arguments or another session match no hold and record a new one.
 Only the owner door decides; the state lives server-side, so a visitor holds no token it
 could replay or alter.
+
+How many calls may wait at once is capped (`HoldCaps`, issue 26 defect 8): per session, and
+per principal (`principal_of(session_id)`: the access code, API key or client address asking
+for the session, recorded on the hold). A call that would make one more pending hold past
+either is refused `Unavailable` with a retry hint (when the soonest of those holds expires),
+and nothing is recorded; a repeat of a call already pending is answered `held` as before. The
+count and the insert run under the session's and the principal's locks, so concurrent calls
+cannot pass the cap together. How long decided and expired holds are kept: `store.retention`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -44,6 +53,7 @@ __all__ = [
     "MAX_SHOWN_ARGUMENTS_BYTES",
     "Hold",
     "HoldBook",
+    "HoldCaps",
     "HoldStatus",
     "Holds",
     "MemoryHolds",
@@ -102,6 +112,34 @@ def _new_id() -> str:
     return f"h_{secrets.token_hex(8)}"
 
 
+def _by_session(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
+@dataclass(frozen=True)
+class HoldCaps:
+    """Pending holds at once (settings: `PrincipalSettings`)."""
+
+    per_session: int = 20
+    per_principal: int = 100
+
+    def check(self, session: int, principal: int, retry_s: float) -> None:
+        """Raises Unavailable when a session holding `session` pending holds, or a principal
+        holding `principal`, may not make one more; the soonest expires in `retry_s`."""
+        wait = max(1, math.ceil(retry_s))
+        if session >= self.per_session:
+            raise Unavailable(
+                f"{session} calls of this session already wait for the owner's approval, the most one"
+                f" session may; retry once the owner has decided one, or in {wait} s"
+            )
+        if principal >= self.per_principal:
+            raise Unavailable(
+                f"{principal} calls of this visitor (its access code, API key or address) already wait"
+                f" for the owner's approval, the most one may; retry once the owner has decided one,"
+                f" or in {wait} s"
+            )
+
+
 @dataclass(frozen=True)
 class Hold:
     """One hold as the owner sees it; `status` reads `expired` once past `expires_at`."""
@@ -143,7 +181,8 @@ class HoldBook(Protocol):
         """Let a held call through: the id of the approved hold it used up.
 
         Raises `Held` (a pending hold, recorded now or before), `Denied` (the owner declined
-        this call) or `InvalidArguments` (arguments JSON cannot carry)."""
+        this call), `Unavailable` (its session or principal has as many calls waiting as it
+        may: nothing recorded) or `InvalidArguments` (arguments JSON cannot carry)."""
         ...
 
     async def of_owner(self, owner_id: str, *, everything: bool = False) -> list[Hold]:
@@ -193,10 +232,25 @@ WHERE {_KEY} AND status IN ('pending', 'approved') AND expires_at <= now()
 """
 
 _INSERT = """
-INSERT INTO mcp_host.holds (id, owner_id, session_id, capability, tool, args_hash, arguments, expires_at)
-VALUES ($6, $1, $2, $3, $4, $5, $7::jsonb, now() + make_interval(secs => $8))
+INSERT INTO mcp_host.holds (id, owner_id, session_id, capability, tool, args_hash, arguments, expires_at, principal)
+VALUES ($6, $1, $2, $3, $4, $5, $7::jsonb, now() + make_interval(secs => $8), $9)
 ON CONFLICT (session_id, capability, tool, args_hash) WHERE status = 'pending' DO NOTHING
 RETURNING id
+"""
+
+# The session's, then the principal's: every admit takes them in this order.
+_LOCK = """
+SELECT pg_advisory_xact_lock(hashtextextended('mcp_host.holds:' || $1, 0)),
+       pg_advisory_xact_lock(hashtextextended('mcp_host.holds:' || $2, 0))
+"""
+
+# The pending holds of the session and of the principal, and when the soonest of them expires.
+_PENDING = """
+SELECT count(*) FILTER (WHERE session_id = $2) AS session,
+       count(*) FILTER (WHERE principal = $3) AS principal,
+       coalesce(extract(epoch FROM min(expires_at) - now()), 0)::float8 AS retry_s
+FROM mcp_host.holds
+WHERE owner_id = $1 AND status = 'pending' AND expires_at > now() AND (session_id = $2 OR principal = $3)
 """
 
 _COLUMNS = """
@@ -224,14 +278,26 @@ _ONE = f"SELECT {_COLUMNS} FROM mcp_host.holds WHERE id = $2 AND owner_id = $1"
 class Holds:
     """The holds in Postgres."""
 
-    def __init__(self, pool: PgPool, *, ttl_s: float = 3600.0) -> None:
+    def __init__(
+        self,
+        pool: PgPool,
+        *,
+        ttl_s: float = 3600.0,
+        caps: HoldCaps | None = None,
+        principal_of: Callable[[str], str] = _by_session,
+    ) -> None:
+        """`principal_of(session_id)`: who is asking for the session now (the composition root
+        wires the visitor endpoint's `Asking`); by default each session is its own principal."""
         self._pool = pool
         self._ttl_s = ttl_s
+        self._caps = caps or HoldCaps()
+        self._principal_of = principal_of
 
     async def admit(
         self, owner_id: str, session_id: str, capability: str, tool: str, arguments: Mapping[str, Any]
     ) -> str:
         key = (owner_id, session_id, capability, tool, arguments_hash(arguments))
+        principal = self._principal_of(session_id)[:256]
         async with self._pool.acquire() as conn:
             used = await conn.fetchval(_USE, *key)
             if used is not None:
@@ -241,7 +307,12 @@ class Holds:
                 if live is not None:
                     _refuse(live["id"], live["status"])
                 await conn.execute(_EXPIRE, *key)
-                hold_id = await conn.fetchval(_INSERT, *key, _new_id(), _shown(arguments), self._ttl_s)
+                async with conn.transaction():
+                    await conn.execute(_LOCK, _by_session(session_id), principal)
+                    pending = await conn.fetchrow(_PENDING, owner_id, session_id, principal)
+                    assert pending is not None  # an aggregate: one row
+                    self._caps.check(pending["session"], pending["principal"], pending["retry_s"])
+                    hold_id = await conn.fetchval(_INSERT, *key, _new_id(), _shown(arguments), self._ttl_s, principal)
                 if hold_id is not None:
                     _refuse(hold_id, "pending")
         raise Unavailable("the call could not be put on hold; try again")
@@ -267,15 +338,25 @@ class Holds:
 class _Row:
     hold: Hold
     digest: bytes
+    principal: str
 
 
 class MemoryHolds:
     """The holds in memory: `Holds`' rules without a database, for unit tests of logic.
     `clock` gives the current time (tests move it to expire holds)."""
 
-    def __init__(self, *, ttl_s: float = 3600.0, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_s: float = 3600.0,
+        clock: Callable[[], datetime] | None = None,
+        caps: HoldCaps | None = None,
+        principal_of: Callable[[str], str] = _by_session,
+    ) -> None:
         self._ttl = timedelta(seconds=ttl_s)
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._caps = caps or HoldCaps()
+        self._principal_of = principal_of
         self._rows: dict[str, _Row] = {}
 
     def _current(self, row: _Row) -> Hold:
@@ -302,8 +383,22 @@ class MemoryHolds:
             hold = self._current(row)
             if hold.status in ("pending", "denied") and hold.expires_at > now:
                 _refuse(hold.id, hold.status)
+        principal = self._principal_of(session_id)[:256]
+        waiting = [
+            r
+            for r in self._rows.values()
+            if r.hold.owner_id == owner_id
+            and self._current(r).status == "pending"
+            and (r.hold.session_id == session_id or r.principal == principal)
+        ]
+        soonest = min((r.hold.expires_at for r in waiting), default=now)
+        self._caps.check(
+            sum(r.hold.session_id == session_id for r in waiting),
+            sum(r.principal == principal for r in waiting),
+            (soonest - now).total_seconds(),
+        )
         hold = Hold(_new_id(), *key, _shown(arguments), "pending", now, now + self._ttl)
-        self._rows[hold.id] = _Row(hold, digest)
+        self._rows[hold.id] = _Row(hold, digest, principal)
         _refuse(hold.id, "pending")
 
     @staticmethod

@@ -21,6 +21,15 @@ outage) is dropped with one log line, as a failed write was; one refused for ano
 written receipt by receipt, so one bad row (a session ended meanwhile) costs only itself. At
 `MAX_PENDING` queued receipts, `record` waits for a write (back-pressure, nothing dropped).
 Without a running writer (tests, a stopped host), `record` writes at once.
+
+What one session may store is capped (`TurnCaps`, issue 26 defect 5): a turn's message and
+answer together at most `turn_bytes` (`TurnTooLarge`), a session at most `turns` turns and
+`session_bytes` of messages and answers (`TurnsUsedUp`); a refused turn or answer stores
+nothing. The checks run under the session's lock, so concurrent opens cannot pass them
+together. A turn keeps at most `receipts` receipts, and past that only the first of each kind
+(capability, tool, success): the claim gate, which asks whether one successful receipt of a tool
+exists, judges alike, while a session calling in a loop writes no more rows. How long turns
+and receipts are kept: `store.retention`.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import mcp.types as types
 
-from mcp_host.errors import UnknownTool
+from mcp_host.errors import InvalidArguments, QuotaExhausted, UnknownTool
 from mcp_host.plugins import ClaimGate
 from mcp_host.store import is_connection_failure
 
@@ -49,7 +58,10 @@ __all__ = [
     "PostgresTurns",
     "Receipt",
     "Turn",
+    "TurnCaps",
     "TurnStore",
+    "TurnTooLarge",
+    "TurnsUsedUp",
     "UnknownTurn",
     "Violation",
     "judge",
@@ -62,14 +74,43 @@ logger = logging.getLogger(__name__)
 # Opening a turn takes this per-session lock: concurrent opens get consecutive numbers.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('mcp_host.turns:' || $1, 0))"
 
-# Each receipt into its session's latest turn (none: not recorded), in the order recorded.
+# Each receipt into its session's latest turn (none: not recorded), in the order recorded,
+# while the turn holds fewer than $5 (those of this batch before it counted), and past that
+# only the first of its kind in the turn.
 _RECORD = """
+WITH p AS (
+    SELECT p.session_id, t.n, p.capability, p.tool, p.ok, p.i,
+        row_number() OVER (PARTITION BY p.session_id ORDER BY p.i) AS k,
+        row_number() OVER (PARTITION BY p.session_id, p.capability, p.tool, p.ok ORDER BY p.i) AS kind_k
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[])
+        WITH ORDINALITY AS p (session_id, capability, tool, ok, i)
+    CROSS JOIN LATERAL (SELECT max(n) AS n FROM mcp_host.turns WHERE turns.session_id = p.session_id) AS t
+    WHERE t.n IS NOT NULL
+), turn AS (
+    SELECT DISTINCT session_id, n FROM p
+), had AS (
+    SELECT turn.session_id, turn.n, count(r.id) AS had
+    FROM turn LEFT JOIN mcp_host.receipts r ON r.session_id = turn.session_id AND r.n = turn.n
+    GROUP BY turn.session_id, turn.n
+), kinds AS (
+    SELECT DISTINCT r.session_id, r.n, r.capability, r.tool, r.ok
+    FROM turn JOIN mcp_host.receipts r ON r.session_id = turn.session_id AND r.n = turn.n
+)
 INSERT INTO mcp_host.receipts (session_id, n, capability, tool, ok)
-SELECT p.session_id, t.n, p.capability, p.tool, p.ok
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) WITH ORDINALITY AS p (session_id, capability, tool, ok, i)
-CROSS JOIN LATERAL (SELECT max(n) AS n FROM mcp_host.turns WHERE turns.session_id = p.session_id) AS t
-WHERE t.n IS NOT NULL
+SELECT p.session_id, p.n, p.capability, p.tool, p.ok
+FROM p JOIN had ON had.session_id = p.session_id AND had.n = p.n
+WHERE had.had + p.k <= $5
+   OR (p.kind_k = 1 AND NOT EXISTS (
+        SELECT 1 FROM kinds WHERE kinds.session_id = p.session_id AND kinds.n = p.n
+            AND kinds.capability = p.capability AND kinds.tool = p.tool AND kinds.ok = p.ok))
 ORDER BY p.i
+"""
+
+# What the session's turns hold now: how many, the last number, and their bytes.
+_HELD = """
+SELECT count(*) AS turns, coalesce(max(n), 0) AS last,
+    coalesce(sum(octet_length(message) + coalesce(octet_length(answer), 0)), 0) AS bytes
+FROM mcp_host.turns WHERE session_id = $1
 """
 
 MAX_PENDING = 10_000
@@ -81,6 +122,60 @@ _WRITE_TIMEOUT_S = 10.0
 
 class UnknownTurn(UnknownTool):
     """The session has no turn with that number."""
+
+
+class TurnTooLarge(InvalidArguments):
+    """A turn's message and answer together would be over `TurnCaps.turn_bytes`; nothing was stored."""
+
+
+class TurnsUsedUp(QuotaExhausted):
+    """The session holds as many turns, or as many bytes of them, as one may; nothing was stored."""
+
+
+@dataclass(frozen=True)
+class TurnCaps:
+    """What one session may store (settings: `PrincipalSettings`)."""
+
+    turn_bytes: int = 64 * 1024
+    """A turn's message and answer together, in UTF-8 bytes."""
+    turns: int = 1000
+    """Turns one session may hold."""
+    session_bytes: int = 4 * 1024 * 1024
+    """The messages and answers of all a session's turns together."""
+    receipts: int = 1000
+    """Receipts one turn keeps before it keeps only the first of each kind."""
+
+    def check_message(self, message: str) -> int:
+        """The message's size; raises TurnTooLarge over `turn_bytes`."""
+        size = _size(message)
+        if size > self.turn_bytes:
+            raise TurnTooLarge(f"the message is {size} bytes; a turn holds at most {self.turn_bytes}")
+        return size
+
+    def check_answer(self, message_bytes: int, text: str) -> int:
+        """The answer's size; raises TurnTooLarge when it and its turn's message pass `turn_bytes`."""
+        size = _size(text)
+        if message_bytes + size > self.turn_bytes:
+            raise TurnTooLarge(
+                f"the answer is {size} bytes and its message {message_bytes};"
+                f" a turn holds at most {self.turn_bytes} bytes of both"
+            )
+        return size
+
+    def check_session(self, turns: int, held_bytes: int, adding: int, *, opening: bool) -> None:
+        """Raises TurnsUsedUp when the session cannot take `adding` bytes more (and, `opening`,
+        one turn more) while it holds `turns` turns of `held_bytes`."""
+        if opening and turns >= self.turns:
+            raise TurnsUsedUp(f"this session holds {turns} turns, the most one may; open a new session")
+        if held_bytes + adding > self.session_bytes:
+            raise TurnsUsedUp(
+                f"this session's turns hold {held_bytes} bytes and may hold at most {self.session_bytes};"
+                " open a new session"
+            )
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
@@ -185,7 +280,8 @@ class TurnStore(Protocol):
     """Where turns and their receipts live. Session ids are those of `sessions`."""
 
     async def open_turn(self, session_id: str, message: str) -> int:
-        """Open the session's next turn; its number (1 for the first)."""
+        """Open the session's next turn; its number (1 for the first). Raises TurnTooLarge
+        (the message alone is over the cap) or TurnsUsedUp (the session holds all it may)."""
         ...
 
     async def record(self, session_id: str, capability: str, tool: str, ok: bool) -> None:
@@ -197,7 +293,8 @@ class TurnStore(Protocol):
         ...
 
     async def answer(self, session_id: str, n: int, text: str) -> None:
-        """Store the answer of turn `n` (a later answer replaces it). Raises UnknownTurn."""
+        """Store the answer of turn `n` (a later answer replaces it). Raises UnknownTurn,
+        TurnTooLarge (with its message, over the cap) or TurnsUsedUp (the session's bytes)."""
         ...
 
     async def transcript(self, session_id: str) -> list[Turn]:
@@ -215,18 +312,27 @@ class _MemoryTurn:
 class MemoryTurns:
     """The in-memory twin of `PostgresTurns`, for tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: TurnCaps | None = None) -> None:
+        self._caps = caps or TurnCaps()
         self._turns: dict[str, list[_MemoryTurn]] = {}
 
+    def _held(self, session_id: str) -> int:
+        return sum(_size(t.message) + _size(t.answer or "") for t in self._turns.get(session_id, []))
+
     async def open_turn(self, session_id: str, message: str) -> int:
+        size = self._caps.check_message(message)
         turns = self._turns.setdefault(session_id, [])
+        self._caps.check_session(len(turns), self._held(session_id), size, opening=True)
         turns.append(_MemoryTurn(message))
         return len(turns)
 
     async def record(self, session_id: str, capability: str, tool: str, ok: bool) -> None:
         turns = self._turns.get(session_id)
         if turns:
-            turns[-1].receipts.append(Receipt(capability, tool, ok))
+            kept = turns[-1].receipts
+            receipt = Receipt(capability, tool, ok)
+            if len(kept) < self._caps.receipts or receipt not in kept:
+                kept.append(receipt)
 
     def _turn(self, session_id: str, n: int) -> _MemoryTurn:
         turns = self._turns.get(session_id, [])
@@ -238,7 +344,11 @@ class MemoryTurns:
         return list(self._turn(session_id, n).receipts)
 
     async def answer(self, session_id: str, n: int, text: str) -> None:
-        self._turn(session_id, n).answer = text
+        turn = self._turn(session_id, n)
+        size = self._caps.check_answer(_size(turn.message), text)
+        others = self._held(session_id) - _size(turn.answer or "")
+        self._caps.check_session(0, others, size, opening=False)
+        turn.answer = text
 
     async def transcript(self, session_id: str) -> list[Turn]:
         return [
@@ -257,8 +367,16 @@ class _Queued:
 class PostgresTurns:
     """Turns and receipts in PostgreSQL; receipts queued and written in batches (module doc)."""
 
-    def __init__(self, pool: PgPool, *, max_pending: int = MAX_PENDING, linger_s: float = LINGER_S) -> None:
+    def __init__(
+        self,
+        pool: PgPool,
+        *,
+        caps: TurnCaps | None = None,
+        max_pending: int = MAX_PENDING,
+        linger_s: float = LINGER_S,
+    ) -> None:
         self._pool = pool
+        self._caps = caps or TurnCaps()
         self._max_pending = max_pending
         self._linger_s = linger_s
         self._queue: list[_Queued] = []
@@ -294,14 +412,17 @@ class PostgresTurns:
             await self._write()
 
     async def open_turn(self, session_id: str, message: str) -> int:
+        size = self._caps.check_message(message)
         await self._flush(session_id)  # a call completed before this turn belongs to the last one
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_LOCK, session_id)
+            held = await conn.fetchrow(_HELD, session_id)
+            assert held is not None  # an aggregate: one row
+            self._caps.check_session(held["turns"], held["bytes"], size, opening=True)
             n = await conn.fetchval(
-                "INSERT INTO mcp_host.turns (session_id, n, message)"
-                " SELECT $1, coalesce(max(n), 0) + 1, $2 FROM mcp_host.turns WHERE session_id = $1"
-                " RETURNING n",
+                "INSERT INTO mcp_host.turns (session_id, n, message) VALUES ($1, $2, $3) RETURNING n",
                 session_id,
+                held["last"] + 1,
                 message,
             )
         return int(n)
@@ -340,7 +461,7 @@ class PostgresTurns:
 
     async def _insert(self, batch: Sequence[_Queued]) -> None:
         try:
-            await self._pool.execute(_RECORD, *_columns(batch))
+            await self._pool.execute(_RECORD, *_columns(batch), self._caps.receipts)
             return
         except Exception as exc:
             if is_connection_failure(exc) or self._pool.is_closing():
@@ -350,7 +471,7 @@ class PostgresTurns:
         lost = 0
         for one in batch:  # one receipt the database refuses costs only itself
             try:
-                await self._pool.execute(_RECORD, *_columns([one]))
+                await self._pool.execute(_RECORD, *_columns([one]), self._caps.receipts)
             except Exception:
                 lost += 1
         if lost:
@@ -373,14 +494,26 @@ class PostgresTurns:
 
     async def answer(self, session_id: str, n: int, text: str) -> None:
         await self._flush(session_id)
-        status = await self._pool.execute(
-            "UPDATE mcp_host.turns SET answer = $3, answered_at = now() WHERE session_id = $1 AND n = $2",
-            session_id,
-            n,
-            text,
-        )
-        if status != "UPDATE 1":
-            raise UnknownTurn(f"session has no turn {n}")
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(_LOCK, session_id)  # the session's bytes cannot change meanwhile
+            turn = await conn.fetchrow(
+                "SELECT octet_length(message) AS message, coalesce(octet_length(answer), 0) AS answer"
+                " FROM mcp_host.turns WHERE session_id = $1 AND n = $2",
+                session_id,
+                n,
+            )
+            if turn is None:
+                raise UnknownTurn(f"session has no turn {n}")
+            size = self._caps.check_answer(turn["message"], text)
+            held = await conn.fetchrow(_HELD, session_id)
+            assert held is not None  # an aggregate: one row
+            self._caps.check_session(0, held["bytes"] - turn["answer"], size, opening=False)
+            await conn.execute(
+                "UPDATE mcp_host.turns SET answer = $3, answered_at = now() WHERE session_id = $1 AND n = $2",
+                session_id,
+                n,
+                text,
+            )
 
     async def transcript(self, session_id: str) -> list[Turn]:
         await self._flush(session_id)

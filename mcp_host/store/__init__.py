@@ -1,6 +1,6 @@
 """PostgreSQL: the embedded server or one by URL, the pool and migrations, outages; each plugin's
-store and search; declared config; the host key. Below: `plugins`. Above: sandbox, children,
-access.
+store and search; declared config; the host key; how long the host's own tables keep rows.
+Below: `plugins`. Above: sandbox, children, access.
 """
 
 from .config import (
@@ -20,6 +20,7 @@ from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
+from .retention import Retention, RetentionPolicy, Swept
 from .rules import CallCounter, RuleState, RuleStore
 from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
@@ -43,12 +44,15 @@ __all__ = [
     "ProtocolSessionRecords",
     "QuotaCheck",
     "Replicas",
+    "Retention",
+    "RetentionPolicy",
     "RuleState",
     "RuleStore",
     "SCOPES",
     "SealError",
     "SecretBox",
     "StoreLimits",
+    "Swept",
     "Uninstalled",
     "as_unavailable",
     "check_value",

@@ -24,7 +24,9 @@ against the claim gates of the capabilities the session can see: `{ok: true}`, o
 
 Refusals are raised as `HostError`s and answered by the app's one REST error handler
 (`edge.REST_ERRORS`): `{error, message}` in DESIGN.md's codes — 401 `denied` (with the bearer
-challenge), 400 or 413 `invalid_arguments`, 404 `unknown`, 405 `unknown`. The MCP endpoint,
+challenge), 400 or 413 `invalid_arguments` (413 also for a turn over its size cap), 404
+`unknown`, 405 `unknown`, 429 `quota_exhausted` (a session that holds all the turns it may:
+`policy.turns.TurnCaps`). The MCP endpoint,
 served outside Starlette, answers its 401 with the same `edge.rest_response`.
 """
 
@@ -55,7 +57,7 @@ from mcp_host.edge import (
     rest_response,
 )
 from mcp_host.errors import InvalidArguments, UnknownTool
-from mcp_host.policy import TurnStore, UnknownTurn, judge
+from mcp_host.policy import TurnStore, TurnTooLarge, UnknownTurn, judge
 
 from .door import VisitorDoor
 from .server import SCOPE_KEY
@@ -227,7 +229,10 @@ class TurnsEndpoint:
         """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
         session = await self._authenticate(request)
         payload = _parse(await _read_capped(request, self._max_body_bytes), _NewTurn)
-        n = await self._turns.open_turn(session.id, payload.message)
+        try:
+            n = await self._turns.open_turn(session.id, payload.message)
+        except TurnTooLarge as exc:
+            raise TooLarge(exc.message) from None
         return JSONResponse({"turn": n}, status_code=201, headers={"Cache-Control": "no-store"})
 
     async def answer(self, request: Request) -> Response:
@@ -244,6 +249,8 @@ class TurnsEndpoint:
             await self._turns.answer(session.id, n, payload.text)
         except UnknownTurn:
             raise UnknownTool("this session has no such turn") from None
+        except TurnTooLarge as exc:
+            raise TooLarge(exc.message) from None
         if violations:
             logger.info("session %s: turn %d answer claims work without a receipt: %s", session.id, n, violations)
             body: dict[str, Any] = {

@@ -21,7 +21,15 @@ from pydantic import SecretStr
 
 from mcp_host.access.owners import OwnerStore
 from mcp_host.errors import HostError, InvalidArguments, UnknownTool
-from mcp_host.policy.holds import MAX_SHOWN_ARGUMENTS_BYTES, HoldBook, Holds, MemoryHolds, arguments_hash, needs_hold
+from mcp_host.policy.holds import (
+    MAX_SHOWN_ARGUMENTS_BYTES,
+    HoldBook,
+    HoldCaps,
+    Holds,
+    MemoryHolds,
+    arguments_hash,
+    needs_hold,
+)
 from mcp_host.settings import Settings
 from mcp_host.store.database import PgPool, open_database
 from tests.conftest import fresh_database
@@ -334,3 +342,113 @@ async def test_with_holds_off_a_destructive_call_runs_at_once(tmp_path: Path, da
         async with running.client(session) as visitor:
             wiped = await _visitor_call(visitor, "wipe", target="x")
     assert wiped == (False, {"wiped": "x"})
+
+
+# -- caps on pending holds (issue 26, defect 8) ------------------------------------------------
+
+UNAVAILABLE = "unavailable"
+SESSION_C = "c" * 32
+# Sessions A and B are one principal (one address), C another.
+PRINCIPALS = {SESSION_A: "address:192.0.2.1", SESSION_B: "address:192.0.2.1", SESSION_C: "address:192.0.2.9"}
+CAPS = HoldCaps(per_session=3, per_principal=5)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+async def capped(request: pytest.FixtureRequest, postgres_server: str, tmp_path: Path) -> AsyncIterator[Book]:
+    """A book with small caps, each session asked for by the principal `PRINCIPALS` names."""
+    if request.param == "memory":
+        yield Book(MemoryHolds(caps=CAPS, principal_of=PRINCIPALS.__getitem__), "o_memory", anyio.lowlevel.checkpoint)
+        return
+    async with fresh_database(postgres_server) as url:
+        async with open_database(Settings(database_url=SecretStr(url), data_dir=tmp_path)) as database:
+            owner = await OwnerStore(database.pool).ensure_single_owner()
+            holds = Holds(database.pool, caps=CAPS, principal_of=PRINCIPALS.__getitem__)
+            yield Book(holds, owner.id, anyio.lowlevel.checkpoint)
+
+
+async def _refusal(b: Book, arguments: dict[str, Any], session: str = SESSION_A) -> tuple[str, str]:
+    try:
+        await b.holds.admit(b.owner_id, session, "vault", "wipe", arguments)
+    except HostError as exc:
+        return exc.code, exc.message
+    raise AssertionError("the call was let through")
+
+
+async def _pending(b: Book) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(((h.session_id, h.arguments) for h in await b.holds.of_owner(b.owner_id)), key=repr)
+
+
+async def test_a_session_past_its_pending_holds_is_refused_unavailable_and_nothing_is_recorded(capped: Book) -> None:
+    answers = [_code_and_id(await _admit(capped, {"n": i}))[0] for i in range(3)]
+    code, message = await _refusal(capped, {"n": 3})
+    assert answers == [HELD] * 3
+    assert code == UNAVAILABLE
+    assert message.startswith("3 calls of this session already wait for the owner's approval, the most one")
+    assert re.search(r"retry once the owner has decided one, or in \d+ s$", message)
+    assert await _pending(capped) == [(SESSION_A, {"n": i}) for i in range(3)]
+    # A call already waiting is answered `held` as before, and another session has room.
+    assert _code_and_id(await _admit(capped, {"n": 0}))[0] == HELD
+    assert _code_and_id(await _admit(capped, {"n": 0}, session=SESSION_C))[0] == HELD
+
+
+async def test_a_decided_hold_makes_room_for_another(capped: Book) -> None:
+    ids = [_code_and_id(await _admit(capped, {"n": i}))[1] for i in range(3)]
+    assert (await _refusal(capped, {"n": 3}))[0] == UNAVAILABLE
+    await capped.holds.decide(capped.owner_id, ids[0], False)
+    assert _code_and_id(await _admit(capped, {"n": 3}))[0] == HELD
+
+
+async def test_a_principal_past_its_pending_holds_is_refused_across_its_sessions(capped: Book) -> None:
+    for i in range(3):
+        await _admit(capped, {"n": i}, session=SESSION_A)
+    for i in range(2):
+        await _admit(capped, {"n": i}, session=SESSION_B)
+    code, message = await _refusal(capped, {"n": 2}, session=SESSION_B)  # B has room, its principal none
+    assert code == UNAVAILABLE
+    assert message.startswith("5 calls of this visitor (its access code, API key or address) already wait")
+    assert _code_and_id(await _admit(capped, {"n": 0}, session=SESSION_C))[0] == HELD  # another principal
+    assert [s for s, _ in await _pending(capped)] == [SESSION_A] * 3 + [SESSION_B] * 2 + [SESSION_C]
+
+
+async def test_concurrent_calls_cannot_pass_the_cap_together(pool: PgPool) -> None:
+    owner = await OwnerStore(pool).ensure_single_owner()
+    b = Book(Holds(pool, caps=CAPS, principal_of=PRINCIPALS.__getitem__), owner.id, anyio.lowlevel.checkpoint)
+    go = anyio.Event()
+    codes: list[str] = []
+
+    async def call(i: int) -> None:
+        await go.wait()
+        codes.append(_code_and_id(await _admit(b, {"n": i}))[0])
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(call, i)
+            await anyio.lowlevel.checkpoint()
+            go.set()
+    assert sorted(codes) == sorted([HELD] * 3 + [UNAVAILABLE] * 9)
+    assert await pool.fetchval("SELECT count(*) FROM mcp_host.holds") == 3
+    principals = await pool.fetch("SELECT DISTINCT principal FROM mcp_host.holds")
+    assert [r["principal"] for r in principals] == ["address:192.0.2.1"]
+
+
+@needs_bwrap
+async def test_a_visitor_past_its_pending_holds_is_refused_unavailable_through_the_host(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = host_settings(tmp_path, database_url, ["vault"], session_max_pending_holds=2)
+    async with running_host(settings) as running:
+        session = await running.new_session()
+        async with running.client(session) as visitor, owner_client(running) as owner:
+            held = [_held_id(await _visitor_call(visitor, "wipe", target=t)) for t in ("a", "b")]
+            refused = await _visitor_call(visitor, "wipe", target="c")
+            again = _held_id(await _visitor_call(visitor, "wipe", target="a"))
+            ran = await _visitor_call(visitor, "calls")
+            _, pending = await call(owner, "holds_list")
+        principals = await running.host.database.pool.fetch("SELECT DISTINCT principal FROM mcp_host.holds")
+    assert refused[0] and refused[1]["code"] == UNAVAILABLE
+    assert refused[1]["message"].startswith("2 calls of this session already wait for the owner's approval")
+    assert again == held[0]
+    assert ran == (False, {"wipe": 0, "peek": 0})
+    assert sorted(h["arguments"]["target"] for h in pending["holds"]) == ["a", "b"]
+    assert [r["principal"] for r in principals] == ["address:127.0.0.1"]  # the client's address

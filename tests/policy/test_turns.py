@@ -4,6 +4,7 @@ host with the `booker` test plugin."""
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +22,11 @@ from mcp_host.policy.turns import (
     MemoryTurns,
     PostgresTurns,
     Receipt,
+    Turn,
+    TurnCaps,
     TurnStore,
+    TurnsUsedUp,
+    TurnTooLarge,
     UnknownTurn,
     Violation,
     judge,
@@ -398,3 +403,178 @@ async def test_a_receipt_that_cannot_be_recorded_changes_nothing_for_the_visitor
         answered = await _post(running, session, "/turns/1/answer", {"text": "I've booked it"})
         assert answered.json()["ok"] is False  # no receipt was kept, so the claim is flagged
     assert any("receipt of booker/book_it was not recorded" in m for m in caplog.messages)
+
+
+# -- what one session may store (issue 26, defect 5) ---------------------------------------
+
+SMALL = TurnCaps(turn_bytes=1024, turns=3, session_bytes=2500, receipts=3)
+QUOTA_EXHAUSTED = "quota_exhausted"
+FULL = "this session holds {} turns, the most one may; open a new session"
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def capped(request: pytest.FixtureRequest) -> tuple[TurnStore, PgPool | None]:
+    """A store with `SMALL` caps (and its pool); `_session` opens a session of it."""
+    # A plain fixture: anyio cannot run an async fixture looked up from inside an async one.
+    if request.param == "memory":
+        return MemoryTurns(SMALL), None
+    pool: PgPool = request.getfixturevalue("pool")
+    return PostgresTurns(pool, caps=SMALL), pool
+
+
+async def _capped(capped: tuple[TurnStore, PgPool | None]) -> tuple[TurnStore, str]:
+    store, pool = capped
+    return store, "a" * 32 if pool is None else await _session_id(pool)
+
+
+async def test_a_turn_over_its_size_is_refused_and_nothing_is_stored(capped: tuple[TurnStore, PgPool | None]) -> None:
+    store, session = await _capped(capped)
+    with pytest.raises(TurnTooLarge, match=r"^the message is 1025 bytes; a turn holds at most 1024$"):
+        await store.open_turn(session, "x" * 1025)
+    with pytest.raises(TurnTooLarge, match="the message is 1026 bytes"):  # UTF-8 bytes, not characters
+        await store.open_turn(session, "é" * 513)
+    assert await store.transcript(session) == []
+    assert await store.open_turn(session, "m" * 1000) == 1
+    with pytest.raises(TurnTooLarge, match=r"^the answer is 25 bytes and its message 1000; a turn holds at most 1024"):
+        await store.answer(session, 1, "a" * 25)
+    assert await store.transcript(session) == [Turn(1, "m" * 1000, None)]
+    await store.answer(session, 1, "a" * 24)
+    assert await store.transcript(session) == [Turn(1, "m" * 1000, "a" * 24)]
+
+
+async def test_a_session_past_its_turns_is_refused_and_nothing_is_stored(
+    capped: tuple[TurnStore, PgPool | None],
+) -> None:
+    store, session = await _capped(capped)
+    assert [await store.open_turn(session, f"m{i}") for i in range(3)] == [1, 2, 3]
+    with pytest.raises(TurnsUsedUp) as refused:
+        await store.open_turn(session, "one more")
+    assert (refused.value.code, refused.value.message) == (
+        QUOTA_EXHAUSTED,
+        FULL.format(3),
+    )
+    assert [t.message for t in await store.transcript(session)] == ["m0", "m1", "m2"]
+
+
+async def test_a_session_past_its_bytes_is_refused_and_nothing_is_stored(
+    capped: tuple[TurnStore, PgPool | None],
+) -> None:
+    store, session = await _capped(capped)
+    await store.open_turn(session, "m" * 1000)
+    await store.open_turn(session, "n" * 1000)
+    with pytest.raises(TurnsUsedUp, match=r"^this session's turns hold 2000 bytes and may hold at most 2500"):
+        await store.open_turn(session, "o" * 501)
+    assert await store.open_turn(session, "o" * 400) == 3
+    with pytest.raises(TurnsUsedUp, match="hold 2400 bytes"):
+        await store.answer(session, 3, "a" * 101)
+    await store.answer(session, 3, "a" * 100)  # 2500 bytes held: the cap
+    await store.answer(session, 3, "c" * 10)  # a new answer replaces the old one's bytes
+    assert [(t.message[0], t.answer) for t in await store.transcript(session)] == [
+        ("m", None),
+        ("n", None),
+        ("o", "c" * 10),
+    ]
+
+
+@pytest.mark.parametrize("writer", ["at once", "batched"])
+async def test_a_turn_keeps_its_receipts_up_to_the_cap_then_the_first_of_each_kind(
+    capped: tuple[TurnStore, PgPool | None], writer: str
+) -> None:
+    store, session = await _capped(capped)
+    calls = [("a", True)] * 5 + [("b", False), ("a", True), ("b", True), ("a", False), ("a", False)]
+    await store.open_turn(session, "go")
+    if writer == "batched" and isinstance(store, PostgresTurns):
+        async with anyio.create_task_group() as tg:
+            await tg.start(store.run)
+            for tool, ok in calls:  # queued, written as one batch
+                await store.record(session, "booker", tool, ok)
+            kept = await store.receipts(session, 1)
+            await store.stop()
+    else:
+        for tool, ok in calls:
+            await store.record(session, "booker", tool, ok)
+        kept = await store.receipts(session, 1)
+    assert [(r.tool, r.ok) for r in kept] == [("a", True)] * 3 + [("b", False), ("b", True), ("a", False)]
+    gate = [("booker", ClaimGate(tool="b", phrases=("done",)))]
+    assert judge("done", gate, kept) == []  # the claim gate judges as if every receipt were kept
+
+
+async def test_concurrent_opens_cannot_pass_the_sessions_cap(pool: PgPool) -> None:
+    store = PostgresTurns(pool, caps=SMALL)
+    session_id = await _session_id(pool)
+    answers: list[int | str] = []
+
+    async def open_one(i: int) -> None:
+        try:
+            answers.append(await store.open_turn(session_id, f"m{i}"))
+        except TurnsUsedUp as exc:
+            answers.append(exc.code)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(open_one, i)
+    assert sorted(answers, key=str) == [1, 2, 3] + [QUOTA_EXHAUSTED] * 7
+    assert await pool.fetchval("SELECT count(*) FROM mcp_host.turns") == 3
+
+
+@needs_bwrap
+async def test_the_turn_routes_refuse_a_turn_too_large_413_and_a_full_session_429(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = host_settings(tmp_path, database_url, [], turn_max_bytes=2048, session_max_turns=2)
+    async with running_host(settings) as running:
+        session = await running.new_session()
+        too_large = await _post(running, session, "/turns", {"message": "x" * 3000})
+        opened = [await _post(running, session, "/turns", {"message": m}) for m in ("hi", "again", "third")]
+        long_answer = await _post(running, session, "/turns/1/answer", {"text": "y" * 2047})
+        rows = await running.host.database.pool.fetch("SELECT n, message, answer FROM mcp_host.turns ORDER BY n")
+    assert (too_large.status_code, too_large.json()) == (
+        413,
+        {"error": "invalid_arguments", "message": "the message is 3000 bytes; a turn holds at most 2048"},
+    )
+    assert [(r.status_code, r.json()) for r in opened] == [
+        (201, {"turn": 1}),
+        (201, {"turn": 2}),
+        (429, {"error": QUOTA_EXHAUSTED, "message": FULL.format(2)}),
+    ]
+    assert (long_answer.status_code, long_answer.json()["error"]) == (413, "invalid_arguments")
+    assert [tuple(r) for r in rows] == [(1, "hi", None), (2, "again", None)]
+
+
+async def _turn_tables_bytes(pool: PgPool) -> int:
+    """What the session, turn and receipt tables take on disk: rows, TOAST and indexes."""
+    tables = "ARRAY['mcp_host.sessions', 'mcp_host.turns', 'mcp_host.receipts']::regclass[]"
+    return int(await pool.fetchval(f"SELECT sum(pg_total_relation_size(t)) FROM unnest({tables}) AS t"))
+
+
+@needs_bwrap
+async def test_one_public_session_writes_no_more_than_its_caps_into_the_database(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The flood of the issue (36.5 MB from one session in 5 s), with the default caps: turns as
+    large as they may be until the session's bytes are used up, then the smallest until its count
+    is; every later request is refused and the tables stop growing."""
+    async with running_host(host_settings(tmp_path, database_url, [])) as running:
+        pool = running.host.database.pool
+        before = await _turn_tables_bytes(pool)
+        session = await running.new_session()
+        statuses: list[int] = []
+        for _ in range(1100):  # bounded: 65 large turns, then 935 small ones, then refusals
+            large = 429 not in statuses
+            opened = await _post(running, session, "/turns", {"message": secrets.token_hex(20_000) if large else "hi"})
+            statuses.append(opened.status_code)
+            if opened.status_code == 201 and large:
+                answer = await _post(running, session, f"/turns/{opened.json()['turn']}/answer", {"text": "a" * 24_000})
+                assert answer.status_code == 200, answer.text
+            if statuses[-2:] == [429, 429]:
+                break
+        grown = await _turn_tables_bytes(pool) - before
+        held = await pool.fetchrow(
+            "SELECT count(*) AS n, sum(octet_length(message) + coalesce(octet_length(answer), 0)) AS b"
+            " FROM mcp_host.turns"
+        )
+    assert statuses.count(201) == 1000
+    assert statuses[65] == 429  # the 66th large turn: the session's 4 MiB are used up
+    assert held is not None and (held["n"], held["b"]) == (1000, 65 * 64_000 + 935 * 2)
+    assert grown < 5 * 1024 * 1024, grown  # 4 MiB of text, plus rows and indexes

@@ -50,6 +50,7 @@ MIGRATED = [
     (14, "console_sessions"),
     (15, "rule_notices"),
     (16, "tool_search"),
+    (17, "caps_and_retention"),
 ]
 
 
@@ -92,7 +93,7 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
-        assert await apply_migrations(conn) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+        assert await apply_migrations(conn) == [v for v, _ in MIGRATED]
         assert await apply_migrations(conn) == []
         recorded = await conn.fetch("SELECT version, name FROM mcp_host.schema_migrations")
         tables = await conn.fetch(
@@ -235,7 +236,7 @@ async def test_concurrent_migration_runs_apply_each_file_once(database_url: str)
     finally:
         for conn in (holder, first, second):
             await conn.close()
-    assert sorted(results.values()) == [[], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]]
+    assert sorted(results.values()) == [[], [v for v, _ in MIGRATED]]
     assert recorded == MIGRATED
 
 
