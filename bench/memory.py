@@ -11,10 +11,10 @@ run. Then:
       `tools/list`, `--concurrency` at a time, then left idle: the host's RSS before and after
       (and after `--settle` s); target <= 50 MB added.
   m3  `--protocol` 2025-11-25 protocol sessions (initialize + notifications/initialized, never
-      DELETEd), each on its own visitor session: first all from 127.0.0.1, where the cap per
-      client address (protocol_sessions_per_client, 256 by default) closes the least recently
-      used idle ones; then as many again spread over 127.0.0.2-5, under that cap. Each: answers
-      by status, how many still answer a ping, the host's RSS added.
+      DELETEd), each on its own visitor session: first all from 127.0.0.1, where the cap of
+      that address's principal (principal_max_protocol_sessions, 256 by default) closes its
+      least recently used idle ones; then as many again spread over 127.0.0.2-5, under that
+      cap. Each: answers by status, how many still answer a ping, the host's RSS added.
 Results go to bench-results/memory.json. Run by `scripts/bench`; `--quick` for fewer sessions.
 """
 

@@ -6,7 +6,7 @@ visitor session and sends `--count` 2025-11-25 `initialize` requests with its to
 deleting a protocol session (`--concurrency` at a time). Reports the answers by status, the
 host process's RSS before and after (and after `--settle` seconds), how many of the flooder's
 protocol sessions still answer, and whether a second visitor and the flooder itself can still
-initialize. `--uncapped` runs the host with the per-principal and per-address caps as high as
+initialize. `--uncapped` runs the host with the per-session and per-principal caps as high as
 the settings allow (9,999 of a host-wide 10,000), close to the SDK's defaults before the caps.
 
     .venv/bin/python bench/session_flood.py [--count 10000] [--concurrency 16] [--uncapped]
@@ -34,8 +34,8 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}},
 }
 UNCAPPED = {
-    "MCP_HOST_PROTOCOL_SESSIONS_PER_PRINCIPAL": "9999",
-    "MCP_HOST_PROTOCOL_SESSIONS_PER_CLIENT": "9999",
+    "MCP_HOST_SESSION_MAX_PROTOCOL_SESSIONS": "9999",
+    "MCP_HOST_PRINCIPAL_MAX_PROTOCOL_SESSIONS": "9999",
     "MCP_HOST_PROTOCOL_SESSIONS_MAX": "10000",
     "MCP_HOST_PROTOCOL_SESSION_IDLE_S": "1800",
 }

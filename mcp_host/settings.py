@@ -130,28 +130,12 @@ class HttpSettings(_Group):
 
 
 class ProtocolSessionSettings(_Group):
-    """2025-11-25 `Mcp-Session-Id`s on both MCP endpoints (edge/protocol_sessions.py).
-
-    At most `per_principal` per visitor session (or the owner) and `per_client` per client
-    address; past either, the least recently used idle one is closed to make room, or the new
-    one refused (429) when every one is busy. One that had no request in flight for `idle_s`
-    is closed. `per_endpoint` is the SDK's host-wide cap per endpoint (503 past it); one
-    client address can never reach it (`per_client` must be below it).
+    """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions.py): one that
+    had no request in flight for `idle_s` is closed. How many one visitor session, one principal
+    and the whole endpoint may hold: `PrincipalSettings`.
     """
 
-    per_principal: int = Field(default=16, ge=1, validation_alias="protocol_sessions_per_principal")
-    per_client: int = Field(default=256, ge=1, validation_alias="protocol_sessions_per_client")
-    per_endpoint: int = Field(default=10_000, ge=2, validation_alias="protocol_sessions_max")
     idle_s: float = Field(default=300.0, gt=0, validation_alias="protocol_session_idle_s")
-
-    @model_validator(mode="after")
-    def _caps_nest(self) -> ProtocolSessionSettings:
-        # One client address must not be able to fill the host-wide cap.
-        if not self.per_principal <= self.per_client < self.per_endpoint:
-            raise ValueError(
-                "protocol_sessions_per_principal <= protocol_sessions_per_client < protocol_sessions_max must hold"
-            )
-        return self
 
 
 class DatabaseSettings(_Group):
@@ -274,6 +258,19 @@ class PrincipalSettings(_Group):
     Holds (policy/holds.py): at most `session_max_pending_holds` calls of one session and
     `principal_max_pending_holds` of one principal wait for the owner at once; past either a
     new one is refused `unavailable` with a retry hint, never parked.
+    2025-11-25 protocol sessions (edge/protocol_sessions.py), per MCP endpoint: at most
+    `max_protocol_sessions` (the SDK's own cap is the same number, a backstop), of which one
+    principal holds at most `protocol_sessions` and one visitor session (or the owner) at most
+    `session_protocol_sessions`. Past the principal's or the session's cap its own least
+    recently used idle one is closed to make room (never another principal's), or the new one
+    refused 429 when all of them are busy; the last quarter of the endpoint's cap goes only to
+    a principal holding fewer than one session may, and a full endpoint refuses a principal
+    with no idle one of its own to close (503 `unavailable`, Retry-After).
+    MCP tasks (visitor/tasks.py): at most `max_tasks` remembered host-wide, `tasks` of one
+    principal and `session_tasks` of one visitor session, each until its ttl ends (then it is
+    cancelled in its child); past any of them, and in the last quarter of the host's for a
+    principal holding as many as one session may, a new task is refused `unavailable` with a
+    retry hint. No task of another principal is forgotten to make room.
     """
 
     max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
@@ -285,6 +282,15 @@ class PrincipalSettings(_Group):
     turn_receipts: int = Field(default=1000, ge=1, validation_alias="turn_max_receipts")
     session_holds: int = Field(default=20, ge=1, validation_alias="session_max_pending_holds")
     principal_holds: int = Field(default=100, ge=1, validation_alias="principal_max_pending_holds")
+    # 256 protocol sessions: a NAT of a few hundred public clients at one address. 30 principals
+    # at that cap fill 7,500 of an endpoint's 10,000; the last 2,500 take some 170 more, each
+    # holding fewer than 16. Tasks likewise: 59 principals at 128, then 40 more below 64.
+    max_protocol_sessions: int = Field(default=10_000, ge=2, validation_alias="protocol_sessions_max")
+    protocol_sessions: int = Field(default=256, ge=1, validation_alias="principal_max_protocol_sessions")
+    session_protocol_sessions: int = Field(default=16, ge=1, validation_alias="session_max_protocol_sessions")
+    max_tasks: int = Field(default=10_000, ge=2, validation_alias="max_tasks")
+    tasks: int = Field(default=128, ge=1, validation_alias="principal_max_tasks")
+    session_tasks: int = Field(default=64, ge=1, validation_alias="session_max_tasks")
 
     @model_validator(mode="before")
     @classmethod
@@ -300,6 +306,13 @@ class PrincipalSettings(_Group):
     def _share_within_the_host(self) -> PrincipalSettings:
         if self.session_instances > self.max_session_instances:
             raise ValueError("principal_session_instances must not be above max_session_instances")
+        # One principal must not be able to fill a host-wide cap, nor one session its principal's.
+        if not self.session_protocol_sessions <= self.protocol_sessions < self.max_protocol_sessions:
+            raise ValueError(
+                "session_max_protocol_sessions <= principal_max_protocol_sessions < protocol_sessions_max must hold"
+            )
+        if not self.session_tasks <= self.tasks < self.max_tasks:
+            raise ValueError("session_max_tasks <= principal_max_tasks < max_tasks must hold")
         return self
 
 

@@ -45,9 +45,12 @@ VARIABLES: list[tuple[str, str, str, Any]] = [
     ("HTTP_RESERVED_SHARE", "http.reserved_share", "0.5", 0.5),
     ("HTTP_RESERVED_PER_CLIENT", "http.reserved_per_client", "8", 8),
     ("DRAIN_TIMEOUT_S", "http.drain_timeout_s", "40.5", 40.5),
-    ("PROTOCOL_SESSIONS_PER_PRINCIPAL", "protocol_sessions.per_principal", "8", 8),
-    ("PROTOCOL_SESSIONS_PER_CLIENT", "protocol_sessions.per_client", "300", 300),
-    ("PROTOCOL_SESSIONS_MAX", "protocol_sessions.per_endpoint", "20000", 20000),
+    ("SESSION_MAX_PROTOCOL_SESSIONS", "principals.session_protocol_sessions", "8", 8),
+    ("PRINCIPAL_MAX_PROTOCOL_SESSIONS", "principals.protocol_sessions", "300", 300),
+    ("PROTOCOL_SESSIONS_MAX", "principals.max_protocol_sessions", "20000", 20000),
+    ("SESSION_MAX_TASKS", "principals.session_tasks", "32", 32),
+    ("PRINCIPAL_MAX_TASKS", "principals.tasks", "200", 200),
+    ("MAX_TASKS", "principals.max_tasks", "20000", 20000),
     ("PROTOCOL_SESSION_IDLE_S", "protocol_sessions.idle_s", "600.5", 600.5),
     ("DATABASE_URL", "database.url", "postgresql://u@db/h", SecretStr("postgresql://u@db/h")),
     ("DATABASE_RESTART_ATTEMPTS", "database.restart_attempts", "11", 11),
@@ -156,9 +159,12 @@ DEFAULTS: dict[str, Any] = {
     "http_reserved_share": 0.25,
     "http_reserved_per_client": 4,
     "drain_timeout_s": 25.0,
-    "protocol_sessions_per_principal": 16,
-    "protocol_sessions_per_client": 256,
+    "session_max_protocol_sessions": 16,
+    "principal_max_protocol_sessions": 256,
     "protocol_sessions_max": 10000,
+    "session_max_tasks": 64,
+    "principal_max_tasks": 128,
+    "max_tasks": 10000,
     "protocol_session_idle_s": 300.0,
     "database_url": None,
     "database_restart_attempts": 5,
@@ -325,8 +331,13 @@ def test_the_checks_across_settings_name_the_variables() -> None:
         Settings(child_memory_bytes=64 << 20, child_tmp_bytes=60 << 20, child_shm_bytes=4 << 20)
     with pytest.raises(ValidationError, match="http_max_connections_per_client must be below http_max_connections"):
         Settings(http_max_connections=64, http_max_connections_per_client=64)
-    with pytest.raises(ValidationError, match="protocol_sessions_per_client < protocol_sessions_max must hold"):
-        Settings(protocol_sessions_per_client=10_000)
+    with pytest.raises(
+        ValidationError,
+        match="session_max_protocol_sessions <= principal_max_protocol_sessions < protocol_sessions_max must hold",
+    ):
+        Settings(principal_max_protocol_sessions=10_000)
+    with pytest.raises(ValidationError, match="session_max_tasks <= principal_max_tasks < max_tasks must hold"):
+        Settings(session_max_tasks=129)
     with pytest.raises(ValidationError, match="principal_session_instances must not be above max_session_instances"):
         Settings(max_session_instances=8, principal_session_instances=9)
 

@@ -99,6 +99,7 @@ from mcp_host.visitor import (
     NodeMCPEndpoint,
     OwnerReview,
     SessionsEndpoint,
+    TaskBook,
     ToolSearch,
     TurnsEndpoint,
     VisitorDoor,
@@ -350,7 +351,7 @@ def _session_manager(
         server,
         security_settings=rules,
         max_request_body_size=settings.http.max_body_bytes,
-        max_sessions=settings.protocol_sessions.per_endpoint,
+        max_sessions=settings.principals.max_protocol_sessions,
         session_idle_timeout=settings.protocol_sessions.idle_s,  # the idle time ProtocolSessions counts on
     )
 
@@ -626,18 +627,21 @@ def _protocol_sessions(
     records: ProtocolSessionRecords,
     fleet: Fleet | None = None,
     fast: FastPath | None = None,
+    asking: Asking | None = None,
 ) -> ProtocolSessions:
     """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
-    (for the visitor door, with the forward of retries parked on other replicas between); a
-    session born on another replica is adopted through `records`."""
+    (for the visitor door, with the forward of retries parked on other replicas between, and
+    each session's principal from `asking`); a session born on another replica is adopted
+    through `records`."""
     limits = ProtocolSessionLimits(
-        per_principal=settings.protocol_sessions.per_principal,
-        per_client=settings.protocol_sessions.per_client,
+        per_session=settings.principals.session_protocol_sessions,
+        per_principal=settings.principals.protocol_sessions,
+        host=settings.principals.max_protocol_sessions,
         idle_s=settings.protocol_sessions.idle_s,
     )
     cap = settings.http.max_body_bytes
     app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
-    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap, fast=fast), limits, records)
+    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap, fast=fast), limits, records, asking)
 
 
 def _doors(
@@ -692,7 +696,16 @@ async def wired(
     search.tell_with(feed.tell_session)  # a session's working set grew: its list changed
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
-    server = build_visitor_server(door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps)
+    tasks = TaskBook(
+        per_session=settings.principals.session_tasks,
+        per_principal=settings.principals.tasks,
+        in_all=settings.principals.max_tasks,
+        asking=early.pool.asking,
+    )
+    background.start_soon(tasks.keep)  # each task forgotten at its ttl's end is cancelled in its child
+    server = build_visitor_server(
+        door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps, tasks=tasks
+    )
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
     owner_door = _owner_door(settings, early, shared, catalogue, database, feed)
@@ -709,7 +722,9 @@ async def wired(
     records = ProtocolSessionRecords(database.pool, idle_s=settings.protocol_sessions.idle_s)
     protocol = {
         # 2026-07-28 requests that end in one JSON answer skip the SDK transport (visitor/exchange.py).
-        "visitor": _protocol_sessions(settings, visitor_manager, records, fleet, ModernExchange(server, rules)),
+        "visitor": _protocol_sessions(
+            settings, visitor_manager, records, fleet, ModernExchange(server, rules), early.pool.asking
+        ),
         "owner": _protocol_sessions(settings, owner_manager, records),
         "node": _protocol_sessions(settings, node_manager, records),
     }

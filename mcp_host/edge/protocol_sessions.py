@@ -1,18 +1,27 @@
-"""Caps on 2025-11-25 protocol sessions (`Mcp-Session-Id`) per principal and per client address.
+"""Caps on 2025-11-25 protocol sessions (`Mcp-Session-Id`) per credential, per principal and per
+endpoint.
 
-Above: the visitor and owner MCP endpoints (`visitor_http.VisitorMCPEndpoint`,
-`owner_facade.http.OwnerMCPEndpoint`), which authenticate a request and put its principal in
-`scope["user"]` before handing it here. Below: the next ASGI callable — the JSON-RPC edge
-(`jsonrpc.py`), then the SDK's `StreamableHTTPSessionManager.handle_request`.
+Above: the visitor, owner and node MCP endpoints (`visitor_http.VisitorMCPEndpoint`,
+`owner_facade.http.OwnerMCPEndpoint`), which authenticate a request and put its credential in
+`scope["user"]` before handing it here; the visitor endpoint also says who is asking for the
+session (`principal.Asking`). Below: the next ASGI callable — the JSON-RPC edge (`jsonrpc.py`),
+then the SDK's `StreamableHTTPSessionManager.handle_request`.
 
 The SDK keeps every protocol session until its client deletes it or it has had no request in
 flight for the manager's `session_idle_timeout`, under one cap for the whole manager (503 past
 it): one caller that keeps sending `initialize` fills it and locks every other 2025-11-25
-client out (issue 11, defect 2). Here each principal (a visitor session, or the owner) may hold
-`per_principal` protocol sessions and each client address `per_client`. A new one past either
-cap closes that principal's (or address's) least recently used idle session first; when every
-one of them has a request in flight (an open GET stream counts), it is refused: HTTP 429 with a
-JSON-RPC error. 2026-07-28 requests have no protocol session and pass untouched.
+client out (issue 11, defect 2). Here each credential (a visitor session, the owner, a node
+grant) may hold `per_session` protocol sessions, and each principal (`principal.Principal`: the
+visitor session's access code or API key, else the address of the request that opens it; on
+the owner's and a node's door, the credential) `per_principal`. A new one past either cap
+closes one of its own least recently used idle sessions (the credential's, the principal's
+first; the principal's, the credential's first), never another principal's: a client whose
+session is closed gets 404, from which the SDKs' clients do not recover (issue 26, defect 6).
+When every one of them has a request in flight (an open GET stream counts), the new one is
+refused: HTTP 429 with a JSON-RPC error and Retry-After. The endpoint holds at most `host` in
+all, and its last quarter goes only to a principal holding fewer than `per_session`; a
+principal that would grow past that is refused 503 (`unavailable`, Retry-After) unless it
+closes an idle one of its own. 2026-07-28 requests have no protocol session and pass untouched.
 
 What is known comes from the wire only, as the SDK shows it to any client:
 
@@ -27,9 +36,9 @@ What is known comes from the wire only, as the SDK shows it to any client:
 Adoption (issue 16, several replicas): neither SDK client opens a new session on the 404 the
 protocol prescribes for an id its replica does not know, so a client whose replica died would
 fail. With `records` (a `SessionRecords`, backed by the database) each session born here is
-recorded — the sha256 of its id, the principal, the endpoint path and the initialize request's
+recorded — the sha256 of its id, the credential, the endpoint path and the initialize request's
 params (the opening body is kept only when it is at most 64 KiB). A request whose id this
-replica does not know, for which a live record exists with the same principal and path, is
+replica does not know, for which a live record exists with the same credential and path, is
 served by a session opened here as its client would (the stored initialize, then
 `notifications/initialized`, with the request's credential and Host); from then on that
 client's id is renamed on the way in (its id -> the new one) and out (the `Mcp-Session-Id`
@@ -43,16 +52,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_host.errors import INVALID_REQUEST
+from mcp_host.errors import INTERNAL_ERROR, INVALID_REQUEST, Unavailable
+
+from .principal import Asking, Principal
 
 __all__ = ["ProtocolSessionLimits", "ProtocolSessions", "SessionRecord", "SessionRecords", "record_key"]
 
@@ -66,6 +78,8 @@ MAX_KEPT_INITIALIZE = 64 * 1024
 only its own replica serves)."""
 _INITIALIZE_KEYS = ("protocolVersion", "capabilities", "clientInfo")
 _INTERNAL_TIMEOUT_S = 10.0
+_BUSY = "too many protocol sessions open and in use for this visitor (its session, access code, API key or address); end one (DELETE) or retry later"  # noqa: E501
+_FULL = "the host holds as many protocol sessions as it may; retry later"
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,7 @@ class SessionRecord:
     """What opening a client's protocol session again on another replica takes."""
 
     principal: str
+    """The credential that opened it (`scope["user"]`'s client id): only that one may adopt it."""
     path: str
     initialize: dict[str, Any]
     """The initialize request's params (protocolVersion, capabilities, clientInfo)."""
@@ -104,11 +119,22 @@ def record_key(session_id: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class ProtocolSessionLimits:
-    """The caps (settings `protocol_sessions_per_principal`, `…_per_client`, `protocol_session_idle_s`)."""
+    """The caps (settings `session_max_protocol_sessions`, `principal_max_protocol_sessions`,
+    `protocol_sessions_max`, `protocol_session_idle_s`)."""
 
-    per_principal: int = 16
-    per_client: int = 256
+    per_session: int = 16
+    per_principal: int = 256
+    host: int = 10_000
     idle_s: float = 300.0
+
+    @property
+    def retry_after_s(self) -> int:
+        """The retry hint of a refusal: a tenth of the idle time, by which some may have expired."""
+        return max(1, math.ceil(self.idle_s / 10))
+
+
+_Refusal = Literal["busy", "full"]
+"""Why an opening found no room: every session it could close is busy, or the endpoint is full."""
 
 
 @dataclass(eq=False)
@@ -116,8 +142,8 @@ class _Open:
     """One protocol session the SDK holds, and what closing it takes."""
 
     session_id: bytes
-    principal: str
-    client: str
+    credential: str
+    principal: Principal
     user: Any
     """The `scope["user"]` that opened it: the SDK serves it to that credential only."""
     host: bytes
@@ -134,30 +160,43 @@ class _Open:
 
 
 class ProtocolSessions:
-    """ASGI wrapper: keep each principal's and each address's protocol sessions under their caps."""
+    """ASGI wrapper: keep each credential's, each principal's and the endpoint's protocol
+    sessions under their caps."""
 
-    def __init__(self, app: ASGIApp, limits: ProtocolSessionLimits, records: SessionRecords | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limits: ProtocolSessionLimits,
+        records: SessionRecords | None = None,
+        asking: Asking | None = None,
+    ) -> None:
+        """`asking`: who is asking for each visitor session (the visitor endpoint says so around
+        each request); None (the owner's and a node's door), each credential is its own principal."""
         self._app = app
         self._limits = limits
         self._records = records
+        self._principal_of: Callable[[str], Principal] = (
+            (lambda credential: Principal("session", credential)) if asking is None else asking.of
+        )
         self._open: dict[bytes, _Open] = {}
         self._adopted: dict[bytes, bytes] = {}
         """A client's id -> the id of the session opened here for it."""
         self._adopting: dict[bytes, anyio.Event] = {}
-        self._by_principal: dict[str, dict[bytes, _Open]] = {}
-        self._by_client: dict[str, dict[bytes, _Open]] = {}
+        self._by_credential: dict[str, dict[bytes, _Open]] = {}
+        self._by_principal: dict[Principal, dict[bytes, _Open]] = {}
         # Opening requests admitted and not answered yet, so concurrent ones count too.
-        self._opening_principal: Counter[str] = Counter()
-        self._opening_client: Counter[str] = Counter()
+        self._opening_credential: Counter[str] = Counter()
+        self._opening_principal: Counter[Principal] = Counter()
+        self._opening = 0
         self._next_sweep = 0.0
         self._keeping = anyio.CancelScope()
 
-    def count(self, *, principal: str | None = None, client: str | None = None) -> int:
-        """Protocol sessions open (for one principal or one client address, else in all)."""
+    def count(self, *, principal: Principal | None = None, credential: str | None = None) -> int:
+        """Protocol sessions open (for one principal or one credential, else in all)."""
         if principal is not None:
             return len(self._by_principal.get(principal, {}))
-        if client is not None:
-            return len(self._by_client.get(client, {}))
+        if credential is not None:
+            return len(self._by_credential.get(credential, {}))
         return len(self._open)
 
     async def keep_records(self) -> None:
@@ -209,28 +248,36 @@ class ProtocolSessions:
     # -- opening -------------------------------------------------------------------------
 
     async def _open_new(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal, client = _principal(scope), _client(scope)
+        credential = _credential(scope)
+        principal = self._principal_of(credential)
         now = anyio.current_time()
         self._sweep(now)
-        victims, room = self._make_room(principal, client, now)
-        if room:
+        victims, refusal = self._make_room(credential, principal, now)
+        if refusal is None:
             # The place is this opening's from now, before any await: another opening that runs
             # while this one closes its victim must not count the same freed place again.
+            self._opening_credential[credential] += 1
             self._opening_principal[principal] += 1
-            self._opening_client[client] += 1
+            self._opening += 1
         try:
             for victim in victims:
                 await self._close(victim)
         except BaseException:
-            if room:
-                self._release(principal, client)
+            if refusal is None:
+                self._release(credential, principal)
             raise
-        if not room:
-            logger.info("refused a new protocol session: %s at %s has its cap open and busy", principal, client)
-            await _refuse(send)
+        if refusal is not None:
+            await self._refuse(refusal, credential, principal, send)
             return
         opened: _Open | None = None
+        counted = True  # the place is counted as an opening until its answer starts
         body: list[bytes] | None = [] if self._records is not None else None
+
+        def release() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self._release(credential, principal)
 
         async def keep() -> Message:
             nonlocal body
@@ -244,10 +291,10 @@ class ProtocolSessions:
         async def watch(message: Message) -> None:
             nonlocal opened
             if message["type"] == "http.response.start" and opened is None:
-                self._release(principal, client)
+                release()
                 new_id = _response_header(message, _SESSION_HEADER)
                 if message["status"] < 400 and new_id is not None:
-                    opened = self._register(new_id, principal, client, scope, now)
+                    opened = self._register(new_id, credential, principal, scope, now)
                     opened.in_flight = 1
                     if body is not None:
                         await self._record(opened, b"".join(body))
@@ -257,50 +304,101 @@ class ProtocolSessions:
             await self._app(scope, receive if body is None else keep, watch)
         finally:
             if opened is None:
-                self._release(principal, client)
+                release()
             else:
                 opened.in_flight -= 1
                 opened.last_used = anyio.current_time()
 
-    def _release(self, principal: str, client: str) -> None:
-        for counter, key in ((self._opening_principal, principal), (self._opening_client, client)):
-            if counter[key] > 0:
-                counter[key] -= 1
-            if counter[key] <= 0:
-                del counter[key]
+    def _release(self, credential: str, principal: Principal) -> None:
+        """An admitted opening was answered (or failed): its place is counted as open, or free."""
+        self._opening -= 1
+        self._opening_credential[credential] -= 1
+        if self._opening_credential[credential] <= 0:
+            del self._opening_credential[credential]
+        self._opening_principal[principal] -= 1
+        if self._opening_principal[principal] <= 0:
+            del self._opening_principal[principal]
 
-    def _make_room(self, principal: str, client: str, now: float) -> tuple[list[_Open], bool]:
-        """Forget the sessions that must close for one more to open; whether there is room then.
+    def _make_room(self, credential: str, principal: Principal, now: float) -> tuple[list[_Open], _Refusal | None]:
+        """Forget the sessions that must close for one more to open; why there is no room then,
+        if there is none.
 
-        The victims are forgotten here, before any await, so concurrent openings never pick
-        the same one twice or count a session already on its way out.
+        Past the credential's or the principal's cap, one of its own idle sessions closes; a new
+        place on a full endpoint (or in its reserve, for a principal holding `per_session` or
+        more) is taken only from the principal's own idle ones. The victims are forgotten here,
+        before any await, so concurrent openings never pick the same one twice or count a
+        session already on its way out.
         """
         victims: list[_Open] = []
-        groups = (
-            (self._by_principal, principal, self._limits.per_principal, self._opening_principal),
-            (self._by_client, client, self._limits.per_client, self._opening_client),
+        by_credential = self._by_credential.get(credential, {})
+        by_principal = self._by_principal.get(principal, {})
+        caps: tuple[tuple[dict[bytes, _Open], int, int, Callable[[_Open], bool]], ...] = (
+            (by_credential, self._opening_credential[credential], self._limits.per_session, _of(principal)),
+            (by_principal, self._opening_principal[principal], self._limits.per_principal, _by(credential)),
         )
-        for index, key, cap, opening in groups:
-            members = index.get(key, {})
+        for members, opening, cap, first in caps:
             for record in list(members.values()):
                 if self._expired(record, now):
                     self._forget(record)
-            while len(members) + opening[key] >= cap:
-                idle = [r for r in members.values() if r.in_flight == 0]
-                if not idle:
-                    return victims, False
-                victim = min(idle, key=lambda r: r.last_used)
+            while len(members) + opening >= cap:
+                victim = _least_recently_used_idle(members, first)
+                if victim is None:
+                    return victims, "busy"
                 self._forget(victim)
                 victims.append(victim)
-        return victims, True
+        if victims or self._may_grow(principal, len(by_principal) + self._opening_principal[principal]):
+            return victims, None  # a place of its own freed, or the endpoint has room for it
+        victim = _least_recently_used_idle(by_principal, _by(credential))
+        if victim is None:
+            return victims, "full"
+        self._forget(victim)
+        return [victim], None
+
+    def _may_grow(self, principal: Principal, held: int) -> bool:
+        """Whether a principal holding `held` may take one more place of the endpoint's: below
+        the last quarter of its cap anyone may, within it only one holding fewer than one
+        credential may, past it no one."""
+        taken = len(self._open) + self._opening
+        if taken >= self._limits.host:
+            return False
+        return taken < self._limits.host - self._limits.host // 4 or held < self._limits.per_session
+
+    async def _refuse(self, refusal: _Refusal, credential: str, principal: Principal, send: Send) -> None:
+        """Answer an opening that found no room: 429 when the credential's or the principal's
+        own sessions are all busy, 503 `unavailable` when the endpoint has no place for it."""
+        error: dict[str, Any]
+        if refusal == "busy":
+            logger.info("refused a new protocol session: %s (%s) has its cap open and busy", principal, credential)
+            status, error = 429, {"code": INVALID_REQUEST, "message": _BUSY}
+        else:
+            logger.info(
+                "refused a new protocol session of %s: no place left for it of the endpoint's %d, none of its own idle",
+                principal,
+                self._limits.host,
+            )
+            status, error = 503, {"code": INTERNAL_ERROR, "message": _FULL, "data": {"code": Unavailable.code}}
+        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"retry-after", str(self._limits.retry_after_s).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     def _register(
-        self, session_id: bytes, principal: str, client: str, scope: Scope, now: float, alias: bytes | None = None
+        self,
+        session_id: bytes,
+        credential: str,
+        principal: Principal,
+        scope: Scope,
+        now: float,
+        alias: bytes | None = None,
     ) -> _Open:
         record = _Open(
             session_id=session_id,
+            credential=credential,
             principal=principal,
-            client=client,
             user=scope.get("user"),
             host=_header(scope, b"host") or b"",
             path=str(scope.get("path", "/")),
@@ -310,8 +408,8 @@ class ProtocolSessions:
         self._open[session_id] = record
         if alias is not None:
             self._adopted[alias] = session_id
+        self._by_credential.setdefault(credential, {})[session_id] = record
         self._by_principal.setdefault(principal, {})[session_id] = record
-        self._by_client.setdefault(client, {})[session_id] = record
         return record
 
     async def _record(self, opened: _Open, body: bytes) -> None:
@@ -321,7 +419,7 @@ class ProtocolSessions:
         if initialize is None:
             return
         try:
-            await self._records.record(opened.key, SessionRecord(opened.principal, opened.path, initialize))
+            await self._records.record(opened.key, SessionRecord(opened.credential, opened.path, initialize))
         except Exception:  # the session works here without it; only adoption elsewhere is lost
             logger.exception("recording a protocol session of %s failed", opened.principal)
 
@@ -372,9 +470,9 @@ class ProtocolSessions:
             logger.exception("closing protocol session of %s failed", victim.principal)
             return
         logger.info(
-            "closed the least recently used protocol session of %s at %s to make room (%s)",
+            "closed the least recently used idle protocol session of %s (%s) to make room for its own (%s)",
             victim.principal,
-            victim.client,
+            victim.credential,
             status[0] if status else "no answer",
         )
 
@@ -382,10 +480,10 @@ class ProtocolSessions:
 
     async def _use(self, session_id: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         record = self._open.get(session_id)
-        principal = _principal(scope)
+        credential = _credential(scope)
         if record is None and self._records is not None:
-            record = await self._adopted_or_adopt(session_id, principal, scope)
-        if record is not None and record.principal != principal:
+            record = await self._adopted_or_adopt(session_id, credential, scope)
+        if record is not None and record.credential != credential:
             # Someone else's session id: the SDK answers 404 as if it did not exist, and
             # nothing here may change because of it.
             await self._app(scope, receive, send)
@@ -420,13 +518,13 @@ class ProtocolSessions:
             elif record is None and status is not None and status < 400:
                 # The SDK still serves a session this table had already let go (expired a
                 # moment before the SDK's own timer fired): count it again.
-                self._register(session_id, principal, _client(scope), scope, now)
+                self._register(session_id, credential, self._principal_of(credential), scope, now)
 
     # -- adopting ------------------------------------------------------------------------
 
-    async def _adopted_or_adopt(self, session_id: bytes, principal: str, scope: Scope) -> _Open | None:
+    async def _adopted_or_adopt(self, session_id: bytes, credential: str, scope: Scope) -> _Open | None:
         """The session opened here for a client's id born elsewhere, opening it if there is a
-        record of it for this principal and path (one opening per id at a time)."""
+        record of it for this credential and path (one opening per id at a time)."""
         new_id = self._adopted.get(session_id)
         if new_id is not None:
             return self._open.get(new_id)
@@ -437,31 +535,32 @@ class ProtocolSessions:
             return self._open.get(new_id) if new_id is not None else None
         done = self._adopting[session_id] = anyio.Event()
         try:
-            return await self._adopt(session_id, principal, scope)
+            return await self._adopt(session_id, credential, scope)
         finally:
             del self._adopting[session_id]
             done.set()
 
-    async def _adopt(self, session_id: bytes, principal: str, scope: Scope) -> _Open | None:
+    async def _adopt(self, session_id: bytes, credential: str, scope: Scope) -> _Open | None:
         assert self._records is not None
         try:
             stored = await self._records.lookup(record_key(session_id))
         except Exception:  # without the record the request gets the SDK's 404, as before
             logger.exception("looking up a protocol session record failed")
             return None
-        if stored is None or stored.principal != principal or stored.path != scope.get("path"):
+        if stored is None or stored.principal != credential or stored.path != scope.get("path"):
             return None
-        client, now = _client(scope), anyio.current_time()
-        victims, room = self._make_room(principal, client, now)
+        principal, now = self._principal_of(credential), anyio.current_time()
+        victims, refusal = self._make_room(credential, principal, now)
         for victim in victims:
             await self._close(victim)
-        if not room:
+        if refusal is not None:
+            logger.info("did not adopt a protocol session of %s: no room (%s)", principal, refusal)
             return None
         new_id = await self._open_as_client(stored, scope)
         if new_id is None:
             return None
         logger.info("adopted a protocol session of %s opened on another replica", principal)
-        return self._register(new_id, principal, client, scope, now, alias=session_id)
+        return self._register(new_id, credential, principal, scope, now, alias=session_id)
 
     async def _open_as_client(self, stored: SessionRecord, scope: Scope) -> bytes | None:
         """Open a session through the next callable as its client would: the stored initialize,
@@ -543,12 +642,31 @@ class ProtocolSessions:
         self._open.pop(record.session_id, None)
         if record.alias is not None and self._adopted.get(record.alias) == record.session_id:
             del self._adopted[record.alias]
-        for index, key in ((self._by_principal, record.principal), (self._by_client, record.client)):
-            members = index.get(key)
-            if members is not None:
-                members.pop(record.session_id, None)
-                if not members:
-                    del index[key]
+        by_credential = self._by_credential.get(record.credential)
+        if by_credential is not None:
+            by_credential.pop(record.session_id, None)
+            if not by_credential:
+                del self._by_credential[record.credential]
+        by_principal = self._by_principal.get(record.principal)
+        if by_principal is not None:
+            by_principal.pop(record.session_id, None)
+            if not by_principal:
+                del self._by_principal[record.principal]
+
+
+def _least_recently_used_idle(members: dict[bytes, _Open], first: Callable[[_Open], bool]) -> _Open | None:
+    """The idle session of `members` to close: the least recently used of those `first` picks,
+    else of the others."""
+    idle = [r for r in members.values() if r.in_flight == 0]
+    return min(idle, key=lambda r: (not first(r), r.last_used), default=None)
+
+
+def _of(principal: Principal) -> Callable[[_Open], bool]:
+    return lambda record: record.principal == principal
+
+
+def _by(credential: str) -> Callable[[_Open], bool]:
+    return lambda record: record.credential == credential
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -600,29 +718,8 @@ def _initialize_params(body: bytes) -> dict[str, Any] | None:
     return {key: params[key] for key in _INITIALIZE_KEYS if key in params}
 
 
-def _principal(scope: Scope) -> str:
+def _credential(scope: Scope) -> str:
     """Who the endpoint authenticated (the SDK binds a session to the same credential)."""
     user = scope.get("user")
     client_id = getattr(getattr(user, "access_token", None), "client_id", None)
     return str(client_id) if client_id is not None else ""
-
-
-def _client(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else ""
-
-
-async def _refuse(send: Send) -> None:
-    message = (
-        "too many protocol sessions open and in use for this credential or address; end one (DELETE) or retry later"
-    )
-    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}})
-    body = payload.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 429,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -13,6 +13,7 @@ from .input_rounds import InputRounds
 from .node import NODE_PATH, REQUEST_ID_KEY, NodeDoor, NodeMCPEndpoint, build_node_server
 from .owner_review import OwnerReview
 from .server import build_visitor_server
+from .tasks import TaskBook
 from .tool_search import ToolSearch
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "NodeMCPEndpoint",
     "OwnerReview",
     "SessionsEndpoint",
+    "TaskBook",
     "ToolSearch",
     "TurnsEndpoint",
     "VisitorDoor",

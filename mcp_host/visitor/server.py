@@ -69,7 +69,7 @@ from .change_feed import ChangeFeed
 from .door import VisitorDoor
 from .input_rounds import InputRounds
 from .listings import Surface, UnknownItem
-from .tasks import VisitorTasks, hidden_for_modern, offered_in_modern
+from .tasks import TaskBook, VisitorTasks, hidden_for_modern, offered_in_modern
 from .tool_search import FIND_TOOLS
 
 __all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
@@ -183,15 +183,18 @@ class VisitorServer:
         rounds: InputRounds,
         feed: ChangeFeed,
         meta_caps: MetaCaps,
+        tasks: TaskBook | None = None,
     ) -> None:
         """`input_schema` answers the SDK's `Mcp-Param-*` header check (2026-07-28) from the last
-        real lists; without it the SDK would run our whole `tools/list` before every call."""
+        real lists; without it the SDK would run our whole `tools/list` before every call.
+        `tasks`: where the sessions' MCP tasks are remembered (None: a book of the defaults'
+        own, whose tasks are forgotten at their ttl but cancelled only by its `keep`)."""
         self._door = door
         self._rounds = rounds
         self._feed = feed
         self._meta_caps = meta_caps
         self._log_levels = _LogLevels()
-        self._tasks = VisitorTasks(door, meta_caps)
+        self._tasks = VisitorTasks(door, meta_caps, tasks)
         with warnings.catch_warnings():
             # logging/setLevel is deprecated at 2026-07-28 but is 2025-11-25's: both eras are served.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -530,6 +533,7 @@ def build_visitor_server(
     rounds: InputRounds,
     feed: ChangeFeed,
     meta_caps: MetaCaps,
+    tasks: TaskBook | None = None,
 ) -> Server[Any]:
     """The SDK server of a `VisitorServer` (see there)."""
-    return VisitorServer(door, input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps).server
+    return VisitorServer(door, input_schema, rounds=rounds, feed=feed, meta_caps=meta_caps, tasks=tasks).server

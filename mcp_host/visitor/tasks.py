@@ -12,10 +12,12 @@ that made the task (its standalone stream; nobody else's); the child's elicitati
 requests about a task reach the visitor on the stream of their `tasks/result`, which is served as
 a call of the child's `CallRouter` bound to the task (so a shared child's request names the task,
 a per-session child's need not); the first result of a task is recorded as a turn receipt, as a
-plain call's is. What it remembers is bounded: `per_session` live tasks per
-session (a further task-augmented call is refused `unavailable` before the child is called),
-`in_all` in total (the oldest is forgotten), and each task for its ttl (capped at `max_ttl_s`;
-a task with no ttl is kept that long).
+plain call's is. What it remembers is bounded per session, per principal (who is asking:
+`edge.Asking`) and in total, a further task-augmented call refused `unavailable` with a retry
+hint before the child is called — never another principal's task forgotten to make room (issue
+26, defect 4) — and each task for its ttl (capped at `max_ttl_s`; a task with no ttl is kept
+that long), after which it is forgotten and cancelled in its child (`TaskBook.keep`, run for
+the host's life by the composition root).
 
 2026-07-28 has no tasks in the core protocol (a tasks extension the SDK does not serve), and
 its `Tool` has no `execution`: such a session is never offered a task-required tool
@@ -25,11 +27,14 @@ log says why, once per tool.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import math
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -42,6 +47,7 @@ from pydantic import ValidationError
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, named_ops
 from mcp_host.children import Child
+from mcp_host.edge import Asking, Principal
 from mcp_host.errors import INVALID_PARAMS, CallTimeout, TransportFailure, Unavailable
 from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta, without_host_keys
 from mcp_host_kit.contract import CALL_KEY
@@ -55,6 +61,10 @@ logger = logging.getLogger(__name__)
 _NOT_FOUND = "task not found"
 # How long passing one task status notification to its visitor may take.
 _NOTIFY_S = 5.0
+# Cancelling the tasks the host forgot: how long each may take, and how many go at once.
+_CANCEL_S = 5.0
+_CANCELS_AT_ONCE = 16
+_ENDED = frozenset({"completed", "failed", "cancelled"})
 _R = TypeVar("_R", bound=types.Result)
 
 
@@ -88,68 +98,149 @@ def hidden_for_modern(tools: list[types.Tool]) -> list[types.Tool]:
     return kept
 
 
-@dataclass
+@dataclass(eq=False)
 class _Owned:
     session_id: str
+    principal: Principal
     plugin_id: str
+    task_id: str
     expires_at: float
     tool: str = ""
     """The tool the task runs (for its receipt)."""
     connection: ServerSession | None = None
     """The visitor's connection that made the task: where its status notifications go."""
+    child: Child | None = None
+    """The child that runs it: where it is cancelled when the host forgets it."""
     receipted: bool = False
+    ended: bool = False
+    """The host saw it end (a terminal status or its result): forgetting it cancels nothing."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.plugin_id, self.task_id)
 
 
 class TaskBook:
-    """Task id → the session and plugin that own it; bounded per session, in total and in time."""
+    """Task id → the session, principal and plugin that own it; bounded per session, per
+    principal, in total and in time.
+
+    A new task needs a place (`place`): within its session's `per_session`, its principal's
+    `per_principal` and the host's `in_all`, whose last quarter goes only to a principal holding
+    fewer than `per_session`; else `Unavailable` with a retry hint (when the first task that
+    would free a place ends its ttl). Nothing is forgotten to make room. A task is forgotten
+    when its ttl ends (capped at `max_ttl_s`; a task with no ttl is kept that long), and then
+    cancelled in its child unless the host saw it end: `keep` does both while the host runs.
+    """
 
     def __init__(
         self,
         *,
         per_session: int = 64,
+        per_principal: int = 128,
         in_all: int = 10_000,
         max_ttl_s: float = 86_400.0,
+        asking: Asking | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`asking`: who is asking for each visitor session (the visitor endpoint says so around
+        each request); None, each session is its own principal."""
         self._per_session = per_session
+        self._per_principal = per_principal
         self._in_all = in_all
         self._max_ttl_s = max_ttl_s
+        self._asking = asking
         self._clock = clock
-        self._tasks: OrderedDict[tuple[str, str], _Owned] = OrderedDict()  # (plugin id, task id)
-        self._counts: dict[str, int] = {}
+        self._tasks: dict[tuple[str, str], _Owned] = {}  # (plugin id, task id)
+        self._by_session: dict[str, dict[tuple[str, str], _Owned]] = {}
+        self._by_principal: dict[Principal, dict[tuple[str, str], _Owned]] = {}
+        self._expiry: list[tuple[float, int, _Owned]] = []  # a heap; an entry no longer held is skipped
+        self._seq = itertools.count()
+        # Places given (`place`) whose task is not remembered yet, so concurrent calls count too.
+        self._placing_session: Counter[str] = Counter()
+        self._placing_principal: Counter[Principal] = Counter()
+        self._placing = 0
+        self._ending: deque[_Owned] = deque(maxlen=in_all)
+        """Forgotten tasks to cancel in their children (`keep`)."""
+        self._wake: anyio.Event | None = None
 
-    def room_for(self, session_id: str) -> bool:
-        self._expire()
-        return self._counts.get(session_id, 0) < self._per_session
+    def principal_of(self, session_id: str) -> Principal:
+        """Who is asking for `session_id` now (`edge.Asking`)."""
+        return Principal("session", session_id) if self._asking is None else self._asking.of(session_id)
 
-    def remember(
-        self,
-        session_id: str,
-        plugin_id: str,
-        task_id: str,
-        ttl_ms: int | None,
-        *,
-        tool: str = "",
-        connection: ServerSession | None = None,
-    ) -> None:
+    @contextmanager
+    def place(self, session_id: str, principal: Principal) -> Iterator[_Place]:
+        """A place for one more task of `session_id`, asked for by `principal`, kept until the
+        block ends; `_Place.remember` fills it. Raises Unavailable, with a retry hint, when the
+        session, the principal or the host holds as many tasks as it may."""
         self._expire()
+        self._check_room(session_id, principal)
+        self._placing_session[session_id] += 1
+        self._placing_principal[principal] += 1
+        self._placing += 1
+        place = _Place(self, session_id, principal)
+        try:
+            yield place
+        finally:
+            self._release(place)
+
+    def _release(self, place: _Place) -> None:
+        """`place` is no longer pending: its task is remembered, or it never came."""
+        if place.released:
+            return
+        place.released = True
+        self._placing -= 1
+        self._placing_session[place.session_id] -= 1
+        if self._placing_session[place.session_id] <= 0:
+            del self._placing_session[place.session_id]
+        self._placing_principal[place.principal] -= 1
+        if self._placing_principal[place.principal] <= 0:
+            del self._placing_principal[place.principal]
+
+    def _check_room(self, session_id: str, principal: Principal) -> None:
+        session = self._by_session.get(session_id, {})
+        if len(session) + self._placing_session[session_id] >= self._per_session:
+            raise Unavailable(
+                f"this session holds as many tasks as it may ({self._per_session}); "
+                f"retry in {self._retry_in(session.values())} s"
+            )
+        own = self._by_principal.get(principal, {})
+        held = len(own) + self._placing_principal[principal]
+        if held >= self._per_principal:
+            raise Unavailable(
+                "this visitor (its access code, API key or address) holds as many tasks as one may "
+                f"({self._per_principal}); retry in {self._retry_in(own.values())} s"
+            )
+        taken = len(self._tasks) + self._placing
+        if taken >= self._in_all or (taken >= self._in_all - self._in_all // 4 and held >= self._per_session):
+            logger.debug("refused a task of %s: the host holds %d tasks (cap %d)", principal, taken, self._in_all)
+            soonest = (entry[2] for entry in self._expiry[:1])
+            raise Unavailable(f"the host holds as many tasks as it may; retry in {self._retry_in(soonest)} s")
+
+    def _retry_in(self, tasks: Iterable[_Owned]) -> int:
+        """Whole seconds until the first of `tasks` ends its ttl (at least 1)."""
+        soonest = min((t.expires_at for t in tasks), default=self._clock() + 1)
+        return max(1, math.ceil(soonest - self._clock()))
+
+    def _remember(self, owned: _Owned, ttl_ms: int | None) -> None:
         ttl_s = self._max_ttl_s if ttl_ms is None else min(max(ttl_ms, 0) / 1000.0, self._max_ttl_s)
-        self._forget((plugin_id, task_id))
-        self._tasks[(plugin_id, task_id)] = _Owned(session_id, plugin_id, self._clock() + ttl_s, tool, connection)
-        self._counts[session_id] = self._counts.get(session_id, 0) + 1
-        while len(self._tasks) > self._in_all:
-            self._forget(next(iter(self._tasks)))
-
-    def owner(self, session_id: str, task_id: str) -> str:
-        """The plugin of the session's task `task_id`; MCPError (invalid params) when it is not the session's."""
-        return self.owned(session_id, task_id).plugin_id
+        owned.expires_at = self._clock() + ttl_s
+        replaced = self._tasks.get(owned.key)
+        if replaced is not None:
+            self._forget(replaced)  # the child reused the id: it names the new task now, nothing to cancel
+        self._tasks[owned.key] = owned
+        self._by_session.setdefault(owned.session_id, {})[owned.key] = owned
+        self._by_principal.setdefault(owned.principal, {})[owned.key] = owned
+        sooner = not self._expiry or owned.expires_at < self._expiry[0][0]
+        heapq.heappush(self._expiry, (owned.expires_at, next(self._seq), owned))
+        if sooner and self._wake is not None:
+            self._wake.set()
 
     def owned(self, session_id: str, task_id: str) -> _Owned:
         """What the host knows of the session's task `task_id`; MCPError (invalid params) when
         it is not the session's."""
         self._expire()
-        for (_, tid), owned in self._tasks.items():
-            if tid == task_id and owned.session_id == session_id:
+        for owned in self._by_session.get(session_id, {}).values():
+            if owned.task_id == task_id:
                 return owned
         raise MCPError(INVALID_PARAMS, _NOT_FOUND)
 
@@ -162,25 +253,95 @@ class TaskBook:
         """The session's task ids by plugin."""
         self._expire()
         found: dict[str, set[str]] = {}
-        for (plugin_id, task_id), owned in self._tasks.items():
-            if owned.session_id == session_id:
-                found.setdefault(plugin_id, set()).add(task_id)
+        for plugin_id, task_id in self._by_session.get(session_id, {}):
+            found.setdefault(plugin_id, set()).add(task_id)
         return found
+
+    def count(self, *, principal: Principal | None = None) -> int:
+        """Tasks remembered (of one principal, else in all)."""
+        return len(self._tasks) if principal is None else len(self._by_principal.get(principal, {}))
+
+    async def keep(self) -> None:
+        """Run for the host's life: forget each task as its ttl ends, and cancel in its child each
+        forgotten one the host did not see end (a child process that ended took its tasks along)."""
+        limiter = anyio.CapacityLimiter(_CANCELS_AT_ONCE)
+        while True:
+            self._wake = anyio.Event()
+            self._expire()
+            if self._ending:
+                async with anyio.create_task_group() as tg:
+                    while self._ending:
+                        tg.start_soon(self._cancel, self._ending.popleft(), limiter)
+                continue
+            wait = math.inf if not self._expiry else max(0.0, self._expiry[0][0] - self._clock())
+            with anyio.move_on_after(wait):
+                await self._wake.wait()
+
+    async def _cancel(self, owned: _Owned, limiter: anyio.CapacityLimiter) -> None:
+        child = owned.child
+        if child is None or not child.running:
+            return
+        async with limiter:
+            try:
+                await child.raw_request("tasks/cancel", {"taskId": owned.task_id}, timeout_s=_CANCEL_S)
+            except Exception:  # it ended meanwhile (the child refuses), or the child went away
+                logger.debug(
+                    "%s: cancelling forgotten task %s failed", owned.plugin_id, owned.task_id[:80], exc_info=True
+                )
+                return
+        logger.info(
+            "session %s: task %s outlived its ttl; forgotten and cancelled in %s",
+            owned.session_id,
+            owned.task_id[:80],
+            owned.plugin_id,
+        )
 
     def _expire(self) -> None:
         now = self._clock()
-        for key in [k for k, owned in self._tasks.items() if owned.expires_at <= now]:
-            self._forget(key)
+        while self._expiry and self._expiry[0][0] <= now:
+            _, _, owned = heapq.heappop(self._expiry)
+            if self._tasks.get(owned.key) is owned:
+                self._forget(owned)
+                if not owned.ended:
+                    self._ending.append(owned)
+                    if self._wake is not None:
+                        self._wake.set()
 
-    def _forget(self, key: tuple[str, str]) -> None:
-        owned = self._tasks.pop(key, None)
-        if owned is None:
-            return
-        left = self._counts[owned.session_id] - 1
-        if left:
-            self._counts[owned.session_id] = left
-        else:
-            del self._counts[owned.session_id]
+    def _forget(self, owned: _Owned) -> None:
+        del self._tasks[owned.key]
+        of_session = self._by_session[owned.session_id]
+        del of_session[owned.key]
+        if not of_session:
+            del self._by_session[owned.session_id]
+        of_principal = self._by_principal[owned.principal]
+        del of_principal[owned.key]
+        if not of_principal:
+            del self._by_principal[owned.principal]
+
+
+class _Place:
+    """A place for one task in a `TaskBook` (`TaskBook.place`)."""
+
+    def __init__(self, book: TaskBook, session_id: str, principal: Principal) -> None:
+        self._book = book
+        self.session_id = session_id
+        self.principal = principal
+        self.released = False
+
+    def remember(
+        self,
+        plugin_id: str,
+        task_id: str,
+        ttl_ms: int | None,
+        *,
+        tool: str = "",
+        connection: ServerSession | None = None,
+        child: Child | None = None,
+    ) -> None:
+        """The task the child made in this place: held for its ttl (`ttl_ms`; None: the longest)."""
+        owned = _Owned(self.session_id, self.principal, plugin_id, task_id, 0.0, tool, connection, child)
+        self._book._release(self)
+        self._book._remember(owned, ttl_ms)
 
 
 class VisitorTasks:
@@ -201,8 +362,18 @@ class VisitorTasks:
         arguments = params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
             raise MCPError(INVALID_PARAMS, "tools/call needs a tool name and arguments as an object")
-        if not self._book.room_for(session.id):
-            raise Unavailable("this session holds as many tasks as it may; wait for one to end and expire")
+        with self._book.place(session.id, self._book.principal_of(session.id)) as place:
+            return await self._create(session, name, arguments, params, connection, place)
+
+    async def _create(
+        self,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        params: Mapping[str, Any],
+        connection: ServerSession | None,
+        place: _Place,
+    ) -> dict[str, Any]:
         plugin, tool = await self._door.admit(session, name, arguments)
         if named_ops(plugin):
             # The host-op token lives as long as one call; a task outlives it.
@@ -219,13 +390,13 @@ class VisitorTasks:
         child.router.follow_tasks(self._status)  # before the task exists: its first status may be quick
         raw = await child.raw_request("tools/call", forwarded, timeout_s=self._timeout)
         created = self._checked(types.CreateTaskResult, raw, "tools/call")
-        self._book.remember(
-            session.id,
+        place.remember(
             plugin.manifest.id,
             created.task.task_id,
             created.task.ttl,
             tool=tool.name,
             connection=connection,
+            child=child,
         )
         logger.info("session %s: %s started task %s", session.id, name[:80], created.task.task_id[:80])
         return _wire(without_host_keys(created))
@@ -255,6 +426,7 @@ class VisitorTasks:
             if deadline.cancelled_caught:
                 raise CallTimeout(f"the task's result did not come within {self._timeout:g} s")
         result = without_host_keys(self._checked(types.CallToolResult, raw, "tasks/result"))
+        owned.ended = True  # a task's result comes once it has ended
         if not owned.receipted:
             owned.receipted = True
             await self._door.receipt(session, owned.plugin_id, owned.tool, result)
@@ -263,6 +435,8 @@ class VisitorTasks:
     async def _status(self, plugin_id: str, params: types.TaskStatusNotificationParams) -> None:
         """A child's task status notification, passed to the connection that made the task only."""
         owned = self._book.of_child(plugin_id, params.task_id)
+        if owned is not None and params.status in _ENDED:
+            owned.ended = True
         if owned is None or owned.connection is None:
             logger.debug("%s: status of a task no visitor holds; dropped", plugin_id)
             return
@@ -295,13 +469,15 @@ class VisitorTasks:
         return tasks
 
     async def _forward(self, session: Session, method: str, task_id: str, result_type: type[_R]) -> _R:
-        plugin_id = self._book.owner(session.id, task_id)
+        owned = self._book.owned(session.id, task_id)
         try:
-            raw = await self._child(plugin_id, session).raw_request(
+            raw = await self._child(owned.plugin_id, session).raw_request(
                 method, {"taskId": task_id}, timeout_s=self._timeout
             )
         except TransportFailure:
             raise MCPError(INVALID_PARAMS, _NOT_FOUND) from None  # the child no longer has it
+        if raw.get("status") in _ENDED:
+            owned.ended = True
         return without_host_keys(self._checked(result_type, raw, method))
 
     def _child(self, plugin_id: str, session: Session) -> Child:

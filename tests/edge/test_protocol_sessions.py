@@ -1,7 +1,8 @@
-"""2025-11-25 protocol sessions are capped per principal and per address, and expire when idle
-(issue 11, defect 2): one caller's `initialize` flood never locks another client out. A session
-born on one replica is adopted by another its client's requests reach (issue 16: two hosts on
-one database)."""
+"""2025-11-25 protocol sessions are capped per visitor session, per principal and per endpoint,
+and expire when idle (issue 11, defect 2): one caller's `initialize` flood never locks another
+client out, and never closes another principal's session (issue 26, defect 6: principals at one
+address apart, the endpoint's cap shared). A session born on one replica is adopted by another
+its client's requests reach (issue 16: two hosts on one database)."""
 
 from __future__ import annotations
 
@@ -44,27 +45,28 @@ PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 def test_defaults_are_pinned(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     assert {
-        "per_principal": settings.protocol_sessions.per_principal,
-        "per_client": settings.protocol_sessions.per_client,
-        "max": settings.protocol_sessions.per_endpoint,
+        "per_session": settings.principals.session_protocol_sessions,
+        "per_principal": settings.principals.protocol_sessions,
+        "max": settings.principals.max_protocol_sessions,
         "idle_s": settings.protocol_sessions.idle_s,
-    } == snapshot({"per_principal": 16, "per_client": 256, "max": 10000, "idle_s": 300.0})
+    } == snapshot({"per_session": 16, "per_principal": 256, "max": 10000, "idle_s": 300.0})
     assert ProtocolSessionLimits() == ProtocolSessionLimits(
-        per_principal=settings.protocol_sessions.per_principal,
-        per_client=settings.protocol_sessions.per_client,
+        per_session=settings.principals.session_protocol_sessions,
+        per_principal=settings.principals.protocol_sessions,
+        host=settings.principals.max_protocol_sessions,
         idle_s=settings.protocol_sessions.idle_s,
     )
 
 
-@pytest.mark.parametrize(("per_principal", "per_client", "host_wide"), [(8, 100, 100), (8, 200, 100), (20, 10, 100)])
-def test_one_address_may_never_be_able_to_fill_the_host_wide_cap(
-    tmp_path: Path, per_principal: int, per_client: int, host_wide: int
+@pytest.mark.parametrize(("per_session", "per_principal", "host_wide"), [(8, 100, 100), (8, 200, 100), (20, 10, 100)])
+def test_one_principal_may_never_be_able_to_fill_the_host_wide_cap(
+    tmp_path: Path, per_session: int, per_principal: int, host_wide: int
 ) -> None:
-    with pytest.raises(ValidationError, match="protocol_sessions_per_client < protocol_sessions_max"):
+    with pytest.raises(ValidationError, match="principal_max_protocol_sessions < protocol_sessions_max"):
         Settings(
             data_dir=tmp_path,
-            protocol_sessions_per_principal=per_principal,
-            protocol_sessions_per_client=per_client,
+            session_max_protocol_sessions=per_session,
+            principal_max_protocol_sessions=per_principal,
             protocol_sessions_max=host_wide,
         )
 
@@ -105,9 +107,17 @@ class Door:
             yield
 
 
-async def visitor(host: RunningHost) -> Door:
-    session = await host.new_session()
+async def visitor(host: RunningHost, code: str | None = None) -> Door:
+    """A new visitor session (with `code`, that access code's; else public) and its MCP door."""
+    session = await host.new_session(None if code is None else {"code": code})
     return Door(host.http, session["mcp_url"], session["token"])
+
+
+async def codes(host: RunningHost, count: int) -> list[str]:
+    """`count` access codes of one role: each is a principal of its own, whatever the address."""
+    access, owner_id = host.host.access, host.host.owner_id
+    await access.put_role(owner_id, "guests", [])
+    return [(await access.create_code(owner_id, "guests"))[0] for _ in range(count)]
 
 
 def owner(host: RunningHost) -> Door:
@@ -120,7 +130,7 @@ def _settings(tmp_path: Path, database_url: str, **caps: Any) -> Settings:
 
 
 async def test_one_principal_flooding_initialize_cannot_lock_another_out(tmp_path: Path, database_url: str) -> None:
-    caps = {"protocol_sessions_per_principal": 4, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    caps = {"session_max_protocol_sessions": 4, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
         flooder = await visitor(host)
         opened = [await flooder.open() for _ in range(30)]  # 2.5 x the host-wide cap
@@ -135,7 +145,7 @@ async def test_one_principal_flooding_initialize_cannot_lock_another_out(tmp_pat
 async def test_concurrent_openings_never_take_the_same_place(tmp_path: Path, database_url: str) -> None:
     """24 initializes at once from one principal (cap 4): each new one's place is reserved before
     it waits for the session it closed, so two never take the place one eviction freed."""
-    caps = {"protocol_sessions_per_principal": 4, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    caps = {"session_max_protocol_sessions": 4, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
         flooder = await visitor(host)
         first = [await flooder.open() for _ in range(4)]
@@ -158,20 +168,20 @@ async def test_concurrent_openings_never_take_the_same_place(tmp_path: Path, dat
 async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still_get_in(
     tmp_path: Path, database_url: str
 ) -> None:
-    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    caps = {"session_max_protocol_sessions": 2, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
         busy = await visitor(host)
         first, second = await busy.open(), await busy.open()
         async with busy.busy(first), busy.busy(second):
             refused = await busy.initialize()
-            assert refused.status_code == 429
+            assert (refused.status_code, refused.headers["retry-after"]) == (429, "30")
             assert refused.json() == snapshot(
                 {
                     "jsonrpc": "2.0",
                     "id": None,
                     "error": {
                         "code": -32600,
-                        "message": "too many protocol sessions open and in use for this credential or address; end one (DELETE) or retry later",  # noqa: E501
+                        "message": "too many protocol sessions open and in use for this visitor (its session, access code, API key or address); end one (DELETE) or retry later",  # noqa: E501
                     },
                 }
             )
@@ -189,19 +199,78 @@ async def test_a_principal_whose_sessions_are_all_busy_gets_429_and_others_still
         assert await busy.alive(third)
 
 
-async def test_one_address_holds_at_most_its_cap_across_principals(tmp_path: Path, database_url: str) -> None:
-    caps = {"protocol_sessions_per_principal": 3, "protocol_sessions_per_client": 4, "protocol_sessions_max": 12}
+async def test_public_sessions_at_one_address_share_its_cap_and_close_their_own_first(
+    tmp_path: Path, database_url: str
+) -> None:
+    caps = {"session_max_protocol_sessions": 3, "principal_max_protocol_sessions": 4, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
-        a, b = await visitor(host), await visitor(host)
+        a, b = await visitor(host), await visitor(host)  # public, both at 127.0.0.1: one principal
         a_sessions = [await a.open() for _ in range(3)]
         b_sessions = [await b.open() for _ in range(3)]
-        # 127.0.0.1 may hold 4: b's opening closed a's two least recently used.
-        assert [await a.alive(s) for s in a_sessions] == [False, False, True]
-        assert [await b.alive(s) for s in b_sessions] == [True, True, True]
+        # The address holds 4: each of b's openings past that closed b's own oldest idle one.
+        assert [await a.alive(s) for s in a_sessions] == [True, True, True]
+        assert [await b.alive(s) for s in b_sessions] == [False, False, True]
+        c = await visitor(host)  # a visitor session with none of its own closes the oldest of the address
+        assert await c.alive(await c.open())
+        assert [await a.alive(s) for s in a_sessions] == [False, True, True]
+
+
+async def test_a_principals_flood_closes_only_its_own_and_anothers_idle_session_keeps_answering(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Issue 26, defect 6: one visitor's initializes at a shared address closed every other
+    visitor's idle protocol session there. A session opened with an access code is its code's
+    principal, wherever it comes from; the public flood at the same address closes its own."""
+    caps = {"session_max_protocol_sessions": 4, "principal_max_protocol_sessions": 6, "protocol_sessions_max": 24}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        [code] = await codes(host, 1)
+        other = await visitor(host, code)  # at 127.0.0.1 too
+        kept = [await other.open(), await other.open()]
+        flooders = [await visitor(host) for _ in range(4)]  # public: the principal 127.0.0.1
+        flooded = [await flooder.open() for _ in range(5) for flooder in flooders]
+        assert [await other.alive(s) for s in kept] == [True, True]
+        alive = [s for n, s in enumerate(flooded) if await flooders[n % 4].alive(s)]
+        assert len(alive) == 6  # its principal's cap
+        assert await other.alive(await other.open())  # the other principal still opens its own
+
+
+async def test_a_full_endpoint_refuses_a_new_principal_and_closes_nobodys_session(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The endpoint holds 8, and its last 2 go only to principals holding fewer than one visitor
+    session may (2). Full, it refuses a new principal 503 `unavailable` with Retry-After rather
+    than closing anyone's session; a principal holding some makes room by closing its own oldest
+    idle one."""
+    caps = {"session_max_protocol_sessions": 2, "principal_max_protocol_sessions": 4, "protocol_sessions_max": 8}
+    async with running_host(_settings(tmp_path, database_url, **caps)) as host:
+        a, b, c, d, e = await codes(host, 5)
+        doors = [await visitor(host, a), await visitor(host, a), await visitor(host, b)]
+        held = [(door, await door.open()) for door in doors for _ in range(2)]  # a holds 4, b 2
+        async with doors[2].busy(held[4][1]), doors[2].busy(held[5][1]):
+            # b, holding 2 and none idle, may not take the last quarter; c and d, holding none, may.
+            assert (await (await visitor(host, b)).initialize()).status_code == 503
+            held += [(door, await door.open()) for door in (await visitor(host, c), await visitor(host, d))]
+        refused = await (await visitor(host, e)).initialize()
+        assert (refused.status_code, refused.headers["retry-after"]) == (503, "30")
+        assert refused.json() == snapshot(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32603,
+                    "message": "the host holds as many protocol sessions as it may; retry later",
+                    "data": {"code": "unavailable"},
+                },
+            }
+        )
+        assert [await door.alive(s) for door, s in held] == [True] * 8
+        swapped = await doors[2].open()  # b closes its own oldest idle one for it
+        assert [await door.alive(s) for door, s in held] == [True] * 4 + [False, True] + [True] * 2
+        assert await doors[2].alive(swapped)
 
 
 async def test_a_deleted_session_frees_its_place(tmp_path: Path, database_url: str) -> None:
-    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    caps = {"session_max_protocol_sessions": 2, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
         door = await visitor(host)
         first, second = await door.open(), await door.open()
@@ -211,7 +280,7 @@ async def test_a_deleted_session_frees_its_place(tmp_path: Path, database_url: s
 
 
 async def test_the_owner_endpoint_is_capped_too(tmp_path: Path, database_url: str) -> None:
-    caps = {"protocol_sessions_per_principal": 2, "protocol_sessions_per_client": 8, "protocol_sessions_max": 12}
+    caps = {"session_max_protocol_sessions": 2, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
     async with running_host(_settings(tmp_path, database_url, **caps)) as host:
         door = owner(host)
         opened = [await door.open() for _ in range(5)]

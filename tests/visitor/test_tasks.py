@@ -7,15 +7,19 @@ poll, result, cancel, list, and another session's task is `not found`; each sess
 status notifications of its own tasks only, on its standalone stream; a task's elicitation
 reaches the visitor awaiting that task's result, and no other; a task's result is a turn
 receipt. A 2026-07-28 session (the SDK's client) is neither offered the task-required tool nor
-let call it. Last, server-everything's `simulate-research-query` when the ecosystem is
-installed, plain and with its elicitation.
+let call it. What the host remembers is shared between principals (issue 26, defect 4): one
+principal's flood is refused past its share and makes the host forget no other's task, and a
+task the host forgets at its ttl's end is cancelled in its child. Last, server-everything's
+`simulate-research-query` when the ecosystem is installed, plain and with its elicitation.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +28,13 @@ import httpx2
 import pytest
 from mcp.types import TextContent
 
-from mcp_host.errors import UnknownTool
+from mcp_host.edge import Principal
+from mcp_host.errors import Unavailable, UnknownTool
 from mcp_host.policy import PostgresTurns
 from mcp_host.policy.turns import Receipt
-from tests.hosting import PLUGINS, host_settings, refusal, running_host
+from mcp_host.visitor import TaskBook
+from mcp_host_kit.contract import ERROR_KEY
+from tests.hosting import PLUGINS, RunningHost, host_settings, refusal, running_host, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -259,6 +266,111 @@ async def _landed(turns: PostgresTurns, session_id: str, within_s: float = 10.0)
         if receipts or anyio.current_time() > deadline:
             return receipts
         await anyio.sleep(0.05)
+
+
+def _from(address: str) -> httpx2.AsyncClient:
+    """An HTTP client whose every request comes from `address` (a loopback one: its own principal)."""
+    return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address=address), timeout=30)
+
+
+async def _public_session(host: RunningHost, http: httpx2.AsyncClient) -> dict[str, Any]:
+    response = await http.post(f"{host.url}/v1/sessions", json={})
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def test_one_principals_task_flood_is_refused_past_its_share_and_forgets_no_other_task(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The host remembers 8 tasks, 4 of one principal and 3 of one session. The flood, four
+    public sessions at 127.0.0.1, tries 12 (past the host's 8, which used to forget the oldest
+    task of anyone); the visitor at 127.0.0.2 still gets its tasks' result and cancel."""
+    caps = {"session_max_tasks": 3, "principal_max_tasks": 4, "max_tasks": 8}
+    slow_task = {"name": "research", "arguments": {"seconds": 30}, "task": {}}
+    async with (
+        running_host(host_settings(tmp_path, database_url, ["tasker"], **caps)) as host,
+        AsyncExitStack() as clients,
+    ):
+        visitor_http = await clients.enter_async_context(_from("127.0.0.2"))
+        visitor, _ = await _legacy(host, await _public_session(host, visitor_http), visitor_http)
+        quick = await visitor.request("tools/call", {"name": "research", "arguments": {"topic": "owls"}, "task": {}})
+        slow = await visitor.request("tools/call", slow_task)
+        flooders = []
+        for _ in range(4):
+            flood_http = await clients.enter_async_context(_from("127.0.0.1"))
+            flooders.append((await _legacy(host, await _public_session(host, flood_http), flood_http))[0])
+        answers = [(await flooder.request("tools/call", slow_task))["result"] for _ in range(3) for flooder in flooders]
+        result = await visitor.request("tasks/result", {"taskId": quick["result"]["task"]["taskId"]})
+        cancelled = await visitor.request("tasks/cancel", {"taskId": slow["result"]["task"]["taskId"]})
+
+    created = [a for a in answers if "task" in a]
+    refused = [a["_meta"][ERROR_KEY] for a in answers if "task" not in a]
+    assert (len(created), len(refused)) == (4, 8)
+    share = re.compile(
+        r"this visitor \(its access code, API key or address\) holds as many tasks as one may \(4\); "
+        r"retry in \d+ s"
+    )
+    assert all(r["code"] == Unavailable.code and share.fullmatch(r["message"]) for r in refused), refused
+    assert result["result"]["structuredContent"] == {"topic": "owls"}
+    assert cancelled["result"]["status"] == "cancelled"
+
+
+async def test_a_task_the_host_forgets_at_its_ttls_end_is_cancelled_in_its_child(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["tasker"])) as host:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            client, _ = await _legacy(host, await host.new_session(), http)
+            created = await client.request(
+                "tools/call", {"name": "research", "arguments": {"seconds": 30}, "task": {"ttl": 300}}
+            )
+            task_id = created["result"]["task"]["taskId"]
+            child = host.host.pool.get("test.tasker")
+            assert child is not None
+
+            def cancelled() -> bool:
+                return any(line.text == f"tasks/cancel {task_id}: was working" for line in child.log.recent(50))
+
+            await wait_until(cancelled, within_s=10)  # the child said so on its stderr
+            forgotten = await client.request("tasks/get", {"taskId": task_id})
+    assert forgotten["error"] == {"code": -32602, "message": "task not found"}
+
+
+def test_a_full_task_book_refuses_a_new_principal_and_forgets_nobody() -> None:
+    """The book's shares alone (no child): 8 places, the last 2 only for a principal holding
+    fewer than one session may (2); each refusal says when the first task that would free a
+    place ends its ttl."""
+    now = [0.0]
+    book = TaskBook(per_session=2, per_principal=4, in_all=8, clock=lambda: now[0])
+    principals = [Principal("address", f"10.0.0.{n}") for n in range(5)]
+
+    def remember(session: str, principal: Principal, ttl_ms: int = 60_000) -> None:
+        with book.place(session, principal) as place:
+            place.remember("p", f"{session}-{book.count()}", ttl_ms)
+
+    def refusal(session: str, principal: Principal) -> str:
+        with pytest.raises(Unavailable) as refused, book.place(session, principal):
+            pass
+        return refused.value.message
+
+    for session in ("a1", "a2"):
+        remember(session, principals[0], 10_000)
+        remember(session, principals[0])
+    assert refusal("a3", principals[0]) == (
+        "this visitor (its access code, API key or address) holds as many tasks as one may (4); retry in 10 s"
+    )
+    remember("b1", principals[1])
+    remember("b1", principals[1], 20_000)
+    assert refusal("b1", principals[1]) == "this session holds as many tasks as it may (2); retry in 20 s"
+    now[0] = 5.0
+    assert refusal("b2", principals[1]) == "the host holds as many tasks as it may; retry in 5 s"  # the reserve
+    remember("c1", principals[2])
+    remember("d1", principals[3])
+    assert refusal("e1", principals[4]) == "the host holds as many tasks as it may; retry in 5 s"
+    assert book.count() == 8
+    now[0] = 10.0  # a's first two end their ttl: forgotten, and so room for anyone
+    remember("e1", principals[4])
+    assert (book.count(), book.count(principal=principals[0]), book.of_session("a1")) == (7, 2, {"p": {"a1-1"}})
 
 
 async def test_a_2026_session_is_not_offered_a_task_required_tool(
