@@ -50,10 +50,13 @@ def _host_env(builtin_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
     `settings` (`MCP_HOST_…` variables).
 
     So, unless `settings` says otherwise: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL),
-    sandbox and tool pinning on (the defaults).
+    sandbox and tool pinning on (the defaults), and no limit to the public sessions one address
+    opens a minute: the bench opens thousands from 127.0.0.1 to measure other things
+    (`bench/fairness.py` sets the default back).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
     env["MCP_HOST_BUILTIN_DIR"] = str(builtin_dir)
+    env["MCP_HOST_PRINCIPAL_PUBLIC_SESSIONS_PER_MINUTE"] = "1000000"
     env.update(settings)
     return env
 

@@ -10,7 +10,8 @@ from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
 from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
 from .principal import Asking, Principal, PrincipalKind
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecord, SessionRecords, record_key
-from .rest_errors import REST_ERRORS, MethodNotAllowed, TooLarge, Unauthorized, rest_response
+from .rates import PrincipalRate
+from .rest_errors import REST_ERRORS, MethodNotAllowed, TooFast, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
 from .tracing import untraced
 
@@ -25,6 +26,7 @@ __all__ = [
     "MethodNotAllowed",
     "Principal",
     "PrincipalKind",
+    "PrincipalRate",
     "ProtocolSessionLimits",
     "ProtocolSessions",
     "Reading",
@@ -32,6 +34,7 @@ __all__ = [
     "SessionRecord",
     "SessionRecords",
     "ThrottleLimits",
+    "TooFast",
     "TooLarge",
     "Unauthorized",
     "drain_limit",

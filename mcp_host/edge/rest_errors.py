@@ -15,6 +15,7 @@ Starlette's 500, never with its text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from starlette.requests import Request
@@ -36,7 +37,7 @@ from mcp_host.errors import (
     UnknownTool,
 )
 
-__all__ = ["REST_ERRORS", "MethodNotAllowed", "Misdirected", "TooLarge", "Unauthorized", "rest_response"]
+__all__ = ["REST_ERRORS", "MethodNotAllowed", "Misdirected", "TooFast", "TooLarge", "Unauthorized", "rest_response"]
 
 
 class Unauthorized(Denied):
@@ -63,6 +64,14 @@ class MethodNotAllowed(UnknownTool):
         self.allowed = allowed
 
 
+class TooFast(Unavailable):
+    """A principal starts something faster than its share allows: 429 with Retry-After."""
+
+    def __init__(self, what: str, retry_after_s: float) -> None:
+        self.retry_after_s = max(1, math.ceil(retry_after_s))
+        super().__init__(f"{what}; retry in {self.retry_after_s} s")
+
+
 # Most specific first: the first class the exception is an instance of gives the status.
 _STATUS: tuple[tuple[type[HostError], int], ...] = (
     (Unauthorized, 401),
@@ -75,6 +84,7 @@ _STATUS: tuple[tuple[type[HostError], int], ...] = (
     (Held, 409),
     (Unconfigured, 409),
     (QuotaExhausted, 429),
+    (TooFast, 429),
     (CallTimeout, 504),
     (TransportFailure, 502),
     (Unavailable, 503),
@@ -89,6 +99,8 @@ def rest_response(exc: HostError) -> Response:
         headers["WWW-Authenticate"] = f'Bearer realm="{exc.realm}"'
     elif isinstance(exc, MethodNotAllowed):
         headers["Allow"] = exc.allowed
+    elif isinstance(exc, TooFast):
+        headers["Retry-After"] = str(exc.retry_after_s)
     return JSONResponse({"error": exc.code, "message": exc.message}, status_code=status, headers=headers)
 
 

@@ -50,6 +50,9 @@ from mcp_host.edge import (
     Asking,
     FailureThrottle,
     MethodNotAllowed,
+    Principal,
+    PrincipalRate,
+    TooFast,
     TooLarge,
     Unauthorized,
     drain_limit,
@@ -143,13 +146,21 @@ class SessionsEndpoint:
     """`POST /v1/sessions`: open a code, API-key or public visitor session."""
 
     def __init__(
-        self, access: Access, throttle: FailureThrottle, owner_id: str, base_url: str, max_body_bytes: int
+        self,
+        access: Access,
+        throttle: FailureThrottle,
+        owner_id: str,
+        base_url: str,
+        max_body_bytes: int,
+        public_rate: PrincipalRate | None = None,
     ) -> None:
+        """`public_rate`: how fast one client address may open public sessions (None: no limit)."""
         self._access = access
         self._throttle = throttle
         self._owner_id = owner_id
         self._base_url = base_url
         self._max_body_bytes = max_body_bytes
+        self._public_rate = public_rate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
@@ -170,6 +181,7 @@ class SessionsEndpoint:
             key = bearer_token(request.scope)
             opened = None if key is None else await self._access.open_with_key(self._owner_id, key, payload.visitor)
         else:
+            self._pace_public(request)
             opened = await self._access.open_public(self._owner_id, payload.visitor)
             if opened is None:
                 raise Unauthorized(NO_CREDENTIAL["message"])
@@ -186,6 +198,15 @@ class SessionsEndpoint:
             status_code=201,
             headers={"Cache-Control": "no-store"},
         )
+
+    def _pace_public(self, request: Request) -> None:
+        if self._public_rate is None:
+            return
+        principal = Principal.of_client(request.scope.get("client"))
+        wait = self._public_rate.wait(principal)
+        if wait > 0:
+            logger.info("public session refused: %s opens them faster than its share", principal)
+            raise TooFast("this address opens public sessions faster than the host allows", wait)
 
     async def _refused(self, request: Request) -> NoReturn:
         client = _client(request.scope)

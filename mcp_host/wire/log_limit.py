@@ -32,13 +32,22 @@ class TokenBucket:
 
     def take(self) -> bool:
         """Spend one token; False (nothing spent) when none is left."""
+        return self.take_or_wait() == 0.0
+
+    def take_or_wait(self) -> float:
+        """Spend one token and return 0.0; when none is left, spend nothing and return the
+        seconds until one is."""
         now = self._clock()
         self._tokens = min(self._burst, self._tokens + (now - self._at) * self._per_s)
         self._at = now
         if self._tokens < 1.0:
-            return False
+            return (1.0 - self._tokens) / self._per_s
         self._tokens -= 1.0
-        return True
+        return 0.0
+
+    def full(self) -> bool:
+        """Whether the bucket holds `burst` tokens again (nothing spent lately)."""
+        return min(self._burst, self._tokens + (self._clock() - self._at) * self._per_s) >= self._burst
 
 
 class _Source:

@@ -202,3 +202,30 @@ async def test_protocol_error_for_unknown_method_does_not_break_session(tmp_path
             with pytest.raises(MCPError):
                 await client.get_prompt("no_such_prompt")
             assert (await client.call_tool("echo", {"text": "ok"})).structured_content == {"text": "ok"}
+
+
+async def test_an_address_opening_public_sessions_too_fast_is_told_when_to_retry_and_others_are_not(
+    tmp_path: Path, database_url: str
+) -> None:
+    settings = host_settings(tmp_path, database_url, [], principal_public_sessions_per_minute=3)
+
+    def client(address: str) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address=address), timeout=30)
+
+    async with running_host(settings) as host, client("127.0.0.2") as fast, client("127.0.0.3") as other:
+        url = f"{host.url}/v1/sessions"
+        statuses = [(await fast.post(url, json={})).status_code for _ in range(3)]
+        refused = await fast.post(url, json={})
+        assert statuses == [201, 201, 201]
+        wait = int(refused.headers["retry-after"])  # one session every 20 s at 3 a minute
+        assert 15 <= wait <= 20
+        assert (refused.status_code, refused.json()) == (
+            429,
+            {
+                "error": "unavailable",
+                "message": f"this address opens public sessions faster than the host allows; retry in {wait} s",
+            },
+        )
+        assert (await other.post(url, json={})).status_code == 201
+        rows = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.sessions")
+        assert rows == 4  # the refused one stored nothing
