@@ -274,7 +274,7 @@ def _replaying(first: Message, receive: Receive) -> Receive:
 def _parsed(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except ValueError:  # not JSON, or only the first chunk of it
+    except (ValueError, RecursionError):  # not JSON, only the first chunk of it, or too deep
         return None
 
 
