@@ -29,6 +29,7 @@ Action = Callable[[Asker, Templates, Visit], Awaitable[Response]]
 
 DONE = {
     "approved": "Tool approved: visitors who may use it see it now.",
+    "approved_all": "Tools approved: visitors who may use them see them now.",
     "decided": "Decision recorded.",
     "ended": "Session ended.",
     "role": "Role saved.",
@@ -54,6 +55,24 @@ async def approve_tool(ask: Asker, t: Templates, v: Visit) -> Response:
     if reply.refusal is not None:
         return await pages.tools(ask, t, v, error=reply.error, status_code=400)
     return _done("/owner/tools", "approved")
+
+
+async def approve_all(ask: Asker, t: Templates, v: Visit) -> Response:
+    """Every pending tool of one capability, at the hashes the page showed (`tools_approve`:
+    all or none; one changed since the page was made approves nothing)."""
+    names, hashes = v.many.get("tool", []), v.many.get("live_sha256", [])
+    if len(names) != len(hashes):
+        return await pages.tools(ask, t, v, error="the form does not name a hash for each tool", status_code=400)
+    arguments: dict[str, Any] = {
+        "capability": v.form.get("capability", ""),
+        "tools": dict(zip(names, hashes, strict=True)),
+    }
+    if v.form.get("hide_colliding") == "on":
+        arguments["hide_colliding"] = True
+    reply = await ask(v.owner_id, "tools_approve", **arguments)
+    if reply.refusal is not None:
+        return await pages.tools(ask, t, v, error=reply.error, status_code=400)
+    return _done("/owner/tools", "approved_all")
 
 
 async def decide_hold(ask: Asker, t: Templates, v: Visit) -> Response:
@@ -186,6 +205,7 @@ async def revoke_grant(ask: Asker, t: Templates, v: Visit) -> Response:
 
 ACTIONS: dict[str, Action] = {
     "/owner/tools/approve": approve_tool,
+    "/owner/tools/approve-all": approve_all,
     "/owner/holds/decide": decide_hold,
     "/owner/sessions/end": end_session,
     "/owner/roles/put": put_role,

@@ -7,7 +7,7 @@ their input schemas. Below: pydantic only.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,7 @@ __all__ = [
     "RulesSet",
     "SessionEnd",
     "ToolApprove",
+    "ToolsApprove",
 ]
 
 # `{capability: {key: value}}`, as for roles, codes and keys (DESIGN.md "Owner tools").
@@ -157,6 +158,9 @@ class AuditList(_Arguments):
     limit: int = Field(default=100, ge=1, le=500, description="At most this many entries, newest first.")
 
 
+_Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
 class ToolApprove(_Arguments):
     capability: str = _name(_CAPABILITY)
     tool: str = _name("The tool's name, as tools_pending shows it.")
@@ -173,6 +177,22 @@ class ToolApprove(_Arguments):
         default=False,
         description="Needed to approve a tool whose name collides with one visitors see (collides_with in "
         "tools_pending): both are then hidden from sessions that see both.",
+    )
+
+
+class ToolsApprove(_Arguments):
+    capability: str = _name(_CAPABILITY)
+    tools: dict[Annotated[str, Field(min_length=1, max_length=128)], _Sha256] | None = Field(
+        default=None,
+        max_length=1000,
+        description="The tools to approve, each with the live_sha256 tools_pending showed for the definition you "
+        "reviewed: {tool: live_sha256}; all or none are approved, none if one changed since. Left out: every "
+        "pending tool of the capability, as it is live now (rejected ones are listed, never approved).",
+    )
+    hide_colliding: bool = Field(
+        default=False,
+        description="Needed when a tool collides with one visitors see, or two of them with each other "
+        "(collides_with in tools_pending): they are then hidden from sessions that see both.",
     )
 
 
@@ -279,14 +299,22 @@ class PluginAdd(_Arguments):
     source: str = Field(
         min_length=1,
         max_length=300,
-        description="What to install: npm:<package>[@<version>], pypi:<package>[==<version>], or a path "
-        "on the host's machine to an .mcpb bundle or an MCP registry server.json.",
+        description="What to install: npm:<package>[@<version>], pypi:<package>[==<version>], a path on the "
+        "host's machine to an .mcpb bundle or to an MCP registry entry (server.json, x.server.json, any .json), "
+        "or the https:// URL of a remote MCP server (streamable HTTP; nothing is installed, the host calls it).",
     )
     id: str | None = Field(
         default=None,
         min_length=1,
         max_length=64,
         description="The plugin id to give it (default: made from the package name, e.g. npm.scope.name).",
+    )
+    role: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An existing role (roles_list) to grant the new capability to now; its sessions see its "
+        "tools once you approve them. A role that does not exist is refused before anything is installed.",
     )
 
 

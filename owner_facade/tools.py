@@ -12,8 +12,7 @@ import dataclasses
 import logging
 import re
 import shutil
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -34,22 +33,21 @@ from mcp_host.plugins import (
     load_plugins,
     plugins_dir,
     printable,
+    reach,
     remove,
     switch_upgrade,
 )
 from mcp_host.policy import (
     REDACTED,
-    DefinitionChanged,
     NodeGrants,
-    PendingTool,
     RuleGate,
-    definition_hash,
     summarize,
 )
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.store import SCOPES, ConfigScope, ConfigUnset, OwnerEnv, declared, uninstall
 
 from . import services as _services
+from .approvals import tool_approve, tools_approve, tools_pending
 from .models import (
     ApiKeyCreate,
     ApiKeyRevoke,
@@ -77,17 +75,16 @@ from .models import (
     RulesSet,
     SessionEnd,
     ToolApprove,
+    ToolsApprove,
 )
-from .services import PROGRESS, OwnerServices, PluginAdmin
+from .next_steps import next_steps
+from .progress import with_progress
+from .services import OwnerServices, PluginAdmin
 
 __all__ = ["TOOLS", "Answer", "OwnerTool"]
 
 A = TypeVar("A", bound=BaseModel)
 Answer = dict[str, Any] | types.CallToolResult
-# How long `tools_pending` waits for the review at start (its children starting) to finish.
-_REVIEW_WAIT_S = 20.0
-# How often `plugin_add` tells the owner the install still runs (MCP progress notifications).
-_PROGRESS_EVERY_S = 1.0
 # How long `plugin_add` waits for the new plugin's first tool list (its child starting).
 _FIRST_LIST_WAIT_S = 60.0
 logger = logging.getLogger("owner_facade")
@@ -362,93 +359,6 @@ async def _session_end(s: OwnerServices, owner_id: str, a: SessionEnd) -> Answer
     return {"ended": await s.sessions.end(session.id)}
 
 
-# -- tool pinning ---------------------------------------------------------------------------------
-
-
-def _colliding(s: OwnerServices, alike: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-    """The shown tools of `alike` whose capability this host runs, as the owner sees them."""
-    shown: list[dict[str, Any]] = []
-    for plugin_id, tool in alike:
-        plugin = s.plugin(plugin_id, "capability")
-        if plugin is not None:
-            shown.append({"capability": plugin_id, "tool": tool, "builtin": plugin.builtin})
-    return shown
-
-
-def _hiding(tool: str, capability: str, colliding: list[dict[str, Any]]) -> str:
-    named = ", ".join(f"{c['tool']!r} of {c['capability']}{' (builtin)' if c['builtin'] else ''}" for c in colliding)
-    return (
-        f"approving {tool[:64]!r} of {capability[:64]!r} hides it and {named} from every session that can see "
-        "both (tool names that differ only in case, '-' or '_' collide, and a collision exposes neither)"
-    )
-
-
-def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
-    colliding = _colliding(s, tool.collides_with)
-    shown = {
-        "capability": tool.plugin_id,
-        "tool": tool.tool,
-        "approved": tool.approved,
-        "live": tool.seen,
-        "live_sha256": definition_hash(tool.seen).hex(),
-        "seen_at": tool.seen_at.isoformat(),
-        "collides_with": colliding,
-    }
-    if colliding:
-        shown["warning"] = _hiding(tool.tool, tool.plugin_id, colliding)
-    return shown
-
-
-async def _tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
-    """Tools hidden until approved: new ones, and ones whose definition changed since approval,
-    with the approved and the live definition side by side (JSON, so any text in them is escaped),
-    and the tools visitors are shown now that approving one would hide (`collides_with`); and the
-    tools the host drops whatever the owner approves (`rejected`: unsafe name, text or schema),
-    each with its cause and its name escaped."""
-    # Right after a start the children are still being listed: answer once they have been
-    # (bounded), so a fresh host shows every plugin's tools rather than an empty list.
-    reviewed = await s.review.settled(within_s=_REVIEW_WAIT_S) if s.review is not None else True
-    rejected = [{**tool.model_dump(mode="json"), "status": "rejected"} for tool in s.catalogue.rejected()]
-    if s.pins is None:
-        return {"pinning": False, "pending": [], "rejected": rejected}
-    pending = [_pending(s, t) for t in await s.pins.pending()]
-    answer: dict[str, Any] = {"pinning": True, "pending": pending, "rejected": rejected}
-    if not reviewed:
-        answer["note"] = "the host is still listing its plugins' tools; ask again for the rest"
-    return answer
-
-
-async def _tool_approve(s: OwnerServices, owner_id: str, a: ToolApprove) -> Answer:
-    """Approve a tool as it is now. One whose name collides with a tool visitors are shown is
-    approved only with `hide_colliding` (else `invalid_arguments` naming what it would hide):
-    the owner decides knowingly that both go dark for sessions that see both."""
-    if s.pins is None:
-        raise Unconfigured("tool pinning is off on this host (MCP_HOST_PIN_TOOLS=false)")
-    cause = s.catalogue.is_rejected(a.capability, a.tool)
-    if cause is not None:
-        raise InvalidArguments(f"{a.tool[:64]!r} of {a.capability[:64]!r} is rejected ({cause}); it cannot be approved")
-    expected = bytes.fromhex(a.live_sha256) if a.live_sha256 is not None else None
-    colliding = _colliding(s, await s.pins.exposed_alike(a.capability, a.tool))
-    if colliding and not a.hide_colliding:
-        raise InvalidArguments(
-            f"{_hiding(a.tool, a.capability, colliding)}; to approve it anyway, call again with hide_colliding: true"
-        )
-    try:
-        before = await s.pins.approve(a.capability, a.tool, expected)
-    except DefinitionChanged:
-        raise InvalidArguments(
-            f"{a.tool[:64]!r} of {a.capability[:64]!r} changed since it was listed; review it again"
-        ) from None
-    if before is None:
-        raise UnknownTool(f"no tool {a.tool[:64]!r} of {a.capability[:64]!r} has been seen")
-    if s.admin is not None:
-        s.admin.announce(a.capability)  # the sessions that see it are shown the tool now
-    return {
-        "approved": {"capability": before.plugin_id, "tool": before.tool, "definition": before.seen},
-        "hidden": colliding,
-    }
-
-
 # -- holds ------------------------------------------------------------------------------------
 
 
@@ -556,31 +466,6 @@ def _admin(s: OwnerServices) -> PluginAdmin:
     return s.admin
 
 
-async def _installing(admin: PluginAdmin, a: PluginAdd) -> Installed:
-    """Run the installer off the event loop, telling the owner every ~1 s that it still runs."""
-    report = PROGRESS.get()
-    started = time.monotonic()
-    failed: Exception | None = None
-    async with anyio.create_task_group() as tg:
-
-        async def tick() -> None:
-            while report is not None:
-                await anyio.sleep(_PROGRESS_EVERY_S)
-                elapsed = time.monotonic() - started
-                await report(elapsed, None, f"installing {printable(a.source, 80)}: {elapsed:.0f} s")
-
-        tg.start_soon(tick)
-        try:
-            done = await anyio.to_thread.run_sync(_services.install, a.source, admin.data_dir, a.id)
-        except Exception as exc:  # raised below, outside the task group (not in an exception group)
-            failed = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failed is not None:
-        raise failed
-    return done
-
-
 def _loaded(s: OwnerServices, done: Installed, *, replacing: str | None = None) -> Plugin:
     """The installed folder loaded as a plugin the running host can take: a capability with a
     new id (or the id `replacing`, an upgrade's) that names no host op (a plugin added now never
@@ -605,13 +490,32 @@ def _discard(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+async def _grant(s: OwnerServices, owner_id: str, role_id: str, pid: str) -> None:
+    """Add `pid` to the capabilities of role `role_id`, its config kept (`plugin_add`'s `role`).
+    A read, then a write: an owner's `role_put` of that role at the same moment may be lost."""
+    role = await s.access.roles.get(owner_id, role_id)
+    if role is None:
+        raise InvalidArguments(f"role: no role {role_id[:64]!r}; nothing was installed")
+    if pid in role.capabilities:
+        return
+    try:
+        await s.access.put_role(owner_id, role_id, [*role.capabilities, pid])
+    except InvalidArguments as exc:
+        raise InvalidArguments(f"role: {role_id} cannot grant {pid} ({exc.message}); nothing was installed") from None
+
+
 async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
-    """Install, load and add a plugin; list its tools for the owner's review at once. A failure
-    after the install removes the folder again: nothing is left behind."""
+    """Install, load and add a plugin; grant it to `role` (one that exists: checked before
+    anything is installed); list its tools for the owner's review at once. A failure after the
+    install removes the folder again: nothing is left behind. Answers with what it can reach and
+    what is left before a visitor can call it (`next_steps`)."""
     admin = _admin(s)
     if a.id is not None and s.plugins.get(a.id) is not None:
         raise InvalidArguments(f"a plugin {a.id[:64]} is loaded already; choose another id")
-    done = await _installing(admin, a)
+    if a.role is not None and not await s.access.roles.exists(owner_id, a.role):
+        raise InvalidArguments(f"role: no role {a.role[:64]!r} (roles_list shows yours; role_put makes one)")
+    label = f"installing {printable(a.source, 80)}"
+    done = await with_progress(label, lambda: _services.install(a.source, admin.data_dir, a.id))
     try:
         plugin = _loaded(s, done)
     except BaseException:
@@ -619,6 +523,13 @@ async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
         raise
     s.plugins.add(plugin)
     pid = plugin.manifest.id
+    if a.role is not None:
+        try:
+            await _grant(s, owner_id, a.role, pid)
+        except BaseException:
+            s.plugins.remove(pid)
+            await anyio.to_thread.run_sync(_discard, done.folder)
+            raise
     if s.review is not None:
         with anyio.move_on_after(_FIRST_LIST_WAIT_S):
             await s.review.all([plugin])  # lists it in owner context: its tools are pending now
@@ -629,13 +540,15 @@ async def _plugin_add(s: OwnerServices, owner_id: str, a: PluginAdd) -> Answer:
         "capability": pid,
         "version": done.version,
         "folder": str(done.folder),
+        "role": a.role,
         "pending_tools": pending,
         "config_to_set": [
             {"key": f.key, "type": f.type, "default": f.default, "description": f.description}
             | {"required": f.required, "secret": f.secret}
             for f in fields
         ],
-        "next": "approve its tools (tools_pending, tool_approve) and grant it to a role (role_put)",
+        "reaches": reach(plugin.manifest, plugin.folder),
+        **await next_steps(s, owner_id, plugin, pending),
     }
 
 
@@ -732,7 +645,8 @@ async def _plugin_upgrade(s: OwnerServices, owner_id: str, a: PluginUpgrade) -> 
     if admin.settings is None:
         raise Unconfigured("this host does not upgrade plugins from the owner door")
     old = s.plugins.get(a.id)
-    staged = await anyio.to_thread.run_sync(_services.upgrade, a.id, a.version, a.source, admin.data_dir)
+    label = f"upgrading {a.id}"
+    staged = await with_progress(label, lambda: _services.upgrade(a.id, a.version, a.source, admin.data_dir))
     try:
         plugin = _loaded(s, staged, replacing=a.id)
         tools = await _tried(s, owner_id, admin, plugin)
@@ -840,14 +754,23 @@ _TABLE: list[OwnerTool[Any]] = [
         "and, under rejected, the tools no visitor is shown whatever you approve (unsafe name, text or "
         "schema), each with its cause.",
         NoArguments,
-        _tools_pending,
+        tools_pending,
     ),
     OwnerTool(
         "tool_approve",
         "Approve a tool's live definition, so visitors can see and call it. A tool that collides "
         "with one visitors see needs hide_colliding: true, and then hides both (listed in `hidden`).",
         ToolApprove,
-        _tool_approve,
+        tool_approve,
+    ),
+    OwnerTool(
+        "tools_approve",
+        "Approve every pending tool of a capability at once (or the ones `tools` names, each with the "
+        "live_sha256 you reviewed), all or none; answers each approved tool with its definition and "
+        "live_sha256, the rejected ones it left out, and what is left before a visitor can call the "
+        "capability (next: each an owner tool with its arguments).",
+        ToolsApprove,
+        tools_approve,
     ),
     OwnerTool(
         "holds_list",
@@ -865,9 +788,12 @@ _TABLE: list[OwnerTool[Any]] = [
     OwnerTool(
         "plugin_add",
         "Install an MCP server as a plugin and add it to the running host: npm:<package>[@<version>], "
-        "pypi:<package>[==<version>], or a path to an .mcpb bundle or a server.json. Reports progress while "
-        "npm or pip runs; answers with the new capability, its tools pending your approval and the config "
-        "it declares. It is granted to no role and has no network.",
+        "pypi:<package>[==<version>], a path to an .mcpb bundle or a registry entry (server.json, any .json), "
+        "or the https:// URL of a remote MCP server (nothing runs here; the host calls it). Reports npm's or "
+        "pip's lines as progress; answers with the new capability, its tools pending your approval, the config "
+        "it declares, what it can reach (its own folder read-only, a private /tmp, no network) and the next "
+        "steps before a visitor can call it, each an owner tool with its arguments. `role` grants it to that "
+        "role now (its tools show once approved); without it no role grants it.",
         PluginAdd,
         _plugin_add,
     ),
@@ -884,8 +810,9 @@ _TABLE: list[OwnerTool[Any]] = [
         "Upgrade an installed plugin: one from npm or PyPI to `version` (default: the newest); one from an "
         ".mcpb bundle from `source`, the new bundle's path; one from a server.json from `source` (default: the "
         "same file, read again). A source of another kind is refused. Installs the new version beside the "
-        "old one, lists its tools, and switches only when that succeeds; changed tools wait for your approval "
-        "again. On any failure the old version keeps running and nothing is left behind.",
+        "old one (reporting npm's or pip's lines as progress), lists its tools, and switches only when that "
+        "succeeds; changed tools wait for your approval again. On any failure the old version keeps running and "
+        "nothing is left behind.",
         PluginUpgrade,
         _plugin_upgrade,
     ),

@@ -151,7 +151,8 @@ def _announce(host: Host) -> None:
         cli,
         data_dir,
     )
-    logger.info("Claude Code over stdio: claude mcp add mcp-host -- %s owner --data-dir %s", cli, data_dir)
+    # Another name than the HTTP line's: a client that took that one refuses a second `mcp-host`.
+    logger.info("Claude Code over stdio: claude mcp add mcp-host-stdio -- %s owner --data-dir %s", cli, data_dir)
     logger.info("the catalogue: %s caps list --data-dir %s", cli, data_dir)
     logger.info(
         "open a visitor session: %s session new --data-dir %s, or curl -s -X POST %s/v1/sessions"

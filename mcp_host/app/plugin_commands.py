@@ -1,15 +1,21 @@
-"""`mcp-host plugin add|list|remove|upgrade`: plugins installed from npm, PyPI, an MCP Bundle or a
-registry server.json into the data directory.
+"""`mcp-host plugin add|list|remove|upgrade`: plugins installed from npm, PyPI, an MCP Bundle, a
+registry server.json or a remote server's https:// URL into the data directory; and `mcp-host
+tools approve`: a capability's pending tools shown (each one's definition and sha256) and
+approved on the running host, at exactly the hashes shown.
 
 Above: `cli` (which adds these sub-commands to its parser). Below: `door_client` (the running
 host's owner door), `plugins` (the SOURCE grammar, the installer, the manifest model).
 
 When a host runs with the data directory (its host file, `host_file.py`), each command is a call
 to that host's owner door (`plugin_add`, `plugins_list`, `plugin_remove`, `plugin_upgrade`): the
-host installs, loads or stops the plugin at once, no restart; its progress prints as lines on
-stderr. A path source goes to it as an absolute path (the host runs on this machine). When no
-host runs there, or its host file is stale (nothing answers at its address), the command works
-on the folder alone, says so in one line, and a host picks the change up at its next start.
+host installs, loads or stops the plugin at once, no restart; npm's or pip's lines print on
+stderr as they come. A path source goes to it as an absolute path (the host runs on this
+machine). When no host runs there, or its host file is stale (nothing answers at its address),
+the command works on the folder alone, says so in one line, and a host picks the change up at
+its next start; `--role` and `tools approve` need the host (roles and approvals live in it).
+`plugin add` and `tools approve` end with what is left before a visitor can call the capability,
+each step with its exact command: this command line's where it has one, else the owner tool and
+its arguments (`owner_facade.next_steps`), then how a visitor reaches it.
 
 A failure is one sentence on stderr and a non-zero exit, never a traceback: a `HostError`
 (printed by `cli.main`, exit 2), a door's refusal (exit 2), a host that fails mid-call (exit 1).
@@ -18,6 +24,8 @@ A failure is one sentence on stderr and a non-zero exit, never a traceback: a `H
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
 import shlex
 import shutil
@@ -43,10 +51,12 @@ from mcp_host.plugins import (
     install_registry_entry,
     install_remote,
     installed,
+    installer_output,
     load_plugins,
     needs_config,
     parse_add_source,
     plugins_dir,
+    reach,
     remove,
     stage_upgrade,
     switch_upgrade,
@@ -61,23 +71,70 @@ from .host_file import HOST_FILE
 
 _LIST_WAIT_S = 60.0
 _SHOWN_MAX = 300  # characters of one value from the host printed to the terminal
+_REACH_MAX = 1200  # of a line saying what a plugin reaches (it names its folder, maybe twice)
 
-__all__ = ["add_plugin_commands"]
+__all__ = ["add_plugin_commands", "step_command"]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings(data_dir=args.data_dir) if args.data_dir is not None else Settings()
 
 
-def _shown(value: object) -> str:
+def _shown(value: object, limit: int = _SHOWN_MAX) -> str:
     """`value` as one printable line (the host's answers name a plugin's own tools and texts)."""
     text = "".join(c if c.isprintable() else "?" for c in str(value))
-    return text if len(text) <= _SHOWN_MAX else text[: _SHOWN_MAX - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def _progress(progress: float, total: float | None, message: str | None) -> None:
     done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
-    print(f"  … {_shown(message) if message else done}", file=sys.stderr, flush=True)
+    _said(_shown(message) if message else done)
+
+
+def _said(line: str) -> None:
+    """An installer's line, or the host's progress, on stderr as it comes."""
+    print(f"  … {line}", file=sys.stderr, flush=True)
+
+
+def _cli() -> str:
+    """This environment's console script, as a line to copy names it (else the bare name)."""
+    beside = Path(sys.executable).parent / "mcp-host"
+    return shlex.quote(str(beside)) if beside.exists() else "mcp-host"
+
+
+def step_command(step: dict[str, Any], data_dir: Path) -> str:
+    """A `next` step's exact command: `tools approve` on this command line, else the owner tool
+    and its arguments (`mcp-host check` prints them too)."""
+    given = step.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
+    if step.get("tool") == "tools_approve":
+        capability = shlex.quote(str(arguments.get("capability")))
+        return f"{_cli()} tools approve {capability} --all --data-dir {shlex.quote(str(data_dir))}"
+    return f"owner tool {_shown(step.get('tool'))} {_shown(json.dumps(arguments, ensure_ascii=False))}"
+
+
+def _next_lines(answer: dict[str, Any], door: Door, data_dir: Path) -> list[str]:
+    """The steps of a `plugin_add` or `tools_approve` answer (`next`, `visitors`), each with
+    its exact command (`tools approve` here, else the owner tool and its arguments), then how a
+    visitor reaches the capability."""
+    cli, where = _cli(), shlex.quote(str(data_dir))
+    steps = [step for step in answer.get("next") or [] if isinstance(step, dict)]
+    lines = ["next:"] if steps else []
+    for n, step in enumerate(steps, 1):
+        lines.append(f"  {n}. {_shown(step.get('step'))}:")
+        lines.append(f"       {step_command(step, data_dir)}")
+    said = answer.get("visitors")
+    visitors: dict[str, Any] = said if isinstance(said, dict) else {}
+    session = f"{cli} session new --data-dir {where}"
+    if visitors.get("code_role"):
+        session += " --code CODE  (CODE: the text code_create showed)"
+    if visitors.get("public") or visitors.get("code_role"):
+        lines.append(("then a visitor: " if steps else "a visitor reaches it now: ") + session)
+    if any(step.get("tool") != "tools_approve" for step in steps):
+        lines.append(
+            f"(owner tool: ask your agent connected to the owner door, or use the console at {door.url}/owner/)"
+        )
+    return lines
 
 
 def _through_host(settings: Settings, tool: str, arguments: dict[str, Any]) -> tuple[Door, dict[str, Any]] | None:
@@ -111,38 +168,55 @@ def _host_source(text: str) -> str:
 def _add(args: argparse.Namespace) -> int:
     settings = _settings(args)
     arguments = {"source": _host_source(args.source)} | ({"id": args.id} if args.id else {})
+    arguments |= {"role": args.role} if args.role else {}
     through = _through_host(settings, "plugin_add", arguments)
     if through is None:
+        if args.role:
+            raise InvalidArguments(
+                f"--role needs the running host (roles live in its database); nothing was installed: start it"
+                f" ({_cli()} serve --data-dir {shlex.quote(str(settings.data_dir))}) or leave --role out"
+            )
         return _add_offline(args, settings)
     door, answer = through
     print(f"installed {_shown(answer.get('capability'))} {_shown(answer.get('version') or '')}".rstrip())
     print(f"  folder:  {_shown(answer.get('folder'))}")
+    for line in answer.get("reaches") or []:
+        print(f"  {_shown(line, _REACH_MAX)}")
     print(f"  pending: {_shown(', '.join(map(str, answer.get('pending_tools') or [])) or '(none)')}")
     for field in answer.get("config_to_set") or []:
         print(f"  config:  {_shown(field.get('key'))} ({_shown(field.get('type'))}) to set")
-    print(f"  the host at {door.url} serves it now; its tools wait in tools_pending for your approval")
+    if answer.get("role"):
+        print(f"  role:    {_shown(answer['role'])} grants it now (its sessions see its tools once you approve them)")
+    print(f"the host at {door.url} serves it now")
+    for line in _next_lines(answer, door, settings.data_dir):
+        print(line)
     return 0
 
 
 def _add_offline(args: argparse.Namespace, settings: Settings) -> int:
     source = parse_add_source(args.source)
-    if isinstance(source, RemoteSource):
-        done = install_remote(source, settings.data_dir, plugin_id=args.id)
-    elif isinstance(source, NpmSource):
-        done = install_npm(source, settings.data_dir, plugin_id=args.id)
-    elif isinstance(source, PypiSource):
-        done = install_pypi(source, settings.data_dir, plugin_id=args.id)
-    elif isinstance(source, BundleSource):
-        done = install_bundle(source, settings.data_dir, plugin_id=args.id)
-    else:
-        done = install_registry_entry(source, settings.data_dir, plugin_id=args.id)
+    with installer_output(_said):
+        if isinstance(source, RemoteSource):
+            done = install_remote(source, settings.data_dir, plugin_id=args.id)
+        elif isinstance(source, NpmSource):
+            done = install_npm(source, settings.data_dir, plugin_id=args.id)
+        elif isinstance(source, PypiSource):
+            done = install_pypi(source, settings.data_dir, plugin_id=args.id)
+        elif isinstance(source, BundleSource):
+            done = install_bundle(source, settings.data_dir, plugin_id=args.id)
+        else:
+            done = install_registry_entry(source, settings.data_dir, plugin_id=args.id)
     print(f"installed {done.id} {done.version}".rstrip())
     print(f"  folder:  {done.folder}")
-    print(f"  command: {shlex.join([done.command, *done.args])}")
-    print(
-        "  a host running with this data directory picks it up at its next start; its tools then wait in"
-        " tools_pending for your approval"
-    )
+    for plugin in load_plugins(None, [done.folder]).plugins:
+        for line in reach(plugin.manifest, plugin.folder):
+            print(f"  {line}")
+    cli, where = _cli(), shlex.quote(str(settings.data_dir))
+    print("a host running with this data directory picks it up at its next start; then:")
+    print(f"  1. start it, unless one runs: {cli} serve --data-dir {where}")
+    print(f"  2. approve its tools: {cli} tools approve {done.id} --all --data-dir {where}")
+    print("  3. grant it to a role and make an access code: owner tools role_put and code_create")
+    print(f"     (next time: {cli} plugin add … --role ROLE with the host running grants it at once)")
     return 0
 
 
@@ -269,7 +343,8 @@ def _upgrade_offline(args: argparse.Namespace, settings: Settings) -> int:
     """Install the new version beside the old one, start it and list its tools, and only then
     swap the folders; any failure deletes the new folder and leaves the old one as it was."""
     version, source = upgrade_argument(args.version)
-    staged = stage_upgrade(settings.data_dir, args.plugin_id, version, source=source)
+    with installer_output(_said):
+        staged = stage_upgrade(settings.data_dir, args.plugin_id, version, source=source)
     try:
         report = load_plugins(None, [staged.folder])
         if report.errors or len(report.plugins) != 1 or report.plugins[0].manifest.id != args.plugin_id:
@@ -293,6 +368,89 @@ def _upgrade_offline(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _running_door(settings: Settings, command: str) -> Door:
+    """The owner door of the host running with the data directory; `InvalidArguments` saying how
+    to start one when none runs there."""
+    door = find_door(settings.data_dir)
+    if door is None:
+        where = shlex.quote(str(settings.data_dir))
+        raise InvalidArguments(
+            f"{command} needs the running host; none runs with data directory {settings.data_dir}: start it with"
+            f" {_cli()} serve --data-dir {where}"
+        )
+    return door
+
+
+def _ask(door: Door, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return anyio.run(call_door, door, tool, arguments, _progress)
+    except NoDoor:
+        raise DoorFailed(f"the host at {door.named} does not answer; is it starting or stopping?") from None
+
+
+def _show_pending(entry: dict[str, Any]) -> None:
+    """One pending tool as the owner reviews it: name, hash, its whole definition as JSON
+    (every character outside printable ASCII escaped), and for a changed one the lines that
+    changed since its approval."""
+    changed = entry.get("approved") is not None
+    print(
+        f"{_shown(entry.get('tool'))}  ({'changed' if changed else 'new'})  sha256 {_shown(entry.get('live_sha256'))}"
+    )
+    live = json.dumps(entry.get("live"), indent=2, sort_keys=True, ensure_ascii=True).splitlines()
+    if changed:
+        approved = json.dumps(entry.get("approved"), indent=2, sort_keys=True, ensure_ascii=True).splitlines()
+        live = list(difflib.unified_diff(approved, live, "approved", "live", lineterm=""))
+    for line in live:
+        print(f"    {line}")
+    if entry.get("warning"):
+        print(f"  warning: {_shown(entry['warning'])}")
+
+
+def _approve(args: argparse.Namespace) -> int:
+    """Show the capability's pending tools (or the named ones); with --all or names, approve
+    exactly the definitions shown (their hashes go with the call: one changed since is refused,
+    nothing approved)."""
+    settings = _settings(args)
+    door = _running_door(settings, "tools approve")
+    capability = args.capability
+    review = _ask(door, "tools_pending", {})
+    pending = [e for e in review.get("pending") or [] if isinstance(e, dict) and e.get("capability") == capability]
+    if args.tools:
+        unknown = sorted(set(args.tools) - {str(e.get("tool")) for e in pending})
+        if unknown:
+            waiting = ", ".join(str(e.get("tool")) for e in pending) or "none"
+            raise InvalidArguments(f"no tool {unknown[0]!r} of {capability} waits for approval (pending: {waiting})")
+        pending = [e for e in pending if e.get("tool") in args.tools]
+    if review.get("note"):  # the host is still listing its plugins' tools
+        print(f"({_shown(review['note'])})")
+    for entry in pending:
+        _show_pending(entry)
+    for rejected in review.get("rejected") or []:
+        if isinstance(rejected, dict) and rejected.get("capability") == capability:
+            print(
+                f"{_shown(rejected.get('tool'))}  (rejected, never shown to visitors: {_shown(rejected.get('cause'))})"
+            )
+    if pending and not (args.all or args.tools):
+        where = shlex.quote(str(settings.data_dir))
+        print(
+            f"approve these {len(pending)}: {_cli()} tools approve {shlex.quote(capability)} --all --data-dir {where}"
+        )
+        return 0
+    arguments: dict[str, Any] = {"capability": capability, "tools": {e["tool"]: e["live_sha256"] for e in pending}}
+    answer = _ask(door, "tools_approve", arguments | ({"hide_colliding": True} if args.hide_colliding else {}))
+    if not pending:
+        print(f"no tool of {capability} waits for your approval")
+    for approved in answer.get("approved") or []:
+        print(f"approved {_shown(approved.get('tool'))}  sha256 {_shown(approved.get('live_sha256'))}")
+    for hidden in answer.get("hidden") or []:
+        print(
+            f"  hidden from sessions that see both: {_shown(hidden.get('tool'))} of {_shown(hidden.get('capability'))}"
+        )
+    for line in _next_lines(answer, door, settings.data_dir):
+        print(line)
+    return 0
+
+
 def _one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """`run`, with the running host's refusal (exit 2) or failure (exit 1) as one line on stderr."""
 
@@ -310,26 +468,42 @@ def _one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 
 def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str) -> None:
-    """Add `plugin add|list|remove|upgrade` to the command line's sub-commands `sub`."""
+    """Add `plugin add|list|remove|upgrade` and `tools approve` to the command line's
+    sub-commands `sub`."""
     plugin = sub.add_parser(
         "plugin",
-        help="install MCP servers from npm, PyPI, an .mcpb or a server.json as plugins (on the running host, if any)",
+        help="install MCP servers from npm, PyPI, an .mcpb, a server.json or an https:// URL as plugins (on the"
+        " running host, if any)",
     )
     commands = plugin.add_subparsers(dest="plugin_command", required=True)
 
     def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        parser = commands.add_parser(name, help=help)
+        parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         parser.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
         parser.set_defaults(run=_one_line(run))
         return parser
 
-    add = command("add", "install a plugin into <data dir>/plugins", _add)
+    add = command(
+        "add",
+        "install a plugin into <data dir>/plugins, or add a remote MCP server by its https:// URL; through the"
+        " running host if one runs there (its tools wait for your approval), and say what is left before a"
+        " visitor can call it",
+        _add,
+    )
     add.add_argument(
         "source",
         metavar="SOURCE",
-        help="npm:<package>[@<version>], pypi:<package>[==<version>], a path to an .mcpb or to a server.json",
+        help="npm:<package>[@<version>], pypi:<package>[==<version>], a path to an .mcpb or to a registry entry"
+        " (server.json, x.server.json, any .json), or the https:// URL of a remote MCP server (streamable HTTP;"
+        " http:// only to a loopback host)",
     )
     add.add_argument("--id", help="the plugin id (default: from the package name, e.g. npm.scope.name)")
+    add.add_argument(
+        "--role",
+        metavar="ROLE",
+        help="grant the new capability to this existing role now (needs the running host): its sessions see its"
+        " tools once you approve them (`tools approve`)",
+    )
     command("list", "list the plugins installed in <data dir>/plugins", _list)
     rm = command("remove", "delete an installed plugin's folder", _remove)
     rm.add_argument("plugin_id", metavar="ID")
@@ -345,3 +519,23 @@ def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         help="an npm/PyPI plugin's version (default: the newest); a bundle's new .mcpb; a server.json plugin's"
         " server.json (default: the one it was added from, read again)",
     )
+
+    tools = sub.add_parser("tools", help="tools waiting for your approval (on the running host)")
+    tool_commands = tools.add_subparsers(dest="tools_command", required=True)
+    approve = tool_commands.add_parser(
+        "approve",
+        help="show a capability's pending tools (definition and sha256) and approve them",
+        description="Show each pending tool of CAPABILITY — its whole definition and its sha256 — and, with --all"
+        " or TOOL names, approve exactly those definitions on the running host (a tool changed since is refused,"
+        " nothing approved); then what is left before a visitor can call it.",
+    )
+    approve.add_argument("capability", metavar="CAPABILITY")
+    approve.add_argument("tools", nargs="*", metavar="TOOL", help="approve only these (default with --all: every one)")
+    approve.add_argument("--all", action="store_true", help="approve every pending tool of CAPABILITY shown")
+    approve.add_argument(
+        "--hide-colliding",
+        action="store_true",
+        help="approve tools whose names collide with tools visitors see (both are then hidden where both are seen)",
+    )
+    approve.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
+    approve.set_defaults(run=_one_line(_approve))

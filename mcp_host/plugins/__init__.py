@@ -25,7 +25,9 @@ from .install import (
     install_remote,
     installed,
     installed_root,
+    installer_output,
     plugins_dir,
+    reach,
     remove,
 )
 from .install_bundle import install_bundle, install_registry_entry
@@ -58,6 +60,7 @@ from .sources import (
     RegistryEntrySource,
     RemoteSource,
     Source,
+    names_a_file,
     parse_add_source,
     parse_source,
 )
@@ -113,10 +116,12 @@ __all__ = [
     "installed",
     "installed_root",
     "installed_source",
+    "installer_output",
     "launch_problems",
     "literal_address",
     "load_plugins",
     "metadata_host",
+    "names_a_file",
     "needs_config",
     "parse_bundle_manifest",
     "parse_server_json",
@@ -124,6 +129,7 @@ __all__ = [
     "parse_source",
     "plugins_dir",
     "printable",
+    "reach",
     "remove",
     "stage_upgrade",
     "switch_upgrade",

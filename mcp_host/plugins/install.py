@@ -9,7 +9,9 @@ folders) and is renamed to `<data dir>/plugins/<id>` only once complete; any fai
 the staging folder, so nothing is left behind, and raises one sentence (`HostError`). npm runs
 with `--ignore-scripts` and pip with `--only-binary :all:`: no package code runs at install.
 The manifest grants nothing: `acl: role_granted`, no network, no host ops, no workspace, one
-instance per session.
+instance per session. Within `installer_output(on_line)`, each line npm, pip or venv prints is
+handed to `on_line` as it comes (the command line prints it, the owner door sends it as MCP
+progress); `reach` says in sentences what the installed server can reach.
 """
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ import datetime
 import json
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -51,7 +59,9 @@ __all__ = [
     "install_remote",
     "installed",
     "installed_root",
+    "installer_output",
     "plugins_dir",
+    "reach",
     "remove",
 ]
 
@@ -60,6 +70,12 @@ _TIMEOUT_S = 900
 _NICENESS = 10
 _NPM_BIN_RE = re.compile(r"\A[A-Za-z0-9@._/-]{1,256}\Z")
 _SCRIPT_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_LINE_CHARS = 200  # of one installer output line passed on
+_KEPT_LINES = 400  # of an installer's output kept to find the line that says why it failed
+_EXIT_WAIT_S = 10.0  # for an installer to exit once its output ended
+# npm's second line per package, the tarball read back from its cache (`http cache … 0ms (cache hit)`)
+# after the `http fetch` that got it: not passed on as progress.
+_NOISE_RE = re.compile(r"\Anpm http cache ")
 SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
 """The manifest header's first line, which names the source (`upgrade` reads it back)."""
 
@@ -73,6 +89,45 @@ class Installed:
     command: str
     args: tuple[str, ...]
     version: str
+
+
+InstallerLine = Callable[[str], None]
+_OUTPUT: ContextVar[InstallerLine | None] = ContextVar("mcp_host_installer_output", default=None)
+
+
+@contextmanager
+def installer_output(on_line: InstallerLine) -> Iterator[None]:
+    """Within the block (in this thread), every non-empty line npm, pip or venv prints while
+    installing is passed to `on_line` as it comes, as `"npm: <line>"` (npm's own `npm ` prefix
+    and its cache-hit echoes dropped), printable and at most 200 characters. `on_line` runs in
+    the installer's thread; what it raises is not caught."""
+    token = _OUTPUT.set(on_line)
+    try:
+        yield
+    finally:
+        _OUTPUT.reset(token)
+
+
+def reach(manifest: Manifest, folder: Path) -> list[str]:
+    """What the plugin `manifest` (installed in `folder`) can reach, one sentence each, as
+    `plugin add` tells the owner: its command, the files it sees in its sandbox (`sandbox.bwrap`),
+    its network, and how to give it more files."""
+    transport = manifest.transport
+    if transport is None or transport.kind == "http":
+        hosts = ", ".join(transport.reachable_hosts()) if transport is not None else ""
+        url = transport.url if transport is not None else ""
+        return [f"runs elsewhere: the host calls {url} and may reach {hosts or 'no host'} only"]
+    command = shlex.join([transport.command or "", *transport.args])
+    sandbox = transport.sandbox
+    return [
+        f"runs {command} in its sandbox, in /plugin",
+        f"files: its folder {folder} as /plugin, read-only (what it writes there is its own and gone when it"
+        " stops), and a /tmp of its own, empty at each start; nothing else of this machine",
+        "network: " + ("any (transport.sandbox.allow_net)" if sandbox.allow_net else "none"),
+        f"more files: copy them into {folder} and name them as /plugin/… in transport.args of"
+        f" {folder / MANIFEST_NAME}; the host reads it at its next start (there is no /workspace yet:"
+        " transport.sandbox.workspace binds nothing)",
+    ]
 
 
 def plugins_dir(data_dir: Path) -> Path:
@@ -205,7 +260,8 @@ def npm_into(folder: Path, source: NpmSource, spec: str | None) -> Launched:
     if npm is None:
         raise Unavailable("npm is not installed; install Node.js 20+ with npm to add npm packages")
     argv = [npm, "install", "--prefix", str(folder), "--ignore-scripts", "--no-audit", "--no-fund"]
-    _run([*argv, "--no-save", "--no-package-lock", "--loglevel=error", "--", spec or source.spec], "npm", source)
+    # --loglevel=http: a line per package fetched, the progress `installer_output` passes on.
+    _run([*argv, "--no-save", "--no-package-lock", "--loglevel=http", "--", spec or source.spec], "npm", source)
     package_dir = folder / "node_modules" / source.package
     meta = _json_file(package_dir / "package.json", source)
     bin_path = _npm_bin(meta, source)
@@ -221,7 +277,7 @@ def pypi_into(folder: Path, source: PypiSource, spec: str | None) -> Launched:
     """Install `source` (or `spec`) with pip into `folder`/venv; what starts it."""
     _run([_base_python(), "-m", "venv", str(folder / "venv")], "venv", source)
     pip = [str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "--only-binary", ":all:"]
-    pip += ["--disable-pip-version-check", "--no-input", "--quiet"]
+    pip += ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
     if spec is not None and Path(spec).is_file():
         pip.append("--no-index")
     _run([*pip, "--", spec or source.spec], "pip", source)
@@ -345,7 +401,8 @@ def default_id(source: NpmSource | PypiSource) -> str:
 
 
 def _run(argv: list[str], tool: str, source: NpmSource | PypiSource) -> None:
-    """Run `argv`; a failure raises one sentence with the tool's own first error line."""
+    """Run `argv`, passing each line it prints to `installer_output`'s `on_line` (if any); a
+    failure raises one sentence with the tool's own first error line."""
     # npm and pip run only on CPU time nobody else wants (SCHED_IDLE; else at nice 10): on a
     # small machine the host keeps answering the sessions it serves while a package installs
     # (bench/install.py measures their p99 before and during an install).
@@ -356,14 +413,49 @@ def _run(argv: list[str], tool: str, source: NpmSource | PypiSource) -> None:
         niced = [nice, "-n", str(_NICENESS), *argv]
     else:
         niced = argv
+    on_line = _OUTPUT.get()
+    kept: deque[str] = deque(maxlen=_KEPT_LINES)
+    expired = threading.Event()
     try:
-        done = subprocess.run(niced, capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise Unavailable(f"{tool} did not finish installing {source} within {_TIMEOUT_S} s") from None
+        process = subprocess.Popen(
+            niced,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # one stream, in the order the tool wrote it
+            text=True,
+            errors="replace",
+        )
     except OSError:
         raise Unavailable(f"{tool} could not be started to install {source}") from None
-    if done.returncode != 0:
-        why = _first_error(done.stderr or done.stdout) or f"exit status {done.returncode}"
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+
+    timer = threading.Timer(_TIMEOUT_S, expire)
+    timer.start()
+    assert process.stdout is not None  # stdout=PIPE
+    read_all = False
+    try:
+        for raw in process.stdout:
+            line = raw.strip()
+            if line:
+                kept.append(line)
+                if on_line is not None and not _NOISE_RE.match(line):
+                    on_line(f"{tool}: {printable(line.removeprefix(f'{tool} '), _LINE_CHARS)}")
+        read_all = True
+    finally:
+        process.stdout.close()
+        try:  # its output ended: it exits now (else on_line raised: it is stopped at once)
+            process.wait(timeout=_EXIT_WAIT_S if read_all else 0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        timer.cancel()
+    if expired.is_set():
+        raise Unavailable(f"{tool} did not finish installing {source} within {_TIMEOUT_S} s")
+    if process.returncode != 0:
+        why = _first_error("\n".join(kept)) or f"exit status {process.returncode}"
         raise InvalidArguments(f"{tool} could not install {source}: {why}")
 
 

@@ -9,8 +9,10 @@ path ever reaches npm or pip as a package name.
   case, at most 214 characters), a version or dist-tag of letters, digits and `.+-_`.
 - `pypi:<package>[==<version>]`: a distribution name (PEP 508: letters, digits and `._-`, a
   letter or digit at both ends), a PEP 440 version.
-- a path ending `.mcpb` (an MCP Bundle) or named `server.json` (an MCP registry entry):
-  recognised here, installed by `install_bundle` (unpacked, or its npm or PyPI package).
+- a path ending `.mcpb` (an MCP Bundle) or `.json` (an MCP registry entry: `server.json`,
+  `time.server.json`, any name): recognised here by its name alone, installed by
+  `install_bundle` (unpacked, or its npm or PyPI package), which reads the file and refuses one
+  that is not a registry entry in one sentence.
 - `https://<host>[:port]/<path>`: a remote MCP server (streamable HTTP), written as a manifest
   with an http transport by `install.install_remote`; `http://` only to a loopback host
   (`127.0.0.1`, `[::1]`, `localhost`). No user or password in the URL, no fragment, printable
@@ -40,6 +42,7 @@ __all__ = [
     "RegistryEntrySource",
     "RemoteSource",
     "Source",
+    "names_a_file",
     "parse_add_source",
     "parse_source",
     "remote_id_words",
@@ -131,15 +134,23 @@ def parse_source(text: str) -> Source:
         return _npm(text[4:])
     if text.startswith("pypi:"):
         return _pypi(text[5:])
-    if text.endswith(".mcpb") or text == "server.json" or text.endswith("/server.json"):
+    if names_a_file(text):
         if len(text) > _MAX_PATH or not text.isprintable():
             raise InvalidArguments("the source path is too long or holds unprintable characters")
         path = Path(text)
         return BundleSource(path) if text.endswith(".mcpb") else RegistryEntrySource(path)
     raise InvalidArguments(
         f"{printable(text, 80)!r} is not a source: use npm:<package>[@<version>], pypi:<package>[==<version>],"
-        " a path to an .mcpb bundle, a path to a server.json or an https:// URL of a remote MCP server"
+        " a path to an .mcpb bundle, a path to a registry entry (server.json, x.server.json) or an https:// URL of"
+        " a remote MCP server"
     )
+
+
+def names_a_file(text: str) -> bool:
+    """Whether `text` names a file source by its name: a path ending `.mcpb` or `.json` (and
+    more than the extension)."""
+    name = text.rpartition("/")[2]
+    return name.endswith((".mcpb", ".json")) and name not in (".mcpb", ".json")
 
 
 def parse_add_source(text: str) -> AddSource:

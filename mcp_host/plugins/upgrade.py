@@ -26,7 +26,7 @@ from mcp_host.errors import InvalidArguments, Unavailable
 from .install import SOURCE_RE, Installed, Staging, check_id, npm_into, plugins_dir, pypi_into
 from .install_bundle import install_bundle, install_registry_entry
 from .manifest import MANIFEST_NAME
-from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, parse_source
+from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, names_a_file, parse_source
 from .text_safety import printable
 
 __all__ = ["installed_source", "stage_upgrade", "switch_upgrade", "upgrade_argument"]
@@ -61,10 +61,10 @@ def installed_source(data_dir: Path, plugin_id: str) -> Source | None:
 
 def upgrade_argument(word: str | None) -> tuple[str | None, str | None]:
     """The command line's one optional word as `(version, source)`: a source when it names one
-    (`npm:…`, `pypi:…`, a path ending `.mcpb` or naming a `server.json`), else a version."""
+    (`npm:…`, `pypi:…`, a path ending `.mcpb` or `.json`: `sources.names_a_file`), else a version."""
     if word is None:
         return None, None
-    if word.startswith(("npm:", "pypi:")) or word.endswith(".mcpb") or Path(word).name == "server.json":
+    if word.startswith(("npm:", "pypi:")) or names_a_file(word):
         return None, word
     return word, None
 

@@ -2,8 +2,8 @@
 
 Above: `bindings`, which reports every newly vetted child list (`observe`) and hides from
 visitors each tool whose live definition is not the approved one (`approved`, answered from
-memory); the owner's door lists what waits (`pending`), approves it (`approve`) and forgets a
-purged plugin's pins (`forget`).
+memory); the owner's door lists what waits (`pending`), approves one tool (`approve`) or several
+of one plugin at once, all or none (`approve_many`), and forgets a purged plugin's pins (`forget`).
 Below: asyncpg (`mcp_host.tool_pins`, host-wide: a tool's definition is its plugin's, not an
 owner's).
 
@@ -136,6 +136,15 @@ class PinBook(Protocol):
 
         expected: the hash of the definition the owner reviewed; raises `DefinitionChanged`
         when the live one is no longer it (the owner must look again).
+        """
+        ...
+
+    async def approve_many(self, plugin_id: str, expected: Mapping[str, bytes]) -> list[PendingTool]:
+        """Approve each tool of `plugin_id` that `expected` names, at the hash of the definition
+        the owner reviewed, all or none; what each was before, by tool name.
+
+        Raises `DefinitionChanged` naming a tool whose live definition is no longer the reviewed
+        one (or that was never seen), and then approves none of them.
         """
         ...
 
@@ -299,6 +308,26 @@ class Pins:
         logger.info("%s: tool %r approved by the owner", plugin_id, tool_name)
         return PendingTool(plugin_id, tool_name, row["approved_definition"], row["seen_definition"], row["seen_at"])
 
+    async def approve_many(self, plugin_id: str, expected: Mapping[str, bytes]) -> list[PendingTool]:
+        before: list[PendingTool] = []
+        approved: list[tuple[str, bytes]] = []
+        # One transaction: a tool changed since the owner's review rolls back the ones before it.
+        # By name, so two owners approving overlapping sets lock their rows in one order.
+        async with self._pool.acquire() as conn, conn.transaction():
+            for name in sorted(expected):
+                row = await conn.fetchrow(_APPROVE, plugin_id, name, expected[name])
+                if row is None:
+                    raise DefinitionChanged(f"{plugin_id}: {name!r} changed since it was reviewed")
+                before.append(
+                    PendingTool(plugin_id, name, row["approved_definition"], row["seen_definition"], row["seen_at"])
+                )
+                approved.append((name, bytes(row["seen_hash"])))
+        for name, digest in approved:
+            self._memory.put(plugin_id, name, digest)
+        if approved:
+            logger.info("%s: tools %s approved by the owner", plugin_id, ", ".join(repr(n) for n, _ in approved))
+        return before
+
     async def forget(self, plugin_id: str) -> int:
         rows = await self._pool.fetch("DELETE FROM mcp_host.tool_pins WHERE plugin_id = $1 RETURNING tool", plugin_id)
         self._memory.drop(plugin_id)
@@ -374,6 +403,13 @@ class MemoryPins:
         row.approved, row.approved_hash = row.seen, row.seen_hash
         self._memory.put(plugin_id, tool_name, row.seen_hash)
         return before
+
+    async def approve_many(self, plugin_id: str, expected: Mapping[str, bytes]) -> list[PendingTool]:
+        for name in sorted(expected):  # every one checked before any is approved
+            row = self._rows.get((plugin_id, name))
+            if row is None or row.seen_hash != expected[name]:
+                raise DefinitionChanged(f"{plugin_id}: {name!r} changed since it was reviewed")
+        return [before for name in sorted(expected) if (before := await self.approve(plugin_id, name)) is not None]
 
     async def forget(self, plugin_id: str) -> int:
         keys = [key for key in self._rows if key[0] == plugin_id]

@@ -127,7 +127,7 @@ async def test_serve_on_port_0_prints_and_writes_the_port_and_every_command_find
     assert f"mcp-host ready on {url} " in banner
     assert f"owner endpoint: {url}/v1/owner/mcp;" in banner
     assert f"claude mcp add --transport http mcp-host {url}/v1/owner/mcp --header" in banner
-    assert f"claude mcp add mcp-host -- {MCP_HOST} owner --data-dir {data}" in banner
+    assert f"claude mcp add mcp-host-stdio -- {MCP_HOST} owner --data-dir {data}" in banner  # another name
     assert f"curl -s -X POST {url}/v1/sessions " in banner
     assert ":8765" not in banner
 

@@ -5,7 +5,10 @@ file (nothing answers) means the offline path, said in one line."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import sys
 from pathlib import Path
 
 import anyio
@@ -21,7 +24,15 @@ from mcp_host.plugins.manifest import load_manifest
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigStore, SecretBox, load_host_key, open_database
 from tests.hosting import free_port, host_settings, running_host
-from tests.owner_facade.test_plugin_tools import SHOUT, approve_all, local_npm, needs_npm, owner_client, tarball
+from tests.owner_facade.test_plugin_tools import (
+    SHOUT,
+    approve_all,
+    local_npm,
+    needs_npm,
+    owner_client,
+    reaches,
+    tarball,
+)
 from tests.owner_facade.test_plugin_upgrade import versions
 from tests.plugins.packages import PACKAGES, PYPI_SOURCE, wheel
 from tests.plugins.test_install import NPM_ID, leftovers, owner_call
@@ -29,6 +40,7 @@ from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_b
 from tests.processes import needs_bwrap
 
 __all__ = ["local_npm", "tarball", "versions"]  # fixtures of the owner door's tests, used here too
+CLI = Path(sys.executable).parent / "mcp-host"  # what the commands print for a line to copy
 
 
 def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,19 +131,32 @@ async def test_add_list_remove_go_through_the_running_host_without_a_restart(
         assert not failed and [p["id"] for p in left["plugins"]] == [BUNDLE_ID]
 
     url = running.url
+    folder = settings.data_dir / "plugins" / NPM_ID
     assert added.out.splitlines() == [
         f"installed {NPM_ID} 1.0.0",
-        f"  folder:  {settings.data_dir / 'plugins' / NPM_ID}",
+        f"  folder:  {folder}",
+        *[f"  {line}" for line in reaches(folder, "node node_modules/@tiny-test/shout-server/server.js")],
         "  pending: shout",
-        f"  the host at {url} serves it now; its tools wait in tools_pending for your approval",
+        f"the host at {url} serves it now",
+        "next:",
+        "  1. approve its pending tools (shout):",
+        f"       {CLI} tools approve {NPM_ID} --all --data-dir {data}",
+        "  2. grant it to a role (here guests, or any of roles_list):",
+        f'       owner tool role_put {{"id": "guests", "capabilities": ["{NPM_ID}"]}}',
+        "  3. make an access code of role guests for a visitor (its text is shown once):",
+        '       owner tool code_create {"role": "guests"}',
+        f"then a visitor: {CLI} session new --data-dir {data} --code CODE  (CODE: the text code_create showed)",
+        f"(owner tool: ask your agent connected to the owner door, or use the console at {url}/owner/)",
     ]
+    # npm's own lines as they came (and one a second while the test's installer pauses)
     progress = added.err.splitlines()
-    assert progress and all(line.startswith(f"  … installing {SHOUT}: ") for line in progress), added.err
-    assert bundled.out.splitlines()[:3] == [
+    assert all(re.fullmatch(rf"  … installing {SHOUT}: \d+ s|  … npm: .+", line) for line in progress), progress
+    assert any(re.fullmatch(r"  … npm: added 1 package in \S+", line) for line in progress), progress
+    assert bundled.out.splitlines()[:2] == [
         f"installed {BUNDLE_ID} 1.2.0",
         f"  folder:  {settings.data_dir / 'plugins' / BUNDLE_ID}",
-        "  pending: shout",
     ]
+    assert "  pending: shout" in bundled.out.splitlines()
     assert listed.out.splitlines() == [
         f"{BUNDLE_ID}  1.2.0  loaded  {tmp_path / 'shout.mcpb'}",
         f"{NPM_ID}  1.0.0  loaded  {SHOUT}",
@@ -264,3 +289,128 @@ async def test_offline_upgrade_starts_the_new_version_with_the_owners_setting(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"upgraded {BUNDLE_ID} to 1.3.0" and out[2] == "  tools:   shout", out
     assert load_manifest(folder).version == "1.3.0" and leftovers(data) == [BUNDLE_ID]
+
+
+def test_add_help_names_every_source_and_role(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["plugin", "add", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "or add a remote MCP server by its https:// URL" in said
+    assert (
+        "npm:<package>[@<version>], pypi:<package>[==<version>], a path to an .mcpb or to a registry entry"
+        " (server.json, x.server.json, any .json), or the https:// URL of a remote MCP server (streamable HTTP;"
+        " http:// only to a loopback host)"
+    ) in said
+    assert "--role ROLE grant the new capability to this existing role now (needs the running host)" in said
+
+
+def test_role_and_approval_need_the_running_host_and_nothing_is_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plugin", "add", "npm:@tiny-test/shout-server", "--role", "friends", "--data-dir", str(tmp_path)]) == 2
+    added = capsys.readouterr()
+    assert main(["tools", "approve", NPM_ID, "--all", "--data-dir", str(tmp_path)]) == 2
+    approved = capsys.readouterr()
+    assert added.err.splitlines() == [
+        f"(offline: no host runs with data directory {tmp_path}; working on the plugin folders alone)",
+        "mcp-host: --role needs the running host (roles live in its database); nothing was installed: start it"
+        f" ({CLI} serve --data-dir {tmp_path}) or leave --role out",
+    ]
+    assert approved.err.splitlines() == [
+        f"mcp-host: tools approve needs the running host; none runs with data directory {tmp_path}: start it with"
+        f" {CLI} serve --data-dir {tmp_path}",
+    ]
+    assert (added.out, approved.out) == ("", "")
+    assert not (tmp_path / "plugins").exists()
+
+
+def _review_lines(entry: dict[str, object]) -> list[str]:
+    live = json.dumps(entry["live"], indent=2, sort_keys=True, ensure_ascii=True).splitlines()
+    return [f"{entry['tool']}  (new)  sha256 {entry['live_sha256']}", *[f"    {line}" for line in live]]
+
+
+@needs_npm
+@needs_bwrap
+@pytest.mark.anyio
+async def test_add_with_a_role_and_tools_approve_name_each_step_down_to_the_visitors_call(
+    tmp_path: Path,
+    database_url: str,
+    local_npm: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True)
+    data = str(settings.data_dir)
+    shout_bundle(tmp_path / "shout.mcpb")
+    monkeypatch.chdir(tmp_path)
+    async with running_host(settings) as running, owner_client(running) as owner:
+        failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[])
+        assert not failed, answer
+        capsys.readouterr()
+        assert await run("plugin", "add", SHOUT, "--role", "friends", "--data-dir", data) == 0
+        added = capsys.readouterr()
+        _, review = await owner_call(owner, "tools_pending")
+        [entry] = [e for e in review["pending"] if e["capability"] == NPM_ID]
+        assert await run("tools", "approve", NPM_ID, "--data-dir", data) == 0  # shown, not approved
+        shown = capsys.readouterr()
+        assert await run("tools", "approve", NPM_ID, "--all", "--data-dir", data) == 0
+        approved = capsys.readouterr()
+        assert await run("tools", "approve", NPM_ID, "--all", "--data-dir", data) == 0
+        again = capsys.readouterr()
+        _, code = await owner_call(owner, "code_create", role="friends")
+        session = await running.new_session({"code": code["code"]})
+        async with running.client(session) as visitor:
+            shout = await visitor.call_tool("shout", {"text": "hi"})
+
+        # The public role: once approved, a public session reaches it with no code (the npm one
+        # goes first: two tools named shout would hide each other).
+        assert await run("plugin", "remove", NPM_ID, "--data-dir", data) == 0
+        assert await run("plugin", "add", "shout.mcpb", "--role", "public", "--data-dir", data) == 0
+        capsys.readouterr()
+        _, review = await owner_call(owner, "tools_pending")
+        [bundled] = [e for e in review["pending"] if e["capability"] == BUNDLE_ID]
+        assert await run("tools", "approve", BUNDLE_ID, "--all", "--data-dir", data) == 0
+        public = capsys.readouterr()
+        async with running.client(await running.new_session()) as visitor:
+            public_shout = await visitor.call_tool("shout", {"text": "all"})
+
+    url, folder = running.url, settings.data_dir / "plugins" / NPM_ID
+    code_step = [
+        "  1. make an access code of role friends for a visitor (its text is shown once):",
+        '       owner tool code_create {"role": "friends"}',
+        f"then a visitor: {CLI} session new --data-dir {data} --code CODE  (CODE: the text code_create showed)",
+        f"(owner tool: ask your agent connected to the owner door, or use the console at {url}/owner/)",
+    ]
+    assert added.out.splitlines() == [
+        f"installed {NPM_ID} 1.0.0",
+        f"  folder:  {folder}",
+        *[f"  {line}" for line in reaches(folder, "node node_modules/@tiny-test/shout-server/server.js")],
+        "  pending: shout",
+        "  role:    friends grants it now (its sessions see its tools once you approve them)",
+        f"the host at {url} serves it now",
+        "next:",
+        "  1. approve its pending tools (shout):",
+        f"       {CLI} tools approve {NPM_ID} --all --data-dir {data}",
+        "  2. make an access code of role friends for a visitor (its text is shown once):",
+        '       owner tool code_create {"role": "friends"}',
+        f"then a visitor: {CLI} session new --data-dir {data} --code CODE  (CODE: the text code_create showed)",
+        f"(owner tool: ask your agent connected to the owner door, or use the console at {url}/owner/)",
+    ]
+    assert shown.out.splitlines() == [
+        *_review_lines(entry),
+        f"approve these 1: {CLI} tools approve {NPM_ID} --all --data-dir {data}",
+    ]
+    assert approved.out.splitlines() == [
+        *_review_lines(entry),
+        f"approved shout  sha256 {entry['live_sha256']}",
+        "next:",
+        *code_step,
+    ]
+    assert again.out.splitlines() == [f"no tool of {NPM_ID} waits for your approval", "next:", *code_step]
+    assert not shout.is_error and shout.content[0].text == "HI"  # type: ignore[union-attr]
+    assert public.out.splitlines() == [
+        *_review_lines(bundled),
+        f"approved shout  sha256 {bundled['live_sha256']}",
+        f"a visitor reaches it now: {CLI} session new --data-dir {data}",  # nothing left to do
+    ]
+    assert not public_shout.is_error and public_shout.content[0].text == "ALL"  # type: ignore[union-attr]

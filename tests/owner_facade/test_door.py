@@ -46,6 +46,7 @@ OWNER_TOOLS = [
     "session_end",
     "tools_pending",
     "tool_approve",
+    "tools_approve",
     "holds_list",
     "hold_decide",
     "plugin_add",

@@ -5,6 +5,7 @@ that tool is pending again: the visitor cannot call it until the owner approves 
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -64,9 +65,22 @@ async def test_upgrade_switches_only_when_listed_and_a_changed_tool_is_pending_a
             still = await visitor.call_tool("shout", {"text": "still"})
             assert not still.is_error and still.content[0].text == "STILL"  # type: ignore[union-attr]
 
-            failed, upgraded = await owner_call(owner, "plugin_upgrade", id=NPM_ID, version="2.0.0")
-            assert not failed, upgraded
-            assert upgraded["from_version"] == "1.0.0" and upgraded["version"] == "2.0.0", upgraded
+            seen: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                seen.append((progress, total, message))
+
+            result = await owner.call_tool(
+                "plugin_upgrade", {"id": NPM_ID, "version": "2.0.0"}, progress_callback=on_progress
+            )
+            assert not result.is_error, result.content
+            upgraded = result.structured_content
+            assert upgraded is not None and upgraded["from_version"] == "1.0.0" and upgraded["version"] == "2.0.0"
+            # npm's own lines reach the owner as progress while the new version installs, as for plugin_add
+            assert [(progress, total) for progress, total, _ in seen] == [(n, None) for n in range(1, len(seen) + 1)]
+            messages = [message or "" for _, _, message in seen]
+            assert all(re.fullmatch(rf"upgrading {NPM_ID}: \d+ s|npm: .+", m) for m in messages), messages
+            assert any(re.fullmatch(r"npm: added 1 package in \S+", m) for m in messages), messages
             assert upgraded["tools"] == ["shout"] and upgraded["pending_tools"] == ["shout"], upgraded
             assert leftovers(settings.data_dir) == [NPM_ID]
             header = (settings.data_dir / "plugins" / NPM_ID / "manifest.yaml").read_text().splitlines()[1]
@@ -117,6 +131,17 @@ async def test_a_plugin_that_needs_the_owners_setting_upgrades_with_it(
     async with running_host(settings) as running, owner_client(running) as owner:
         failed, added = await owner_call(owner, "plugin_add", source="npm:needy")
         assert not failed, added
+        # It cannot start (no api_token): nothing pending yet, and the first step is the setting.
+        assert (added["pending_tools"], added["next"]) == (
+            [],
+            [
+                {
+                    "step": "set its required setting api_token",
+                    "tool": "config_set",
+                    "arguments": {"capability": "test.envy", "scope": "owner", "values": {"api_token": "…"}},
+                }
+            ],
+        )
         failed, refusal = await owner_call(owner, "plugin_upgrade", id="test.envy", version="2")
         assert failed and "the owner must set 'api_token' of test.envy" in refusal["message"], refusal
         assert leftovers(settings.data_dir) == ["test.envy"]

@@ -5,6 +5,7 @@ registry, skipped when the registry cannot be reached."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -18,7 +19,20 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import NpmSource, PypiSource, install_npm, install_pypi, installed, installed_root, remove
+from mcp_host.plugins import (
+    Manifest,
+    NpmSource,
+    PypiSource,
+    RemoteSource,
+    install_npm,
+    install_pypi,
+    install_remote,
+    installed,
+    installed_root,
+    installer_output,
+    reach,
+    remove,
+)
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host_kit.contract import refusal_of
 from owner_facade import OWNER_PATH
@@ -106,6 +120,41 @@ def test_pypi_package_gets_its_own_venv_and_its_console_script_answers(
     )
     assert '"whisper"' in answer.stdout
     assert leftovers(tmp_path) == [PYPI_ID]
+
+
+def test_each_line_pip_prints_reaches_installer_output_as_it_comes(tmp_path: Path, packages: dict[str, Path]) -> None:
+    lines: list[str] = []
+    with installer_output(lines.append):
+        install_pypi(PYPI_SOURCE, tmp_path, spec=str(packages["wheel"]))
+    install_pypi(PYPI_SOURCE, tmp_path, plugin_id="pypi.again", spec=str(packages["wheel"]))  # outside: none
+    assert all(line.startswith("pip: ") for line in lines), lines  # venv prints nothing
+    assert lines[-2:] == [
+        "pip: Installing collected packages: whisper-server",
+        "pip: Successfully installed whisper-server-1.0.0",
+    ]
+    assert f"pip: Processing {packages['wheel']}" in lines
+
+
+@needs_npm
+def test_each_line_npm_prints_reaches_installer_output(tmp_path: Path, packages: dict[str, Path]) -> None:
+    lines: list[str] = []
+    with installer_output(lines.append):
+        install_npm(NPM_SOURCE, tmp_path, spec=str(packages["tgz"]))
+    assert all(line.startswith("npm: ") and not line.startswith("npm: npm ") for line in lines), lines
+    assert not any("http cache" in line for line in lines), lines  # its cache-hit echo of each tarball
+    assert any(re.fullmatch(r"npm: added 1 package in \S+", line) for line in lines), lines
+
+
+def test_reach_says_what_a_remote_or_networked_server_reaches(tmp_path: Path) -> None:
+    remote = install_remote(RemoteSource("https://mcp.example.com/mcp", "mcp.example.com"), tmp_path)
+    networked = Manifest.model_validate(
+        {"id": "x.net", "transport": {"command": "node", "args": ["a b.js"], "sandbox": {"allow_net": True}}}
+    )
+    assert reach(load_manifest(remote.folder), remote.folder) == [
+        "runs elsewhere: the host calls https://mcp.example.com/mcp and may reach mcp.example.com only"
+    ]
+    assert reach(networked, tmp_path)[0] == "runs node 'a b.js' in its sandbox, in /plugin"
+    assert reach(networked, tmp_path)[2] == "network: any (transport.sandbox.allow_net)"
 
 
 def test_id_override_list_and_remove(tmp_path: Path, packages: dict[str, Path]) -> None:

@@ -36,6 +36,8 @@ from mcp_host.plugins.sources import plugin_id_words, remote_id_words
         ("dist/x.mcpb", BundleSource(Path("dist/x.mcpb"))),
         ("/srv/entries/server.json", RegistryEntrySource(Path("/srv/entries/server.json"))),
         ("server.json", RegistryEntrySource(Path("server.json"))),
+        ("time.server.json", RegistryEntrySource(Path("time.server.json"))),  # any name: the file says what it is
+        ("entries/time.json", RegistryEntrySource(Path("entries/time.json"))),
     ],
 )
 def test_each_source_kind_parses(text: str, source: object) -> None:
@@ -77,7 +79,9 @@ def test_each_source_kind_parses(text: str, source: object) -> None:
         "pypi:" + "a" * 101,
         "https://example.com/x.mcpb\n",
         "x.mcpb\x00",
-        "notserver.json",
+        ".json",
+        "entries/.mcpb",
+        "server.json\n",
     ],
 )
 def test_hostile_or_malformed_sources_are_refused_in_one_sentence(text: str) -> None:

@@ -109,10 +109,11 @@ def test_cli_upgrade_switches_only_when_the_new_version_lists_its_tools(
 
     assert main(["plugin", "upgrade", NPM_ID, "3.0.0", "--data-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err  # no host runs: the command says it works on the folders alone
-    offline_line, refusal = err.splitlines()
+    offline_line, *installing, refusal = err.splitlines()
     assert offline_line.startswith("(offline: no host runs with data directory"), err
+    assert installing and all(line.startswith("  … npm: ") for line in installing), err  # npm's own, as they came
     assert refusal.startswith(f"mcp-host: the new version of {NPM_ID} did not list its tools"), err
-    assert err.count("\n") == 2 and "Traceback" not in err
+    assert "Traceback" not in err
     assert load_manifest(folder).version == "1.0.0" and leftovers(tmp_path) == [NPM_ID]
 
     assert main(["plugin", "upgrade", NPM_ID, "2.0.0", "--data-dir", str(tmp_path)]) == 0
@@ -237,6 +238,8 @@ def test_the_command_line_word_is_a_source_only_when_it_names_one() -> None:
     assert upgrade_argument("new/shout.mcpb") == (None, "new/shout.mcpb")
     assert upgrade_argument("server.json") == (None, "server.json")
     assert upgrade_argument("entry/server.json") == (None, "entry/server.json")
+    assert upgrade_argument("time.server.json") == (None, "time.server.json")
+    assert upgrade_argument("entries/time.json") == (None, "entries/time.json")
     assert upgrade_argument("npm:x@2.0.0") == (None, "npm:x@2.0.0")
 
 
