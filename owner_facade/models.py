@@ -70,6 +70,10 @@ class CapabilityInvoke(_Arguments):
     )
 
 
+class CapabilityNextSteps(_Arguments):
+    capability: str = _name(_CAPABILITY)
+
+
 class CapabilityLogs(_Arguments):
     capability: str = _name("A plugin's id (a capability or a connector), as capabilities_list shows it.")
     lines: int = Field(

@@ -54,6 +54,7 @@ from .models import (
     AuditList,
     CapabilityInvoke,
     CapabilityLogs,
+    CapabilityNextSteps,
     CodeCreate,
     CodeRevoke,
     ConfigGet,
@@ -161,6 +162,24 @@ async def _capability_logs(s: OwnerServices, owner_id: str, a: CapabilityLogs) -
     if logs is None:
         raise InvalidArguments(f"capability: no plugin named {a.capability[:80]!r} is loaded")
     return logs.model_dump(mode="json")
+
+
+async def _capability_next_steps(s: OwnerServices, owner_id: str, a: CapabilityNextSteps) -> Answer:
+    """What is left before a visitor can call the capability (`next_steps`, its pending tools once
+    the host has listed them, as `tools_pending` waits for), with its status and why it does not
+    start. Changes nothing and starts nothing: `mcp-host check` asks it of a running host."""
+    plugin = _capability(s, a.capability)
+    review = await tools_pending(s, owner_id, NoArguments())
+    pending = [entry["tool"] for entry in review["pending"] if entry["capability"] == plugin.manifest.id]
+    entry = next((e for e in s.catalogue.entries() if e.id == plugin.manifest.id), None)
+    answer: dict[str, Any] = {
+        "capability": plugin.manifest.id,
+        "status": entry.status if entry is not None else "not_started",
+        "cause": entry.cause if entry is not None else None,
+    }
+    if "note" in review:
+        answer["note"] = review["note"]
+    return answer | await next_steps(s, owner_id, plugin, pending)
 
 
 # -- connectors -------------------------------------------------------------------------------
@@ -687,6 +706,15 @@ _TABLE: list[OwnerTool[Any]] = [
         "Run a capability's declared owner tool (`tool` as listed in its owner_tools) for the owner.",
         CapabilityInvoke,
         _capability_invoke,
+    ),
+    OwnerTool(
+        "capability_next_steps",
+        "What is left before a visitor can call a capability: next (each step an owner tool with its "
+        "arguments: approve its pending tools, a required setting, a connector, a role, an access code), "
+        "visitors (the roles that grant it, whether public sessions get it, whose code opens a session that "
+        "does), and its status. Changes nothing.",
+        CapabilityNextSteps,
+        _capability_next_steps,
     ),
     OwnerTool(
         "capability_logs",

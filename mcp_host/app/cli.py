@@ -24,10 +24,11 @@ import anyio
 from mcp_host.access import OWNER_TOKEN_FILE
 from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
-from mcp_host.plugins import PluginKind, check_paths, load_plugins
-from mcp_host.sandbox import limit_warnings, require_bwrap
+from mcp_host.plugins import PluginKind, load_plugins
+from mcp_host.sandbox import require_bwrap
 from mcp_host.settings import OtelSettings, Settings, default_data_dir
 
+from .check_command import run_check
 from .door_client import Door, DoorFailed, DoorRefused, NoDoor, TokenRefused, call_door
 from .host_file import HostRecord, read_host_file
 from .plugin_commands import add_plugin_commands
@@ -122,19 +123,12 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _check(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    paths = [Path(p) for p in args.dirs]
-    report = check_paths(paths, builtin_root=settings.builtin_dir)
-    for error in report.errors:
-        print(f"error: {error.message}")
-    for warning in report.warnings:
-        print(f"warning: {warning.message}")
-    for plugin in load_plugins(None, paths).plugins:  # a manifest's limits above this host's ceilings
-        for message in limit_warnings(plugin, settings.sandbox):
-            print(f"warning: {message}")
-    if not report.errors:
-        print(f"ok: {', '.join(args.dirs)}")
-    return 1 if report.errors else 0
+    checked = run_check(args.dirs, _settings(args), data_dir_named=args.data_dir is not None)
+    for line in checked.out:
+        print(line)
+    for line in checked.err:
+        print(line, file=sys.stderr)
+    return checked.status
 
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:

@@ -390,3 +390,85 @@ def test_check_passes_every_plugin_the_host_installs_and_runs(
     assert verdicts == expected
     if "npm" not in folders:
         pytest.skip("npm is not installed: the npm install was not checked")
+
+
+def check_lines(out: str, tmp_path: Path, url: str) -> list[str]:
+    """`check`'s lines with the test's folders, the host's URL and the console script shortened."""
+    text = out.replace(str(tmp_path.resolve()), "<tmp>").replace(str(PLUGINS), "<plugins>").replace(url, "<url>")
+    return text.replace(str(MCP_HOST), "mcp-host").splitlines()
+
+
+async def test_check_says_what_each_plugin_still_needs_on_the_running_host(
+    tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcp_host.plugins import BundleSource, install_bundle
+    from tests.plugins.packages import greeter_bundle
+    from tests.plugins.test_install_bundle import owner_tool
+
+    fixtures = [PLUGINS / "echo", PLUGINS / "envy", PLUGINS / "scheduler"]
+    settings = host_settings(tmp_path, database_url, [], pin_tools=True).model_copy(update={"plugins": fixtures})
+    bundle = install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), settings.data_dir).folder
+    elsewhere = PLUGINS / "notes"  # a folder this host was not started with
+    command = ["check", str(bundle), *map(str, fixtures), str(elsewhere), "--data-dir", str(settings.data_dir)]
+    async with running_host(settings) as host:
+        capsys.readouterr()  # the host's banner
+        before = await anyio.to_thread.run_sync(main, command)
+        said_before = capsys.readouterr()
+        review = await owner_tool(host, "tools_pending")
+        for entry in review["pending"]:
+            await owner_tool(host, "tool_approve", capability=entry["capability"], tool=entry["tool"])
+        await owner_tool(host, "role_put", id="guests", capabilities=["mcpb.greeter"])
+        after = await anyio.to_thread.run_sync(main, command)
+        said_after = capsys.readouterr()
+    assert (before, said_before.err, after, said_after.err) == (0, "", 0, "")
+    assert check_lines(said_before.out, tmp_path, host.url) == snapshot(
+        [
+            "ok: <tmp>/data/plugins/mcpb.greeter, <plugins>/echo, <plugins>/envy, <plugins>/scheduler, <plugins>/notes",
+            "mcpb.greeter: 3 steps before a visitor can use it",
+            "  approve its pending tools (greet):",
+            "    mcp-host tools approve mcpb.greeter --all --data-dir <tmp>/data",
+            "  grant it to a role (here guests, or any of roles_list):",
+            '    owner tool role_put {"id": "guests", "capabilities": ["mcpb.greeter"]}',
+            "  make an access code of role guests for a visitor (its text is shown once):",
+            '    owner tool code_create {"role": "guests"}',
+            "notes: the host at <url> does not run it; serve it with --plugins <plugins>/notes",
+            "scheduler: 2 steps before a visitor can use it",
+            "  approve its pending tools (mail_send, meeting_book, meta_seen, slots_busy):",
+            "    mcp-host tools approve scheduler --all --data-dir <tmp>/data",
+            "  connect a connector of category calendar:",
+            '    owner tool connector_connect {"connector": "…", "settings": {}}',
+            "test.echo: 1 step before a visitor can use it",
+            "  approve its pending tools (die, echo, sleep, whoami):",
+            "    mcp-host tools approve test.echo --all --data-dir <tmp>/data",
+            "test.envy: 1 step before a visitor can use it",
+            "  set its required setting api_token:",
+            '    owner tool config_set {"capability": "test.envy", "scope": "owner", "values": {"api_token": "…"}}',
+            "(owner tool: ask your agent connected to the owner door, or use the console at <url>/owner/)",
+        ]
+    )
+    assert check_lines(said_after.out, tmp_path, host.url) == snapshot(
+        [
+            "ok: <tmp>/data/plugins/mcpb.greeter, <plugins>/echo, <plugins>/envy, <plugins>/scheduler, <plugins>/notes",
+            "mcpb.greeter: 1 step before a visitor can use it",
+            "  make an access code of role guests for a visitor (its text is shown once):",
+            '    owner tool code_create {"role": "guests"}',
+            "notes: the host at <url> does not run it; serve it with --plugins <plugins>/notes",
+            "scheduler: 1 step before a visitor can use it",
+            "  connect a connector of category calendar:",
+            '    owner tool connector_connect {"connector": "…", "settings": {}}',
+            "test.echo: a visitor can use it now (a public session sees it)",
+            "test.envy: 1 step before a visitor can use it",
+            "  set its required setting api_token:",
+            '    owner tool config_set {"capability": "test.envy", "scope": "owner", "values": {"api_token": "…"}}',
+            "(owner tool: ask your agent connected to the owner door, or use the console at <url>/owner/)",
+        ]
+    )
+
+
+def test_check_with_a_data_dir_no_host_runs_with_says_the_manifests_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", str(ECHO), "--data-dir", str(tmp_path)]) == 0
+
+    out, err = capsys.readouterr()
+    assert (out, err) == (f"ok: {ECHO}\n", f"(manifests only: no host is running with data directory {tmp_path})\n")

@@ -27,6 +27,7 @@ INVALID_ARGUMENTS = "invalid_arguments"
 OWNER_TOOLS = [
     "capabilities_list",
     "capability_invoke",
+    "capability_next_steps",
     "capability_logs",
     "connectors_list",
     "connector_invoke",
