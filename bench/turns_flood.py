@@ -33,6 +33,7 @@ from mcp_host.store.embedded_postgres import embedded_postgres
 
 UNCAPPED = {
     "MCP_HOST_SESSION_MAX_TURNS": str(10**9),
+    "MCP_HOST_PRINCIPAL_TURNS_PER_MINUTE": str(10**9),
     "MCP_HOST_SESSION_MAX_TURN_BYTES": str(10**15),
     "MCP_HOST_TURN_MAX_BYTES": str(10**9),
 }

@@ -279,6 +279,9 @@ class PrincipalSettings(_Group):
     # Public sessions one client address opens a minute (a bucket of that size, refilled over a
     # minute): each is a row and a token, kept until it expires.
     public_sessions_per_minute: int = Field(default=60, ge=1, validation_alias="principal_public_sessions_per_minute")
+    # Turns one principal opens a minute over all its sessions: with `turn_max_bytes`, what it
+    # can add to the database a minute however many sessions it opens.
+    turns_per_minute: int = Field(default=60, ge=1, validation_alias="principal_turns_per_minute")
     turn_max_bytes: int = Field(default=64 * 1024, ge=1024, validation_alias="turn_max_bytes")
     session_turns: int = Field(default=1000, ge=1, validation_alias="session_max_turns")
     session_turn_bytes: int = Field(default=4 * MiB, ge=1024, validation_alias="session_max_turn_bytes")

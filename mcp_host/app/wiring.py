@@ -665,7 +665,13 @@ def _doors(
         ),
         visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol, asking),
         owner=OwnerMCPEndpoint(shared.owners, owner_protocol),
-        turns=TurnsEndpoint(shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes),
+        turns=TurnsEndpoint(
+            shared.sessions,
+            shared.turns,
+            door,
+            settings.http.max_rest_body_bytes,
+            PrincipalRate(settings.principals.turns_per_minute),
+        ),
         node=NodeMCPEndpoint(shared.node_grants, node_protocol),
     )
 

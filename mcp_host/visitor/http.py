@@ -240,16 +240,33 @@ M = TypeVar("M", bound=BaseModel)
 class TurnsEndpoint:
     """`POST /v1/sessions/{id}/turns` and `POST /v1/sessions/{id}/turns/{n}/answer`."""
 
-    def __init__(self, sessions: SessionStore, turns: TurnStore, door: VisitorDoor, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        sessions: SessionStore,
+        turns: TurnStore,
+        door: VisitorDoor,
+        max_body_bytes: int,
+        turn_rate: PrincipalRate | None = None,
+    ) -> None:
+        """`turn_rate`: how fast one principal opens turns, over all its sessions (None: no
+        limit). A session's own caps bound what it stores; this bounds what a principal adds
+        a minute however many sessions it opens."""
         self._sessions = sessions
         self._turns = turns
         self._door = door
         self._max_body_bytes = max_body_bytes
+        self._turn_rate = turn_rate
 
     async def open_turn(self, request: Request) -> Response:
         """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
         session = await self._authenticate(request)
         payload = _parse(await _read_capped(request, self._max_body_bytes), _NewTurn)
+        if self._turn_rate is not None:
+            principal = principal_of(session, request.scope.get("client"))
+            wait = self._turn_rate.wait(principal)
+            if wait > 0:
+                logger.info("turn refused: %s opens turns faster than its share", principal)
+                raise TooFast("this visitor opens turns faster than the host allows", wait)
         try:
             n = await self._turns.open_turn(session.id, payload.message)
         except TurnTooLarge as exc:

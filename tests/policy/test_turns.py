@@ -554,8 +554,10 @@ async def test_one_public_session_writes_no_more_than_its_caps_into_the_database
 ) -> None:
     """The flood of the issue (36.5 MB from one session in 5 s), with the default caps: turns as
     large as they may be until the session's bytes are used up, then the smallest until its count
-    is; every later request is refused and the tables stop growing."""
-    async with running_host(host_settings(tmp_path, database_url, [])) as running:
+    is; every later request is refused and the tables stop growing. (The principal's turns a
+    minute are lifted here: `test_a_principal_opening_turns_too_fast_...` covers that cap.)"""
+    settings = host_settings(tmp_path, database_url, [], principal_turns_per_minute=100_000)
+    async with running_host(settings) as running:
         pool = running.host.database.pool
         before = await _turn_tables_bytes(pool)
         session = await running.new_session()
@@ -578,3 +580,24 @@ async def test_one_public_session_writes_no_more_than_its_caps_into_the_database
     assert statuses[65] == 429  # the 66th large turn: the session's 4 MiB are used up
     assert held is not None and (held["n"], held["b"]) == (1000, 65 * 64_000 + 935 * 2)
     assert grown < 5 * 1024 * 1024, grown  # 4 MiB of text, plus rows and indexes
+
+
+async def test_a_principal_opening_turns_too_fast_over_its_sessions_is_told_when_to_retry(
+    tmp_path: Path, database_url: str
+) -> None:
+    # Each session's caps bound what it stores; the rate bounds what a principal adds a minute
+    # however many sessions it opens: here 3 turns a minute over two public sessions.
+    settings = host_settings(tmp_path, database_url, [], principal_turns_per_minute=3)
+    async with running_host(settings) as running:
+        first, second = await running.new_session(), await running.new_session()
+        statuses = [(await _post(running, s, "/turns", {"message": "hi"})).status_code for s in (first, second, first)]
+        refused = await _post(running, second, "/turns", {"message": "hi"})
+        stored = await running.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.turns")
+    assert statuses == [201, 201, 201]
+    wait = int(refused.headers["retry-after"])
+    assert 15 <= wait <= 20
+    assert (refused.status_code, refused.json(), stored) == (
+        429,
+        {"error": "unavailable", "message": f"this visitor opens turns faster than the host allows; retry in {wait} s"},
+        3,
+    )
