@@ -55,6 +55,7 @@ __all__ = [
     "TransportFailure",
     "Unavailable",
     "Unconfigured",
+    "UNREADABLE_ANSWER",
     "UnknownTool",
     "error_result",
     "explained",
@@ -68,6 +69,9 @@ INVALID_REQUEST = types.INVALID_REQUEST
 INVALID_PARAMS = types.INVALID_PARAMS
 INTERNAL_ERROR = types.INTERNAL_ERROR
 RESOURCE_NOT_FOUND = -32002
+UNREADABLE_ANSWER = -32099
+"""The code of the answer the framing gives in a child's stead when the child's own answer is a
+line the host cannot read (`wire.framing`); `children` answers the caller `unavailable`."""
 
 OPAQUE = "the call failed inside the host"
 """What a caller is told of an exception that is not a `HostError` (the boundary logs it)."""

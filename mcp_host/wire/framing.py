@@ -37,13 +37,12 @@ from mcp import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic_core import PydanticSerializationError
 
+from mcp_host.errors import UNREADABLE_ANSWER
+
 __all__ = ["UNREADABLE_ANSWER", "framed_transport"]
 
 logger = logging.getLogger(__name__)
 
-UNREADABLE_ANSWER = -32099
-"""The JSON-RPC error code of the answer given in a peer's stead when its own answer is a line
-the host cannot read (module docstring); `children` answers the caller `unavailable`."""
 
 _END_OF_INPUT = (
     anyio.EndOfStream,
