@@ -246,7 +246,7 @@ async def test_server_memory_without_a_memory_file_path_keeps_one_graph_per_inst
     installed = report.plugins[0]
     transport = installed.manifest.transport
     assert transport is not None and transport.env
-    manifest = installed.manifest.model_copy(update={"transport": transport.model_copy(update={"env": None})})
+    manifest = installed.manifest.model_copy(update={"transport": transport.model_copy(update={"env": {}})})
     memory = dataclass_replace(installed, manifest=manifest)
     before = tree(MEMORY_DIST)
     graphs: dict[str, Any] = {}
