@@ -79,6 +79,8 @@ class Cluster:
     owner_token: str = ""
     haproxy: Process | None = None
     logs: list[Path] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    """The local address each session opened with `source` speaks from (`client`)."""
 
     async def start(self, replica: Replica) -> None:
         """Start `replica` (again) on its port and wait until it is ready."""
@@ -127,11 +129,18 @@ class Cluster:
                     seen.add(response.headers[REPLICA_HEADER])
         return seen
 
-    async def new_session(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        async with httpx2.AsyncClient(timeout=30) as http:
+    async def new_session(self, body: dict[str, Any] | None = None, *, source: str | None = None) -> dict[str, Any]:
+        """A visitor session through HAProxy; with `source` (a loopback address) the visitor
+        speaks from there, now and in every `client` of the session: a principal of its own, as
+        visitors on other machines are (127.0.0.1, every other test's, is one principal)."""
+        transport = httpx2.AsyncHTTPTransport(local_address=source) if source else None
+        async with httpx2.AsyncClient(timeout=30, transport=transport) as http:
             response = await http.post(f"{self.url}/v1/sessions", json=body or {})
         assert response.status_code == 201, response.text
-        return dict(response.json())
+        session = dict(response.json())
+        if source:
+            self.sources[session["session_id"]] = source
+        return session
 
     @asynccontextmanager
     async def client(
@@ -146,8 +155,12 @@ class Cluster:
                 return_headers.append(response.headers[REPLICA_HEADER])
 
         headers = {"Authorization": f"Bearer {session['token']}"}
+        source = self.sources.get(str(session.get("session_id")))
         async with httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(30, read=60), event_hooks={"response": [note]}
+            headers=headers,
+            timeout=httpx2.Timeout(30, read=60),
+            event_hooks={"response": [note]},
+            transport=httpx2.AsyncHTTPTransport(local_address=source) if source else None,
         ) as http:
             transport = streamable_http_client(session["mcp_url"], http_client=http)
             async with Client(transport, mode=mode, cache=None) as client:

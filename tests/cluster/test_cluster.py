@@ -157,7 +157,9 @@ class Call:
 
 async def test_sigkill_of_one_replica_under_load_fails_only_calls_in_flight_there(whole: Cluster) -> None:
     duration_s, kill_at_s, visitors = 15.0, 5.0, 6
-    sessions = [await whole.new_session() for _ in range(visitors)]
+    # Six visitors, each from its own address: each is a principal with its own share of the
+    # per-session instances (from one address, six would share one principal's 4 per replica).
+    sessions = [await whole.new_session(source=f"127.0.0.{30 + n}") for n in range(visitors)]
     homes = [await home_of(whole, s) for s in sessions]
     victim = Counter(homes).most_common(1)[0][0]
     # Both eras on the victim: its sessions alternate legacy/modern, the others too.
