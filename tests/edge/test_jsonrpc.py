@@ -287,21 +287,7 @@ async def test_an_id_is_free_again_as_soon_as_its_answer_is_read(tmp_path: Path,
     # A client that reuses its id the moment it has read the answer, the response still open.
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
-        headers = {
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "Authorization": f"Bearer {session['token']}",
-        }
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
-        }
-        opened = await host.http.post(session["mcp_url"], json=init, headers=headers)
-        headers |= {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": LEGACY}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await host.http.post(session["mcp_url"], json=initialized, headers=headers)).status_code == 202
+        headers = await _legacy_headers(host, session["mcp_url"], session["token"])
         ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
         statuses: list[int] = []
         async with anyio.create_task_group() as tg:
