@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 
 from mcp_host.errors import InvalidArguments
 
+from .manifest import MANIFEST_NAME
 from .source_json import parse_document
 from .text_safety import check_text, shown
 
@@ -389,6 +390,12 @@ def _check_members(archive: zipfile.ZipFile, caps: BundleCaps) -> list[_Member]:
     for member in members:  # a file cannot also be a folder another member sits in
         if any(seen.get(parent) == "file" for parent in member.path.parents):
             raise InvalidArguments(f"the bundle's member {shown(str(member.path))} sits under a file.")
+    # The installer writes the plugin's manifest.yaml at the folder's top: a member may be a
+    # file of that name (overwritten), never a folder (the write would fail).
+    if seen.get(PurePosixPath(MANIFEST_NAME)) == "dir" or any(
+        len(member.path.parts) > 1 and member.path.parts[0] == MANIFEST_NAME for member in members
+    ):
+        raise InvalidArguments(f"the bundle has a folder named {MANIFEST_NAME}, the name of the host's manifest.")
     total = sum(member.info.file_size for member in members)
     packed = sum(member.info.compress_size for member in members)
     if total > caps.max_total_bytes:

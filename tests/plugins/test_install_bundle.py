@@ -227,6 +227,26 @@ def test_refused_bundles_leave_nothing_behind(
     assert leftovers(tmp_path / "data") == []
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"manifest.yaml/": (b"", 0o40755)},
+        {"manifest.yaml/notes.txt": (b"x", 0o644)},
+    ],
+    ids=["folder", "file-in-folder"],
+)
+def test_a_bundle_with_a_folder_named_like_the_hosts_manifest_is_refused_and_leaves_nothing(
+    tmp_path: Path, extra: dict[str, tuple[bytes, int]]
+) -> None:
+    # It once reached the manifest's write: IsADirectoryError, a traceback on the command line
+    # and an internal error through the owner door.
+    bundle = make_bundle(tmp_path / "bad.mcpb", bundle_manifest(), extra)
+    with pytest.raises(InvalidArguments) as caught:
+        install_bundle(BundleSource(bundle), tmp_path / "data")
+    assert caught.value.message == "the bundle has a folder named manifest.yaml, the name of the host's manifest."
+    assert leftovers(tmp_path / "data") == []
+
+
 def test_a_bundle_that_is_not_a_zip_or_is_missing_leaves_nothing(tmp_path: Path) -> None:
     (tmp_path / "junk.mcpb").write_bytes(b"not a zip")
     with pytest.raises(InvalidArguments, match="not a readable zip archive"):
