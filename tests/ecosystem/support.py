@@ -107,7 +107,10 @@ def missing() -> str | None:
 
 def ecosystem_settings(folder: Path, database_url: str) -> Settings:
     """The host's defaults; only what a test must set: address, data folder, database, and no
-    builtins (the host's own capabilities are not the subject here)."""
+    builtins (the host's own capabilities are not the subject here). Every visitor of these
+    tests comes from 127.0.0.1, one principal to the host, so the per-principal shares of
+    per-session instances are the host's whole table here (tests/children/test_instance_shares
+    covers the shares)."""
     return Settings(
         host="127.0.0.1",
         port=free_port(),
@@ -115,6 +118,8 @@ def ecosystem_settings(folder: Path, database_url: str) -> Settings:
         database_url=database_url,
         builtin_dir=None,
         plugins=[PLUGINS_ROOT],
+        principal_session_instances=32,
+        principal_instance_starts_per_minute=1000,
     )
 
 
