@@ -136,6 +136,9 @@ class ProtocolSessionSettings(_Group):
     """
 
     idle_s: float = Field(default=300.0, gt=0, validation_alias="protocol_session_idle_s")
+    # One idle this long ends in the SDK (~40 KB each) and rests: its next request opens it
+    # again from its record, its id unchanged; at or past `idle_s`, none rests.
+    rest_s: float = Field(default=60.0, gt=0, validation_alias="protocol_session_rest_s")
 
 
 class DatabaseSettings(_Group):

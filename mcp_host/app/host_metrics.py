@@ -60,6 +60,9 @@ def watch(
     async def protocol() -> Reading:
         return {(door,): float(s.count()) for door, s in protocol_sessions.items()}
 
+    async def resting() -> Reading:
+        return {(door,): float(s.resting()) for door, s in protocol_sessions.items()}
+
     async def holds_pending() -> Reading:
         return float(len(await holds.of_owner(owner_id)))
 
@@ -79,6 +82,12 @@ def watch(
         "mcp_host_protocol_sessions_open",
         "2025-11-25 protocol sessions (Mcp-Session-Id) open on this replica, by door.",
         protocol,
+        ["door"],
+    )
+    metrics.gauge(
+        "mcp_host_protocol_sessions_resting",
+        "Of those, the ones resting (idle: ended in the SDK, opened again by their next request), by door.",
+        resting,
         ["door"],
     )
     metrics.gauge(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -450,6 +450,7 @@ async def _shared(
         ttl_s=settings.access.auth_cache_ttl_s,
         outage_grace_s=settings.access.auth_outage_grace_s,
     )
+    background.start_soon(sessions.expire)  # an abandoned session's entry goes once its grace is over
     stores = PluginStores(database.pool, _store_limits(settings))
     await _ensure_stores(stores, early.plugins)
     box = SecretBox(load_host_key(settings.data_dir, _secret(settings)))
@@ -629,20 +630,22 @@ def _protocol_sessions(
     fleet: Fleet | None = None,
     fast: FastPath | None = None,
     asking: Asking | None = None,
+    on_ended: Callable[[str, bytes], None] | None = None,
 ) -> ProtocolSessions:
     """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
     (for the visitor door, with the forward of retries parked on other replicas between, and
     each session's principal from `asking`); a session born on another replica is adopted
-    through `records`."""
+    through `records`, and one idle a while rests (`on_ended`: told as each ends in the SDK)."""
     limits = ProtocolSessionLimits(
         per_session=settings.principals.session_protocol_sessions,
         per_principal=settings.principals.protocol_sessions,
         host=settings.principals.max_protocol_sessions,
         idle_s=settings.protocol_sessions.idle_s,
+        rest_s=settings.protocol_sessions.rest_s,
     )
     cap = settings.http.max_body_bytes
     app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
-    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap, fast=fast), limits, records, asking)
+    return ProtocolSessions(RpcEdge(app, max_body_bytes=cap, fast=fast), limits, records, asking, on_ended)
 
 
 def _doors(
@@ -731,7 +734,13 @@ async def wired(
     protocol = {
         # 2026-07-28 requests that end in one JSON answer skip the SDK transport (visitor/exchange.py).
         "visitor": _protocol_sessions(
-            settings, visitor_manager, records, fleet, ModernExchange(server, rules), early.pool.asking
+            settings,
+            visitor_manager,
+            records,
+            fleet,
+            ModernExchange(server, rules),
+            early.pool.asking,
+            on_ended=feed.forget_connection,  # a connection's change notices go with its SDK session
         ),
         "owner": _protocol_sessions(settings, owner_manager, records),
         "node": _protocol_sessions(settings, node_manager, records),
@@ -761,6 +770,7 @@ async def wired(
             await background.start(shared.turns.run)  # receipts written in batches, off the call's path
             for protocol_sessions in protocol.values():
                 background.start_soon(protocol_sessions.keep_records)  # records of open sessions stay alive
+                background.start_soon(protocol_sessions.rest_idle)  # idle ones rest (end in the SDK)
             yield Host(
                 settings=settings,
                 report=report,

@@ -45,6 +45,21 @@ client's id is renamed on the way in (its id -> the new one) and out (the `Mcp-S
 response header, the new one -> its id). A DELETE of it forgets the record; records of open
 sessions are kept alive by `keep_records`, the others expire after `idle_s`. A request whose id
 is known here pays one dict lookup more at most.
+
+Resting (issue 26, defect 7): an open session costs the SDK ~40 KB (its server task, streams
+and task groups), however long its client stays away. A recorded session that had no request in
+flight for `rest_s` is ended in the SDK (a DELETE as above) and rests here: it keeps its place
+under every cap, its record stays alive, and its next request wakes it — opened again from its
+record as an adopted one is (the stored initialize, then `notifications/initialized`), its
+client's id renamed to the new one. A resting session costs a few hundred bytes. A session with
+an open GET stream is never idle, so a connected SDK client never rests. What its client cannot
+see across a rest: the SDK's per-connection state (the host's servers keep none there: logging
+levels and resource subscriptions are kept per visitor session), and a task's status
+notifications, which go to the connection that made the task (its client polls `tasks/get`).
+Waking reads the record: when it cannot be read the request is answered 503 (`unavailable`,
+Retry-After) and the session keeps resting. `on_ended` is told each time a session ends in the
+SDK (closed, deleted, expired or resting), so what is kept per connection above (the visitor's
+change feed) goes with it.
 """
 
 from __future__ import annotations
@@ -54,7 +69,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -80,6 +95,7 @@ _INITIALIZE_KEYS = ("protocolVersion", "capabilities", "clientInfo")
 _INTERNAL_TIMEOUT_S = 10.0
 _BUSY = "too many protocol sessions open and in use for this visitor (its session, access code, API key or address); end one (DELETE) or retry later"  # noqa: E501
 _FULL = "the host holds as many protocol sessions as it may; retry later"
+_WAKING = "this protocol session cannot be resumed now; retry later"
 
 
 @dataclass(frozen=True)
@@ -120,12 +136,14 @@ def record_key(session_id: bytes) -> bytes:
 @dataclass(frozen=True)
 class ProtocolSessionLimits:
     """The caps (settings `session_max_protocol_sessions`, `principal_max_protocol_sessions`,
-    `protocol_sessions_max`, `protocol_session_idle_s`)."""
+    `protocol_sessions_max`, `protocol_session_idle_s`), and when an idle session rests
+    (`protocol_session_rest_s`; at or past `idle_s`, none does)."""
 
     per_session: int = 16
     per_principal: int = 256
     host: int = 10_000
     idle_s: float = 300.0
+    rest_s: float = 60.0
 
     @property
     def retry_after_s(self) -> int:
@@ -137,21 +155,28 @@ _Refusal = Literal["busy", "full"]
 """Why an opening found no room: every session it could close is busy, or the endpoint is full."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Open:
-    """One protocol session the SDK holds, and what closing it takes."""
+    """One protocol session the SDK holds (or held, while it rests), and what closing it takes."""
 
     session_id: bytes
     credential: str
     principal: Principal
     user: Any
-    """The `scope["user"]` that opened it: the SDK serves it to that credential only."""
+    """The `scope["user"]` that opened it: the SDK serves it to that credential only (None
+    while it rests, and `host` and `path` empty: nothing of it is left in the SDK to close)."""
     host: bytes
     path: str
     last_used: float
     in_flight: int = 0
     alias: bytes | None = None
-    """The id its client uses, when it was adopted (opened here for a session born elsewhere)."""
+    """The id its client uses, when it was adopted (opened here for a session born elsewhere)
+    or woken (opened here again after it rested)."""
+    recorded: bool = False
+    """Its record is stored: it may rest, to be opened again from the record."""
+    resting: bool = False
+    waking: anyio.Event | None = None
+    """Set while a request opens it again (the others that come meanwhile wait for it)."""
 
     @property
     def key(self) -> bytes:
@@ -169,10 +194,14 @@ class ProtocolSessions:
         limits: ProtocolSessionLimits,
         records: SessionRecords | None = None,
         asking: Asking | None = None,
+        on_ended: Callable[[str, bytes], None] | None = None,
     ) -> None:
         """`asking`: who is asking for each visitor session (the visitor endpoint says so around
-        each request); None (the owner's and a node's door), each credential is its own principal."""
+        each request); None (the owner's and a node's door), each credential is its own principal.
+        `on_ended(credential, session_id)`: told when a session ends in the SDK, with the id the
+        SDK knew it by (the `Mcp-Session-Id` its requests reached the SDK with)."""
         self._app = app
+        self._on_ended = on_ended
         self._limits = limits
         self._records = records
         self._principal_of: Callable[[str], Principal] = (
@@ -182,21 +211,26 @@ class ProtocolSessions:
         self._adopted: dict[bytes, bytes] = {}
         """A client's id -> the id of the session opened here for it."""
         self._adopting: dict[bytes, anyio.Event] = {}
-        self._by_credential: dict[str, dict[bytes, _Open]] = {}
+        # A list, not a dict, per credential: most hold one session, and a dict of one costs
+        # 240 bytes (a credential holds at most `per_session`, 16 by default).
+        self._by_credential: dict[str, list[_Open]] = {}
         self._by_principal: dict[Principal, dict[bytes, _Open]] = {}
+        self._principals: dict[Principal, Principal] = {}
+        """One object for each principal holding sessions, shared by its records."""
         # Opening requests admitted and not answered yet, so concurrent ones count too.
         self._opening_credential: Counter[str] = Counter()
         self._opening_principal: Counter[Principal] = Counter()
         self._opening = 0
         self._next_sweep = 0.0
         self._keeping = anyio.CancelScope()
+        self._resting = anyio.CancelScope()
 
     def count(self, *, principal: Principal | None = None, credential: str | None = None) -> int:
         """Protocol sessions open (for one principal or one credential, else in all)."""
         if principal is not None:
             return len(self._by_principal.get(principal, {}))
         if credential is not None:
-            return len(self._by_credential.get(credential, {}))
+            return len(self._by_credential.get(credential, ()))
         return len(self._open)
 
     async def keep_records(self) -> None:
@@ -226,8 +260,26 @@ class ProtocolSessions:
                     failing = None
 
     def stop_keeping(self) -> None:
-        """End `keep_records` (the host stops; its database closes next)."""
+        """End `keep_records` and `rest_idle` (the host stops; its database closes next)."""
         self._keeping.cancel()
+        self._resting.cancel()
+
+    async def rest_idle(self) -> None:
+        """Run for the host's life (until `stop_keeping`): every quarter of `rest_s`, let each
+        recorded session idle that long rest (without records, or with `rest_s >= idle_s`, none
+        does and this returns)."""
+        if self._records is None or self._limits.rest_s >= self._limits.idle_s:
+            return
+        with self._resting:
+            while True:
+                await anyio.sleep(self._limits.rest_s / 4)
+                for record in [r for r in self._open.values() if self._may_rest(r, anyio.current_time())]:
+                    if self._may_rest(record, anyio.current_time()):  # no request came while others rested
+                        await self._rest(record)
+
+    def resting(self) -> int:
+        """How many of the sessions open rest."""
+        return sum(record.resting for record in self._open.values())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -297,7 +349,7 @@ class ProtocolSessions:
                     opened = self._register(new_id, credential, principal, scope, now)
                     opened.in_flight = 1
                     if body is not None:
-                        await self._record(opened, b"".join(body))
+                        opened.recorded = await self._record(opened, b"".join(body))
             await send(message)
 
         try:
@@ -330,14 +382,14 @@ class ProtocolSessions:
         session already on its way out.
         """
         victims: list[_Open] = []
-        by_credential = self._by_credential.get(credential, {})
+        by_credential = self._by_credential.get(credential, [])
         by_principal = self._by_principal.get(principal, {})
-        caps: tuple[tuple[dict[bytes, _Open], int, int, Callable[[_Open], bool]], ...] = (
+        caps: tuple[tuple[Collection[_Open], int, int, Callable[[_Open], bool]], ...] = (
             (by_credential, self._opening_credential[credential], self._limits.per_session, _of(principal)),
-            (by_principal, self._opening_principal[principal], self._limits.per_principal, _by(credential)),
+            (by_principal.values(), self._opening_principal[principal], self._limits.per_principal, _by(credential)),
         )
         for members, opening, cap, first in caps:
-            for record in list(members.values()):
+            for record in list(members):
                 if self._expired(record, now):
                     self._forget(record)
             while len(members) + opening >= cap:
@@ -348,7 +400,7 @@ class ProtocolSessions:
                 victims.append(victim)
         if victims or self._may_grow(principal, len(by_principal) + self._opening_principal[principal]):
             return victims, None  # a place of its own freed, or the endpoint has room for it
-        victim = _least_recently_used_idle(by_principal, _by(credential))
+        victim = _least_recently_used_idle(by_principal.values(), _by(credential))
         if victim is None:
             return victims, "full"
         self._forget(victim)
@@ -377,6 +429,10 @@ class ProtocolSessions:
                 self._limits.host,
             )
             status, error = 503, {"code": INTERNAL_ERROR, "message": _FULL, "data": {"code": Unavailable.code}}
+        await self._error(status, error, send)
+
+    async def _error(self, status: int, error: dict[str, Any], send: Send) -> None:
+        """Answer a JSON-RPC `error` (no id) with HTTP `status` and a Retry-After."""
         body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
         headers = [
             (b"content-type", b"application/json"),
@@ -405,23 +461,36 @@ class ProtocolSessions:
             last_used=now,
             alias=alias,
         )
-        self._open[session_id] = record
-        if alias is not None:
-            self._adopted[alias] = session_id
-        self._by_credential.setdefault(credential, {})[session_id] = record
-        self._by_principal.setdefault(principal, {})[session_id] = record
+        self._link(record)
         return record
 
-    async def _record(self, opened: _Open, body: bytes) -> None:
-        """Record a session born here, so another replica can adopt it (never fails the opening)."""
+    def _link(self, record: _Open) -> None:
+        """Put `record` in every table, by the id the SDK knows it by."""
+        record.principal = self._principals.setdefault(record.principal, record.principal)
+        session_id = record.session_id
+        self._open[session_id] = record
+        if record.alias is not None:
+            self._adopted[record.alias] = session_id
+        held = self._by_credential.get(record.credential)
+        if held is None:
+            self._by_credential[record.credential] = [record]  # no room kept for more: most hold one
+        else:
+            held.append(record)
+        self._by_principal.setdefault(record.principal, {})[session_id] = record
+
+    async def _record(self, opened: _Open, body: bytes) -> bool:
+        """Record a session born here, so another replica can adopt it (never fails the opening);
+        whether it is recorded."""
         assert self._records is not None
         initialize = _initialize_params(body)
         if initialize is None:
-            return
+            return False
         try:
             await self._records.record(opened.key, SessionRecord(opened.credential, opened.path, initialize))
-        except Exception:  # the session works here without it; only adoption elsewhere is lost
+        except Exception:  # the session works here without it; only adoption elsewhere (and rest) is lost
             logger.exception("recording a protocol session of %s failed", opened.principal)
+            return False
+        return True
 
     async def _forget_record(self, record: _Open) -> None:
         if self._records is None:
@@ -433,22 +502,47 @@ class ProtocolSessions:
 
     async def _close(self, victim: _Open) -> None:
         """End `victim` in the SDK: DELETE it as its own client would (and its record: a client
-        closed to make room must not be adopted back)."""
+        closed to make room must not be adopted back). A resting one has nothing left there."""
         await self._forget_record(victim)
+        if victim.resting:
+            return
+        status = await self._delete_in_sdk(victim.session_id, victim.user, victim.host, victim.path)
+        if status is None:
+            return
+        logger.info(
+            "closed the least recently used idle protocol session of %s (%s) to make room for its own (%s)",
+            victim.principal,
+            victim.credential,
+            status or "no answer",
+        )
+
+    async def _rest(self, record: _Open) -> None:
+        """End `record` in the SDK and keep it here, resting, until its next request wakes it."""
+        in_sdk = (record.session_id, record.user, record.host, record.path)
+        record.resting = True
+        record.user, record.host, record.path = None, b"", ""
+        self._ended(record.credential, record.session_id)
+        status = await self._delete_in_sdk(*in_sdk)
+        logger.debug("a protocol session of %s (%s) rests (%s)", record.principal, record.credential, status)
+
+    async def _delete_in_sdk(self, session_id: bytes, user: Any, host: bytes, path: str) -> int | None:
+        """DELETE a session through the next callable as its client would (with the `user` and
+        Host that opened it, at its `path`): the status it was answered (0: none), or None when
+        that failed (logged)."""
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": "1.1",
             "method": "DELETE",
             "scheme": "http",
-            "path": victim.path,
-            "raw_path": victim.path.encode("latin-1", "replace"),
+            "path": path,
+            "raw_path": path.encode("latin-1", "replace"),
             "query_string": b"",
             "root_path": "",
-            "headers": [(b"host", victim.host), (_SESSION_HEADER, victim.session_id)],
+            "headers": [(b"host", host), (_SESSION_HEADER, session_id)],
             "client": None,
             "server": None,
-            "user": victim.user,
+            "user": user,
         }
         status: list[int] = []
         asked = False
@@ -467,14 +561,9 @@ class ProtocolSessions:
         try:
             await self._app(scope, receive, send)
         except Exception:  # closing a session must never fail the request that made room
-            logger.exception("closing protocol session of %s failed", victim.principal)
-            return
-        logger.info(
-            "closed the least recently used idle protocol session of %s (%s) to make room for its own (%s)",
-            victim.principal,
-            victim.credential,
-            status[0] if status else "no answer",
-        )
+            logger.exception("closing a protocol session failed")
+            return None
+        return status[0] if status else 0
 
     # -- using ---------------------------------------------------------------------------
 
@@ -488,15 +577,31 @@ class ProtocolSessions:
             # nothing here may change because of it.
             await self._app(scope, receive, send)
             return
+        if record is not None and record.resting:
+            woken = await self._woken(record, scope)
+            if woken is None:
+                error = {"code": INTERNAL_ERROR, "message": _WAKING, "data": {"code": Unavailable.code}}
+                await self._error(503, error, send)
+                return
+            record = record if woken else None  # gone: the SDK answers 404 to the id it no longer knows
         status: int | None = None
         if record is not None and record.alias is not None:
             scope = _with_session(scope, record.session_id)
             send = _renaming(send, record.session_id, record.alias)
 
+        ended = False
+
         async def watch(message: Message) -> None:
-            nonlocal status
+            nonlocal status, ended
             if message["type"] == "http.response.start" and status is None:
                 status = int(message["status"])
+                if record is not None and status < 300 and scope["method"] == "DELETE":
+                    # Forgotten before its client hears it ended: a request it sends next must
+                    # not find the record and adopt the session back.
+                    ended = True
+                    self._forget(record)
+                    with anyio.CancelScope(shield=True):
+                        await self._forget_record(record)
             await send(message)
 
         if record is not None:
@@ -509,7 +614,9 @@ class ProtocolSessions:
             if record is not None:
                 record.in_flight -= 1
                 record.last_used = now
-            if status == 404 or (status is not None and status < 300 and scope["method"] == "DELETE"):
+            if ended:
+                pass  # forgotten as its answer left
+            elif status == 404 or (status is not None and status < 300 and scope["method"] == "DELETE"):
                 if record is not None:
                     self._forget(record)
                     if status != 404:
@@ -519,6 +626,63 @@ class ProtocolSessions:
                 # The SDK still serves a session this table had already let go (expired a
                 # moment before the SDK's own timer fired): count it again.
                 self._register(session_id, credential, self._principal_of(credential), scope, now)
+
+    # -- resting and waking --------------------------------------------------------------
+
+    def _may_rest(self, record: _Open, now: float) -> bool:
+        return (
+            record.recorded
+            and not record.resting
+            and record.in_flight == 0
+            and now - record.last_used >= self._limits.rest_s
+        )
+
+    async def _woken(self, record: _Open, scope: Scope) -> bool | None:
+        """Open `record`, which rests, in the SDK again (one request does; the others that come
+        meanwhile wait for it): True once it is open, False when it is gone (its record expired
+        or is not for this path: it is forgotten), None when it cannot be opened now (its record
+        could not be read, or the SDK did not open it: it keeps resting)."""
+        waking = record.waking
+        if waking is None:
+            record.waking = waking = anyio.Event()
+            record.in_flight += 1  # never picked to make room while it wakes
+            try:
+                await self._wake(record, scope)
+            finally:
+                record.in_flight -= 1
+                record.waking = None
+                waking.set()
+        else:
+            await waking.wait()
+        if not record.resting:
+            return True
+        return None if self._open.get(record.session_id) is record else False
+
+    async def _wake(self, record: _Open, scope: Scope) -> None:
+        assert self._records is not None
+        client_id = record.alias if record.alias is not None else record.session_id
+        if anyio.current_time() - record.last_used >= self._limits.idle_s:  # it expired while resting
+            self._forget(record)
+            await self._forget_record(record)
+            return
+        try:
+            stored = await self._records.lookup(record.key)
+        except Exception:  # the database may be away a while: the client may retry
+            logger.exception("looking up the record of a resting protocol session of %s failed", record.principal)
+            return
+        if stored is None or stored.principal != record.credential or stored.path != scope.get("path"):
+            logger.info("a resting protocol session of %s ended: its record is gone", record.principal)
+            self._forget(record)
+            return
+        new_id = await self._open_as_client(stored, scope)
+        if new_id is None:
+            return
+        self._forget(record)  # linked again at once, under its new id (resting: no one is told)
+        record.session_id, record.alias = new_id, client_id
+        record.user, record.host, record.path = scope.get("user"), _header(scope, b"host") or b"", str(scope["path"])
+        record.resting = False
+        self._link(record)
+        logger.debug("a resting protocol session of %s woke", record.principal)
 
     # -- adopting ------------------------------------------------------------------------
 
@@ -560,7 +724,9 @@ class ProtocolSessions:
         if new_id is None:
             return None
         logger.info("adopted a protocol session of %s opened on another replica", principal)
-        return self._register(new_id, credential, principal, scope, now, alias=session_id)
+        adopted = self._register(new_id, credential, principal, scope, now, alias=session_id)
+        adopted.recorded = True
+        return adopted
 
     async def _open_as_client(self, stored: SessionRecord, scope: Scope) -> bytes | None:
         """Open a session through the next callable as its client would: the stored initialize,
@@ -639,12 +805,15 @@ class ProtocolSessions:
             self._forget(record)
 
     def _forget(self, record: _Open) -> None:
+        if not record.resting and self._open.get(record.session_id) is record:
+            self._ended(record.credential, record.session_id)
         self._open.pop(record.session_id, None)
         if record.alias is not None and self._adopted.get(record.alias) == record.session_id:
             del self._adopted[record.alias]
         by_credential = self._by_credential.get(record.credential)
         if by_credential is not None:
-            by_credential.pop(record.session_id, None)
+            if record in by_credential:
+                by_credential.remove(record)
             if not by_credential:
                 del self._by_credential[record.credential]
         by_principal = self._by_principal.get(record.principal)
@@ -652,12 +821,18 @@ class ProtocolSessions:
             by_principal.pop(record.session_id, None)
             if not by_principal:
                 del self._by_principal[record.principal]
+                self._principals.pop(record.principal, None)
+
+    def _ended(self, credential: str, session_id: bytes) -> None:
+        """A session ended in the SDK: tell `on_ended` (which must not fail)."""
+        if self._on_ended is not None:
+            self._on_ended(credential, session_id)
 
 
-def _least_recently_used_idle(members: dict[bytes, _Open], first: Callable[[_Open], bool]) -> _Open | None:
+def _least_recently_used_idle(members: Iterable[_Open], first: Callable[[_Open], bool]) -> _Open | None:
     """The idle session of `members` to close: the least recently used of those `first` picks,
     else of the others."""
-    idle = [r for r in members.values() if r.in_flight == 0]
+    idle = [r for r in members if r.in_flight == 0]
     return min(idle, key=lambda r: (not first(r), r.last_used), default=None)
 
 

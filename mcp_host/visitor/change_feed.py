@@ -264,6 +264,18 @@ class ChangeFeed:
     def forget(self, session_id: str) -> None:
         self._by_session.pop(session_id, None)
 
+    def forget_connection(self, session_id: str, connection_id: bytes) -> None:
+        """The 2025-11-25 connection `connection_id` of `session_id` ended (`edge.ProtocolSessions`
+        says so: closed, deleted, expired or resting): its SDK session, which the kept
+        `ServerSession` holds (~40 KB), is let go, and the session's entry with it once nothing
+        else of it is kept (its resource subscriptions outlast a connection that rests)."""
+        listeners = self._by_session.get(session_id)
+        if listeners is None:
+            return
+        listeners.connections.pop(connection_id.decode("latin-1"), None)
+        if listeners.empty() and not listeners.subscribed:
+            del self._by_session[session_id]
+
     def listening_count(self) -> int:
         return sum(len(x.connections) + len(x.streams) for x in self._by_session.values())
 

@@ -3,6 +3,7 @@ and the grace a recently verified token gets during a database outage."""
 
 from __future__ import annotations
 
+import anyio
 import asyncpg
 import pytest
 
@@ -85,6 +86,42 @@ async def test_cache_is_bounded() -> None:
     first, first_token = opened[0]
     await cache.authenticate(first.id, first_token)  # evicted by the third: asks again
     assert backing.checks == 4
+
+
+async def test_a_wrong_token_never_drops_the_right_ones_entry() -> None:
+    backing = CountingStore()
+    cache = CachedSessionStore(backing, ttl_s=10.0, clock=Clock())
+    session, token = await _open(cache)
+    assert await cache.authenticate(session.id, token) == session
+    assert await cache.authenticate(session.id, "not-the-token") is None
+    assert await cache.authenticate(session.id, token) == session
+    assert backing.checks == 2  # the wrong one asked the store; the right one is still cached
+
+
+async def test_an_entry_is_dropped_once_no_check_may_use_it_even_with_no_check_coming() -> None:
+    """Issue 26, defect 7: an abandoned session costs nothing here once its grace is over."""
+    backing, clock = CountingStore(), Clock()
+    cache = CachedSessionStore(backing, ttl_s=1.0, outage_grace_s=60.0, clock=clock)
+    for session, token in [await _open(cache) for _ in range(3)]:
+        await cache.authenticate(session.id, token)
+    assert len(cache) == 3
+    clock.now += 60.0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cache.expire, 0.01)
+        with anyio.fail_after(5):
+            while len(cache):  # noqa: ASYNC110 - `expire` runs on its own timer
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+
+
+async def test_the_sessions_it_answers_equal_the_stores_and_share_one_role_snapshot() -> None:
+    cache = CachedSessionStore(CountingStore(), ttl_s=10.0, clock=Clock())
+    (first, first_token), (second, second_token) = await _open(cache), await _open(cache)
+    for _ in range(2):  # the store's answer, then the cache's
+        answers = [await cache.authenticate(first.id, first_token), await cache.authenticate(second.id, second_token)]
+        assert answers == [first, second]
+    assert answers[0] is not None and answers[1] is not None
+    assert answers[0].role is answers[1].role
 
 
 async def test_forgetting_a_subject_drops_its_sessions_at_once_and_no_others() -> None:

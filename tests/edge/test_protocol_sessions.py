@@ -26,6 +26,7 @@ from mcp_host.edge import record_key
 from mcp_host.edge.protocol_sessions import ProtocolSessionLimits
 from mcp_host.settings import Settings
 from mcp_host.store import open_database
+from mcp_host.store.protocol_records import ProtocolSessionRecords
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host, wait_until
 
@@ -49,12 +50,14 @@ def test_defaults_are_pinned(tmp_path: Path) -> None:
         "per_principal": settings.principals.protocol_sessions,
         "max": settings.principals.max_protocol_sessions,
         "idle_s": settings.protocol_sessions.idle_s,
-    } == snapshot({"per_session": 16, "per_principal": 256, "max": 10000, "idle_s": 300.0})
+        "rest_s": settings.protocol_sessions.rest_s,
+    } == snapshot({"per_session": 16, "per_principal": 256, "max": 10000, "idle_s": 300.0, "rest_s": 60.0})
     assert ProtocolSessionLimits() == ProtocolSessionLimits(
         per_session=settings.principals.session_protocol_sessions,
         per_principal=settings.principals.protocol_sessions,
         host=settings.principals.max_protocol_sessions,
         idle_s=settings.protocol_sessions.idle_s,
+        rest_s=settings.protocol_sessions.rest_s,
     )
 
 
@@ -360,6 +363,27 @@ async def test_a_session_born_on_one_replica_is_adopted_by_another(tmp_path: Pat
         assert rows == 0
 
 
+async def test_a_deleted_session_is_forgotten_before_its_client_hears_so(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its record is forgotten slowly (a busy database): a request its client sends the moment
+    # the DELETE is answered must not find the record and adopt the session back.
+    forget = ProtocolSessionRecords.forget
+
+    async def slow_forget(self: ProtocolSessionRecords, key: bytes) -> None:
+        await anyio.sleep(0.5)
+        await forget(self, key)
+
+    monkeypatch.setattr(ProtocolSessionRecords, "forget", slow_forget)
+    async with two_replicas(tmp_path, database_url) as (a, b):
+        door_a = await visitor(a)
+        door_b = on(b, door_a)
+        opened = await door_a.open()
+        assert await door_b.alive(opened)  # adopted by b
+        assert await door_b.delete(opened) == 200
+        assert not await door_b.alive(opened)
+
+
 async def test_a_session_is_adopted_once_under_concurrent_requests(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -419,3 +443,122 @@ async def test_the_python_sdk_client_carries_on_when_its_requests_reach_another_
                 for n in range(3):
                     result = await client.call_tool("echo", {"text": f"on b {n}"})
                     assert result.structured_content == {"text": f"on b {n}"}
+
+
+# -- resting: an idle session ends in the SDK and its next request opens it again (issue 26, defect 7)
+
+
+def _logged(caplog: pytest.LogCaptureFixture, ending: str) -> int:
+    return sum(r.getMessage().endswith(ending) for r in caplog.records if r.name == "mcp_host.edge.protocol_sessions")
+
+
+def _rested(caplog: pytest.LogCaptureFixture) -> int:
+    return _logged(caplog, " rests (200)")
+
+
+def _woke(caplog: pytest.LogCaptureFixture) -> int:
+    return _logged(caplog, " woke")
+
+
+@asynccontextmanager
+async def resting(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture, count: int = 1, **caps: Any
+) -> AsyncIterator[tuple[RunningHost, Door, list[str]]]:
+    """A host whose idle protocol sessions rest after 0.2 s, and `count` sessions of one visitor
+    that rest there (the log says when each has)."""
+    caplog.set_level(logging.DEBUG, logger="mcp_host.edge.protocol_sessions")
+    async with running_host(_settings(tmp_path, database_url, protocol_session_rest_s=0.2, **caps)) as host:
+        door = await visitor(host)
+        opened = [await door.open() for _ in range(count)]
+        await wait_until(lambda: _rested(caplog) == count)
+        yield host, door, opened
+
+
+async def test_an_idle_session_rests_and_its_next_request_wakes_it_under_the_id_its_client_knows(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with resting(tmp_path, database_url, caplog) as (_, door, [opened]):
+        call = {**TOOLS_CALL, "id": 7}
+        answer = await door.http.post(door.url, json=call, headers={**door.headers, "Mcp-Session-Id": opened})
+        assert (answer.status_code, answer.headers["mcp-session-id"]) == (200, opened)
+        assert '"text":"hi"' in answer.text.replace(" ", "")
+        assert (_woke(caplog), await door.alive(opened)) == (1, True)  # awake: no second opening
+        await wait_until(lambda: _rested(caplog) == 2)  # idle again, it rests again
+        assert await door.delete(opened) == 200  # a DELETE wakes it to end it in the SDK
+        assert not await door.alive(opened)
+
+
+async def test_requests_that_come_together_wake_a_resting_session_once(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with resting(tmp_path, database_url, caplog) as (_, door, [opened]):
+        answers: list[int] = []
+
+        async def ping(n: int) -> None:  # each its own request id: one in flight per id
+            headers = {**door.headers, "Mcp-Session-Id": opened}
+            answers.append((await door.http.post(door.url, json={**PING, "id": 10 + n}, headers=headers)).status_code)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(6):
+                tg.start_soon(ping, n)
+        assert (answers, _woke(caplog)) == ([200] * 6, 1)
+
+
+async def test_a_resting_session_whose_record_is_gone_has_ended(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with resting(tmp_path, database_url, caplog) as (host, door, [opened]):
+        await host.host.database.pool.execute("DELETE FROM mcp_host.protocol_sessions")
+        assert not await door.alive(opened)
+        assert (await door.open()) != opened  # its place was given back
+
+
+async def test_a_resting_session_whose_record_cannot_be_read_is_answered_503_and_keeps_resting(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with resting(tmp_path, database_url, caplog) as (host, door, [opened]):
+        pool = host.host.database.pool
+        await pool.execute("ALTER TABLE mcp_host.protocol_sessions RENAME TO protocol_sessions_away")
+        try:
+            refused = await door.http.post(door.url, json=PING, headers={**door.headers, "Mcp-Session-Id": opened})
+        finally:
+            await pool.execute("ALTER TABLE mcp_host.protocol_sessions_away RENAME TO protocol_sessions")
+        assert (refused.status_code, refused.headers["retry-after"]) == (503, "30")
+        assert refused.json() == snapshot(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32603,
+                    "message": "this protocol session cannot be resumed now; retry later",
+                    "data": {"code": "unavailable"},
+                },
+            }
+        )
+        assert await door.alive(opened)  # the retry wakes it
+
+
+async def test_a_resting_session_closed_to_make_room_is_gone_and_the_others_wake(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caps = {"session_max_protocol_sessions": 2, "principal_max_protocol_sessions": 8, "protocol_sessions_max": 12}
+    async with resting(tmp_path, database_url, caplog, 2, **caps) as (_, door, [first, second]):
+        third = await door.open()  # closes the least recently used, resting: only its record goes
+        assert [await door.alive(s) for s in (first, second, third)] == [False, True, True]
+
+
+async def test_a_session_whose_stream_is_open_never_rests_and_an_sdk_client_carries_on(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcp_host.edge.protocol_sessions")
+    async with running_host(_settings(tmp_path, database_url, protocol_session_rest_s=0.2)) as host:
+        session = await host.new_session()
+        async with host.client(session, mode="legacy") as client:  # it holds its GET stream open
+            assert (await client.call_tool("echo", {"text": "one"})).structured_content == {"text": "one"}
+            door = await visitor(host)
+            idle = await door.open()
+            await wait_until(lambda: _rested(caplog) == 1)  # the idle one rests, rest_s after its use
+            assert (await client.call_tool("echo", {"text": "two"})).structured_content == {"text": "two"}
+            assert _woke(caplog) == 0
+            assert await door.alive(idle)
+        assert _rested(caplog) == 1

@@ -95,6 +95,27 @@ async def test_a_broken_connection_is_forgotten() -> None:
         assert feed.listening_count() == 0
 
 
+async def test_a_connection_that_ended_in_the_sdk_is_let_go_and_its_sessions_subscriptions_kept() -> None:
+    """`edge.ProtocolSessions` says when a 2025-11-25 connection ends (closed, deleted, expired,
+    resting): the `ServerSession` kept for it holds the SDK's whole session, so it goes at once;
+    the session's resource subscriptions outlast it, for the connection that wakes it."""
+    session, other = _session(1, ("a",)), _session(2, ("a",))
+    woken = _Connection()
+    async with anyio.create_task_group() as tg:
+        feed = ChangeFeed(_sees, tg)
+        feed.keep_connection(session, "c1", _Connection())  # type: ignore[arg-type]
+        feed.keep_connection(other, "c2", _Connection())  # type: ignore[arg-type]
+        feed.subscribe_uri(session, "test://one")
+        feed.forget_connection(session.id, b"c1")
+        feed.forget_connection(other.id, b"c2")
+        feed.forget_connection(other.id, b"c2")  # told twice, or of a connection never kept: nothing
+        assert feed.listening_count() == 0
+        feed.keep_connection(session, "c3", woken)  # type: ignore[arg-type]
+        feed.publish(ListChange("a", "resource:test://one"))
+        await anyio.wait_all_tasks_blocked()
+    assert woken.sent == ["notifications/resources/updated"]
+
+
 async def test_listeners_are_capped_per_session() -> None:
     session = _session(1, ("a",))
     sink: list[Any] = []
