@@ -11,7 +11,9 @@ attack from loopback addresses (Linux routes all of 127.0.0.0/8 to `lo`; the hos
              every second. Each victim told its instance a value first; an instance stopped to
              make room forgets it. Before the attack the victims run alone (the idle figures).
              Reports the victims' success rate, p50/p99 and p99 over the idle p99, the values
-             forgotten, and the attacker's answers by outcome.
+             forgotten, and the attacker's answers by outcome. The attacker's clients run in a
+             process of their own at nice 10 (as on a machine of their own); the host runs at
+             the normal priority and serves all they send.
   bodies     17 addresses (127.0.0.10-26), `--slow-per-address` workers each, keep connections
              open that send a request head with a 1 MB Content-Length and then one byte of
              body every 2 s (a worker opens another when the host ends one); a normal client
@@ -46,10 +48,13 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.streams.text
+import anyio.to_thread
 import asyncpg
 import httpx2
 from mcp import Client
@@ -96,7 +101,7 @@ def _http(source: str, token: str | None = None, timeout: float = 30) -> httpx2.
     return httpx2.AsyncClient(transport=transport, headers=headers, timeout=httpx2.Timeout(timeout, read=150))
 
 
-async def _session(host: RunningHost, source: str) -> dict[str, Any]:
+async def _session(host: RunningHost | _Remote, source: str) -> dict[str, Any]:
     async with _http(source) as http:
         response = await http.post(f"{host.url}/v1/sessions", json={"visitor": {"name": "fair"}})
     if response.status_code != 201:
@@ -164,7 +169,7 @@ async def _victims(host: RunningHost, seconds: float) -> dict[str, Any]:
     }
 
 
-async def _attacker(host: RunningHost, sessions: int, stop: anyio.Event, ready: anyio.Event) -> Counter[str]:
+async def _attacker(host: RunningHost | _Remote, sessions: int, stop: anyio.Event, ready: anyio.Event) -> Counter[str]:
     """`sessions` public sessions from 127.0.0.2, each keeping one slow call in flight."""
     outcomes: Counter[str] = Counter()
     opened = 0
@@ -200,10 +205,54 @@ async def _attacker(host: RunningHost, sessions: int, stop: anyio.Event, ready: 
     return outcomes
 
 
+@dataclass(frozen=True)
+class _Remote:
+    """A host the attacker process knows by its URL only."""
+
+    url: str
+
+
 async def _attack_into(
     attack: dict[str, Any], host: RunningHost, sessions: int, stop: anyio.Event, ready: anyio.Event
 ) -> None:
-    attack["outcomes"] = dict(await _attacker(host, sessions, stop, ready))
+    """The attacker in a process of its own, at `nice 10`: an attacker's client runs on its own
+    machine, and in this process it would slow the victims' client (one event loop) and take
+    the CPU of a 2-core machine before the host's; the host still serves every request it
+    sends. It says "ready" once its sessions are open and its outcomes (JSON) when its stdin
+    closes."""
+    command = ["nice", "-n", "10", sys.executable, __file__, "--attack", host.url, str(sessions)]
+    async with await anyio.open_process(command, stderr=None) as attacker:
+        assert attacker.stdout is not None and attacker.stdin is not None
+        lines = anyio.streams.text.TextReceiveStream(attacker.stdout)
+        said = ""
+        async for chunk in lines:
+            said += chunk
+            if "ready\n" in said:
+                ready.set()
+                said = said.split("ready\n", 1)[1]
+                break
+        await stop.wait()
+        await attacker.stdin.aclose()
+        async for chunk in lines:
+            said += chunk
+    attack["outcomes"] = json.loads(said)
+
+
+async def _attack_alone(url: str, sessions: int) -> None:
+    """The attacker process (`--attack URL SESSIONS`): see `_attack_into`."""
+    stop, ready = anyio.Event(), anyio.Event()
+    outcomes: Counter[str] = Counter()
+
+    async def run() -> None:
+        outcomes.update(await _attacker(_Remote(url), sessions, stop, ready))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await ready.wait()
+        print("ready", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.read)  # until the bench closes it
+        stop.set()
+    print(json.dumps(dict(outcomes)), flush=True)
 
 
 async def leg_instances(args: argparse.Namespace) -> dict[str, Any]:
@@ -480,4 +529,7 @@ def _parse() -> argparse.Namespace:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--attack"]:
+        anyio.run(_attack_alone, sys.argv[2], int(sys.argv[3]))
+        sys.exit(0)
     sys.exit(anyio.run(main, _parse()))

@@ -282,6 +282,12 @@ class PrincipalSettings(_Group):
     # Public sessions one client address opens a minute (a bucket of that size, refilled over a
     # minute): each is a row and a token, kept until it expires.
     public_sessions_per_minute: int = Field(default=60, ge=1, validation_alias="principal_public_sessions_per_minute")
+    # Requests one principal sends a second to its sessions' MCP endpoints, `requests_burst` at
+    # once; past them a request waits its turn up to `request_wait_s`, then is refused 429
+    # (edge/rates.py `PrincipalPace`): a flood costs the host what this rate does, not more.
+    requests_per_s: float = Field(default=20.0, gt=0, validation_alias="principal_requests_per_s")
+    requests_burst: int = Field(default=100, ge=1, validation_alias="principal_requests_burst")
+    request_wait_s: float = Field(default=2.0, ge=0, validation_alias="principal_request_wait_s")
     # Turns one principal opens a minute over all its sessions: with `turn_max_bytes`, what it
     # can add to the database a minute however many sessions it opens.
     turns_per_minute: int = Field(default=60, ge=1, validation_alias="principal_turns_per_minute")

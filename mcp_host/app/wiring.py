@@ -55,6 +55,7 @@ from mcp_host.edge import (
     FailureThrottle,
     FastPath,
     HostMetrics,
+    PrincipalPace,
     PrincipalRate,
     ProtocolSessionLimits,
     ProtocolSessions,
@@ -666,7 +667,16 @@ def _doors(
             settings.http.max_rest_body_bytes,
             PrincipalRate(settings.principals.public_sessions_per_minute),
         ),
-        visitor=VisitorMCPEndpoint(shared.sessions, visitor_protocol, asking),
+        visitor=VisitorMCPEndpoint(
+            shared.sessions,
+            visitor_protocol,
+            asking,
+            PrincipalPace(
+                settings.principals.requests_per_s,
+                settings.principals.requests_burst,
+                settings.principals.request_wait_s,
+            ),
+        ),
         owner=OwnerMCPEndpoint(shared.owners, owner_protocol),
         turns=TurnsEndpoint(
             shared.sessions,

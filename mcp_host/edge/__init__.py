@@ -10,7 +10,7 @@ from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
 from .metrics import METRICS_CONTENT_TYPE, HostMetrics, Reading
 from .principal import Asking, Principal, PrincipalKind
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecord, SessionRecords, record_key
-from .rates import PrincipalRate
+from .rates import PrincipalPace, PrincipalRate
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooFast, TooLarge, Unauthorized, rest_response
 from .throttle import FailureThrottle, ThrottleLimits
 from .tracing import untraced
@@ -26,6 +26,7 @@ __all__ = [
     "MethodNotAllowed",
     "Principal",
     "PrincipalKind",
+    "PrincipalPace",
     "PrincipalRate",
     "ProtocolSessionLimits",
     "ProtocolSessions",

@@ -59,7 +59,15 @@ from mcp_host.policy import (
     visitor_call,
 )
 from mcp_host.store import as_unavailable
-from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, refusal_of, visitor_meta, without_host_keys
+from mcp_host.wire import (
+    LimitedLog,
+    MetaCaps,
+    VisitorClient,
+    forwarded_meta,
+    refusal_of,
+    visitor_meta,
+    without_host_keys,
+)
 from mcp_host_kit.contract import QUOTA_KEY
 
 from .bindings import Bindings
@@ -153,6 +161,9 @@ class VisitorDoor:
         self._turns = turns
         self._listings = listings or Listings(child_of, timeout_s=call_timeout_s)
         self._metrics = metrics
+        # Refused calls are logged a few a second per refusal code: one visitor's flood of
+        # refused calls must not flood the log (the metrics count every one).
+        self._refusals = LimitedLog(logger, per_s=2.0, burst=20, what="refused calls")
         self._rules = rules
         self._search = search
 
@@ -270,7 +281,8 @@ class VisitorDoor:
             if known is None:
                 logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
             elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
-                logger.info("session %s: %s -> %s: %s", session.id, name[:80], known.code, known.message)
+                line = "session %s: %s -> %s: %s"
+                self._refusals.log(known.code, logging.INFO, line, session.id, name[:80], known.code, known.message)
             refusal = tool_error(known or exc, structured=False)
             outcome = known.code if known is not None else "internal"
             return tool_error(known or exc) if called.accepts(refusal) else refusal

@@ -51,6 +51,7 @@ from mcp_host.edge import (
     FailureThrottle,
     MethodNotAllowed,
     Principal,
+    PrincipalPace,
     PrincipalRate,
     TooFast,
     TooLarge,
@@ -84,6 +85,7 @@ NO_CREDENTIAL = {
     "message": "this host opens sessions only with an access code or an API key",
 }
 _WRONG_TOKEN = "unknown session or wrong bearer token"
+_TOO_FAST = "too many requests from this visitor (its access code, API key or address)"
 
 
 def security_settings(host: str, port: int, extra_hosts: list[str]) -> TransportSecuritySettings:
@@ -107,14 +109,22 @@ def bearer_token(scope: Scope) -> str | None:
 class VisitorMCPEndpoint:
     """ASGI endpoint of `/v1/sessions/{session_id}/mcp`: authenticate, then hand to the SDK."""
 
-    def __init__(self, sessions: SessionStore, mcp_app: ASGIApp, asking: Asking | None = None) -> None:
+    def __init__(
+        self,
+        sessions: SessionStore,
+        mcp_app: ASGIApp,
+        asking: Asking | None = None,
+        pace: PrincipalPace | None = None,
+    ) -> None:
         """`asking`: told who is asking for the session around each request (`access.principal_of`),
         so what the request starts for its session (a per-session instance) counts to that
-        principal's share; None tells no one."""
+        principal's share; None tells no one. `pace`: how fast one principal's requests are
+        served (past it they wait, then are refused 429); None: as fast as they come."""
         self._sessions = sessions
         self._mcp_app = mcp_app
         """The SDK's session manager behind the JSON-RPC edge (`app.wiring` composes them)."""
         self._asking = Asking() if asking is None else asking
+        self._pace = pace
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = str(scope.get("path_params", {}).get("session_id", ""))
@@ -127,7 +137,16 @@ class VisitorMCPEndpoint:
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
         # session presenting it gets 404. The token itself never goes into the scope.
         scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
-        with self._asking.request(session.id, principal_of(session, scope.get("client"))):
+        principal = principal_of(session, scope.get("client"))
+        if self._pace is not None:
+            wait = self._pace.turn(principal)
+            if wait is None:
+                refused = TooFast(_TOO_FAST, self._pace.retry_after_s())
+                await rest_response(refused)(scope, receive, send)
+                return
+            if wait > 0:
+                await anyio.sleep(wait)  # its turn: the principal's own requests wait, nobody else's
+        with self._asking.request(session.id, principal):
             await self._mcp_app(scope, receive, send)
 
 

@@ -45,6 +45,18 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0
 
+    def reserve(self, max_wait_s: float) -> float | None:
+        """Spend one token, borrowing it from the refill to come when none is left, up to
+        `max_wait_s` worth: the seconds until the token is the caller's (0.0 when it was in
+        hand), or None (nothing spent) when it would be longer than `max_wait_s`."""
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._per_s)
+        self._at = now
+        if self._tokens - 1.0 < -max_wait_s * self._per_s:
+            return None
+        self._tokens -= 1.0
+        return max(0.0, -self._tokens / self._per_s)
+
     def full(self) -> bool:
         """Whether the bucket holds `burst` tokens again (nothing spent lately)."""
         return min(self._burst, self._tokens + (self._clock() - self._at) * self._per_s) >= self._burst

@@ -1,8 +1,8 @@
-"""`PrincipalRate`: how fast each principal may start something, one bucket each."""
+"""`PrincipalRate` and `PrincipalPace`: how fast each principal may start something, one bucket each."""
 
 from __future__ import annotations
 
-from mcp_host.edge import Principal, PrincipalRate
+from mcp_host.edge import Principal, PrincipalPace, PrincipalRate
 
 ADA = Principal("address", "192.0.2.1")
 BOB = Principal("address", "192.0.2.2")
@@ -39,3 +39,13 @@ def test_the_table_is_bounded_and_drops_refilled_buckets_first() -> None:
     assert rate.wait(carol) == 0.0
     assert rate.tracked() == 2
     assert rate.wait(ADA) == 0.0 and rate.wait(ADA) > 0  # Ada was kept: one refilled, then none
+
+
+def test_a_principal_past_its_pace_waits_its_turn_then_is_refused_and_another_is_not() -> None:
+    clock = Clock()
+    pace = PrincipalPace(per_s=4.0, burst=2, max_wait_s=0.5, clock=clock)
+    assert [pace.turn(ADA) for _ in range(5)] == [0.0, 0.0, 0.25, 0.5, None]
+    assert pace.turn(BOB) == 0.0
+    assert pace.retry_after_s() == 0.5
+    clock.now += 1.0  # the debt paid and 2 more tokens: the burst again
+    assert [pace.turn(ADA) for _ in range(3)] == [0.0, 0.0, 0.25]

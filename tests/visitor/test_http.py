@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import MCPError
 
-from tests.hosting import RunningHost, host_settings, refusal, running_host
+from tests.hosting import RunningHost, host_settings, modern_request, refusal, running_host
 
 pytestmark = pytest.mark.anyio
 
@@ -229,3 +230,52 @@ async def test_an_address_opening_public_sessions_too_fast_is_told_when_to_retry
         assert (await other.post(url, json={})).status_code == 201
         rows = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.sessions")
         assert rows == 4  # the refused one stored nothing
+
+
+async def test_a_principal_sending_requests_too_fast_waits_its_turn_then_is_refused_and_others_are_not_slowed(
+    tmp_path: Path, database_url: str
+) -> None:
+    # 2 a second, 3 at once, a request waits its turn up to 1 s (issue 26: a flood of requests
+    # costs the host what the rate does, not more).
+    caps = {"principal_requests_per_s": 2, "principal_requests_burst": 3, "principal_request_wait_s": 1.0}
+    settings = host_settings(tmp_path, database_url, ["echo"], **caps)
+
+    def client(address: str) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(local_address=address), timeout=30)
+
+    async with running_host(settings) as host, client("127.0.0.2") as fast, client("127.0.0.3") as other:
+
+        async def listing(http: httpx2.AsyncClient, session: dict[str, Any]) -> tuple[int, float, httpx2.Response]:
+            body, headers = modern_request("tools/list", {})
+            started = anyio.current_time()
+            answer = await http.post(
+                session["mcp_url"], json=body, headers={**headers, "Authorization": f"Bearer {session['token']}"}
+            )
+            return answer.status_code, anyio.current_time() - started, answer
+
+        flooding = (await fast.post(f"{host.url}/v1/sessions", json={})).json()
+        calm = (await other.post(f"{host.url}/v1/sessions", json={})).json()
+        assert (await listing(other, calm))[0] == 200  # the child runs
+        answers: list[tuple[int, float, httpx2.Response]] = []
+        calm_answer: list[tuple[int, float, httpx2.Response]] = []
+
+        async def flood_one() -> None:
+            answers.append(await listing(fast, flooding))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(flood_one)
+            await anyio.sleep(0.2)  # the flood's last ones wait their turn now
+            calm_answer.append(await listing(other, calm))
+        statuses = sorted(status for status, _, _ in answers)
+        assert statuses == [200] * 5 + [429] * 3  # 3 at once, 2 more within 1 s, the rest refused
+        waited = sorted(seconds for status, seconds, _ in answers if status == 200)
+        assert waited[-1] >= 0.9  # the fifth waited for its turn: 1 s at 2 a second
+        refused = next(answer for status, _, answer in answers if status == 429)
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json() == {
+            "error": "unavailable",
+            "message": "too many requests from this visitor (its access code, API key or address); retry in 1 s",
+        }
+        [(status, seconds, _)] = calm_answer
+        assert status == 200 and seconds < 0.5  # another principal is not slowed

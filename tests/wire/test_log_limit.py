@@ -46,3 +46,13 @@ def test_held_lines_are_counted_and_told_before_the_next_line_and_at_flush(caplo
         "a: denied again",
         "a: 1 more denials suppressed",
     ]
+
+
+def test_a_reservation_borrows_from_the_refill_to_come_up_to_its_wait_and_a_refusal_spends_nothing() -> None:
+    clock = Clock()
+    bucket = TokenBucket(per_s=2.0, burst=2, clock=clock)
+    assert [bucket.reserve(1.0) for _ in range(5)] == [0.0, 0.0, 0.5, 1.0, None]
+    clock.now = 0.5  # one token refilled: the debt is one token less
+    assert bucket.reserve(1.0) == 1.0
+    assert bucket.reserve(1.0) is None
+    assert not bucket.take()  # in debt: nothing in hand
