@@ -30,7 +30,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from mcp_host.plugins import Plugin, args_need_config, fixed_env
+from mcp_host.plugins import Plugin, Transport, args_need_config, fixed_env
 from mcp_host.settings import Settings
 
 from . import overlay
@@ -184,40 +184,14 @@ def launch_for(
     if args is None and args_need_config(transport):
         raise ValueError(f"{plugin.manifest.id}'s arguments need the owner's config, which was not given")
     argv_tail = tuple(transport.args if args is None else args)
-    python = transport.command == "python"
     sandboxed = settings.sandbox.mode == "on"
     budget = budget_for(plugin, settings.sandbox)
     for warning in budget.warnings:
         _warn_once(warning)
-    env = fixed_env(transport)  # an entry holding ${config.KEY} comes resolved in extra_env
-    env.update(extra_env or {})
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-    if host_socket is not None:
-        env[SOCKET_ENV] = SOCKET_INSIDE if sandboxed else str(host_socket)
+    env = _env(transport, extra_env, None if host_socket is None else SOCKET_INSIDE if sandboxed else str(host_socket))
     if not sandboxed:
-        if python:
-            kit = _kit_parent()
-            if kit is not None:
-                env["PYTHONPATH"] = str(kit)
-        spec = SandboxSpec(
-            plugin_dir=plugin.folder,
-            command=sys.executable if python else transport.command,
-            args=argv_tail,
-            env=env,
-            allow_net=False,
-            limits=budget.limits,
-        )
-        build_command(spec, sandbox=False)  # checks every variable, the owner's too, as it would pass them
-        owners = dict(extra_env or {})
-        shown = {key: value for key, value in env.items() if key not in owners}
-        argv = build_command(replace(spec, env=shown), sandbox=False)  # env -i -- K=V… command args
-        # Without -i: env starts from the spawn's environment, which is the owner's variables
-        # alone (`Launch.env`; nothing of the host's), so none of their values is on an argv.
-        assert argv[1] == "-i", argv
-        logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
-        return Launch(argv=[argv[0], *argv[2:]], cwd=plugin.folder, env=owners)
-    view = python_view() if python else command_view(transport.command, plugin.folder)
+        return _unsandboxed(plugin, transport.command, argv_tail, env, dict(extra_env or {}), budget)
+    view = python_view() if transport.command == "python" else command_view(transport.command, plugin.folder)
     env.update(view.env)
     spec = SandboxSpec(
         plugin_dir=plugin.folder,
@@ -233,6 +207,52 @@ def launch_for(
         layer_dir=_layer_dir(settings),
     )
     return _sandboxed(plugin.manifest.id, spec, settings, budget)
+
+
+def _env(transport: Transport, extra_env: Mapping[str, str] | None, socket: str | None) -> dict[str, str]:
+    """The child's variables: the manifest's fixed `env` entries, the owner's (an entry holding
+    `${config.KEY}` comes resolved in `extra_env`), Python's two quiet ones, and the host-op
+    socket's path where it has one."""
+    env = fixed_env(transport)
+    env.update(extra_env or {})
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    if socket is not None:
+        env[SOCKET_ENV] = socket
+    return env
+
+
+def _unsandboxed(
+    plugin: Plugin,
+    command: str,
+    argv_tail: tuple[str, ...],
+    env: dict[str, str],
+    owners: dict[str, str],
+    budget: Budget,
+) -> Launch:
+    """The launch with `MCP_HOST_SANDBOX=off` (development only): `env -i` and the variables
+    but the owner's on its argv, the owner's (`owners`) in the spawn's environment alone."""
+    python = command == "python"
+    if python:
+        kit = _kit_parent()
+        if kit is not None:
+            env["PYTHONPATH"] = str(kit)
+    spec = SandboxSpec(
+        plugin_dir=plugin.folder,
+        command=sys.executable if python else command,
+        args=argv_tail,
+        env=env,
+        allow_net=False,
+        limits=budget.limits,
+    )
+    build_command(spec, sandbox=False)  # checks every variable, the owner's too, as it would pass them
+    shown = {key: value for key, value in env.items() if key not in owners}
+    argv = build_command(replace(spec, env=shown), sandbox=False)  # env -i -- K=V… command args
+    # Without -i: env starts from the spawn's environment, which is the owner's variables
+    # alone (`Launch.env`; nothing of the host's), so none of their values is on an argv.
+    assert argv[1] == "-i", argv
+    logger.warning("%s: starting UNSANDBOXED (MCP_HOST_SANDBOX=off; development only)", plugin.manifest.id)
+    return Launch(argv=[argv[0], *argv[2:]], cwd=plugin.folder, env=owners)
 
 
 def _sandboxed(plugin_id: str, spec: SandboxSpec, settings: Settings, budget: Budget) -> Launch:
