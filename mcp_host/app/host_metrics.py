@@ -57,39 +57,14 @@ def watch(
     async def visitor_sessions() -> Reading:
         return float(await database.pool.fetchval(_LIVE_SESSIONS))
 
-    async def protocol() -> Reading:
-        return {(door,): float(s.count()) for door, s in protocol_sessions.items()}
-
-    async def resting() -> Reading:
-        return {(door,): float(s.resting()) for door, s in protocol_sessions.items()}
-
     async def holds_pending() -> Reading:
         return float(len(await holds.of_owner(owner_id)))
 
     async def parked() -> Reading:
         return float(rounds.parked_count())
 
-    async def db_pool() -> Reading:
-        size, idle = database.pool.get_size(), database.pool.get_idle_size()
-        return {("in_use",): float(size - idle), ("idle",): float(idle)}
-
-    async def db_pool_max() -> Reading:
-        return float(database.pool.get_max_size())
-
     metrics.gauge("mcp_host_children_running", "Children with a live process, by plugin.", children, ["plugin"])
     metrics.gauge("mcp_host_visitor_sessions_open", "Visitor sessions not ended (all replicas).", visitor_sessions)
-    metrics.gauge(
-        "mcp_host_protocol_sessions_open",
-        "2025-11-25 protocol sessions (Mcp-Session-Id) open on this replica, by door.",
-        protocol,
-        ["door"],
-    )
-    metrics.gauge(
-        "mcp_host_protocol_sessions_resting",
-        "Of those, the ones resting (idle: ended in the SDK, opened again by their next request), by door.",
-        resting,
-        ["door"],
-    )
     metrics.gauge(
         "mcp_host_holds_pending", "Held calls waiting for the owner (all replicas; at most 500).", holds_pending
     )
@@ -103,6 +78,39 @@ def watch(
             "mcp_host_tools_pending", "Tools hidden until the owner approves them (all replicas).", tools_pending
         )
     metrics.gauge("mcp_host_input_rounds_parked", "2026-07-28 calls parked between input rounds.", parked)
+    _watch_protocol_sessions(metrics, protocol_sessions)
+    _watch_pool(metrics, database)
+
+
+def _watch_protocol_sessions(metrics: HostMetrics, protocol_sessions: Mapping[str, ProtocolSessions]) -> None:
+    async def protocol() -> Reading:
+        return {(door,): float(s.count()) for door, s in protocol_sessions.items()}
+
+    async def resting() -> Reading:
+        return {(door,): float(s.resting()) for door, s in protocol_sessions.items()}
+
+    metrics.gauge(
+        "mcp_host_protocol_sessions_open",
+        "2025-11-25 protocol sessions (Mcp-Session-Id) open on this replica, by door.",
+        protocol,
+        ["door"],
+    )
+    metrics.gauge(
+        "mcp_host_protocol_sessions_resting",
+        "Of those, the ones resting (idle: ended in the SDK, opened again by their next request), by door.",
+        resting,
+        ["door"],
+    )
+
+
+def _watch_pool(metrics: HostMetrics, database: Database) -> None:
+    async def db_pool() -> Reading:
+        size, idle = database.pool.get_size(), database.pool.get_idle_size()
+        return {("in_use",): float(size - idle), ("idle",): float(idle)}
+
+    async def db_pool_max() -> Reading:
+        return float(database.pool.get_max_size())
+
     metrics.gauge("mcp_host_db_pool_connections", "Database pool connections, by state.", db_pool, ["state"])
     metrics.gauge("mcp_host_db_pool_max", "The database pool's maximum size.", db_pool_max)
 
