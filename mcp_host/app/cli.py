@@ -435,28 +435,47 @@ async def _uninstall_now(settings: Settings, kind: PluginKind, plugin_id: str) -
         return await uninstall(database.pool, kind, plugin_id)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
-    sub = parser.add_subparsers(dest="command", required=True)
+_Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+_URL_HELP = "the host's base URL (default: the one the host wrote in its data directory)"
 
-    fields = Settings.model_fields
-    data_dir_help = (
+
+def _data_dir_help() -> str:
+    return (
         f"the host's data directory: its database, owner token and host.json, where the commands find"
         f" the running host (default: {default_data_dir()}; env MCP_HOST_DATA_DIR)"
     )
-    url_help = "the host's base URL (default: the one the host wrote in its data directory)"
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
-        p.add_argument(
-            "--plugins",
-            nargs="+",
-            type=Path,
-            action="extend",
-            metavar="DIR",
-            help="plugin folders besides the builtins (default: none; env MCP_HOST_PLUGINS, separated by ':')",
-        )
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_check_caps_session(sub)
+    _add_owner(sub)
+    add_plugin_commands(sub, _data_dir_help())
+    remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
+    remove.add_argument("plugin_id")
+    remove.add_argument("--kind", choices=["capability", "connector"], default="capability")
+    remove.add_argument("--yes", action="store_true", help="really delete it")
+    remove.add_argument("--data-dir", dest="data_dir", type=Path)
+    remove.set_defaults(run=_uninstall)
+    return parser
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=_data_dir_help())
+    p.add_argument(
+        "--plugins",
+        nargs="+",
+        type=Path,
+        action="extend",
+        metavar="DIR",
+        help="plugin folders besides the builtins (default: none; env MCP_HOST_PLUGINS, separated by ':')",
+    )
+
+
+def _add_serve(sub: _Commands) -> None:
+    fields = Settings.model_fields
     serve = sub.add_parser(
         "serve",
         help="run the host",
@@ -476,7 +495,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the port to listen on; 0 picks a free one, which the host prints and writes to <data dir>/host.json"
         f" (default: {fields['port'].default}; env MCP_HOST_PORT)",
     )
-    common(serve)
+    _common(serve)
     serve.add_argument(
         "--allowed-host",
         dest="allowed_hosts",
@@ -494,6 +513,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
+
+def _add_check_caps_session(sub: _Commands) -> None:
+    data_dir_help = _data_dir_help()
     check = sub.add_parser(
         "check",
         help="lint plugin folders; with a running host, what each still needs before a visitor can use it",
@@ -504,23 +526,26 @@ def _parser() -> argparse.ArgumentParser:
 
     caps = sub.add_parser("caps", help="capabilities").add_subparsers(dest="caps_command", required=True)
     caps_list = caps.add_parser("list", help="print the catalogue")
-    caps_list.add_argument("--url", help=url_help)
-    common(caps_list)
+    caps_list.add_argument("--url", help=_URL_HELP)
+    _common(caps_list)
     caps_list.set_defaults(run=_caps_list)
 
     session = sub.add_parser("session", help="visitor sessions").add_subparsers(dest="session_command", required=True)
     new = session.add_parser("new", help="open a public visitor session on a running host")
-    new.add_argument("--url", help=url_help)
+    new.add_argument("--url", help=_URL_HELP)
     new.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
     new.add_argument("--code", help="an access code the owner made (code_create): the session gets its role")
     new.add_argument("--name", help="the visitor's name")
     new.add_argument("--email", help="the visitor's email address")
     new.set_defaults(run=_session_new)
 
+
+def _add_owner(sub: _Commands) -> None:
+    data_dir_help = _data_dir_help()
     owner_door = sub.add_parser(
         "owner", help="the owner endpoint on stdio (a bridge to a running host); `owner token`: the credential"
     )
-    owner_door.add_argument("--url", help=url_help)
+    owner_door.add_argument("--url", help=_URL_HELP)
     owner_door.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
     owner_door.set_defaults(run=_owner_bridge)
     owner = owner_door.add_subparsers(dest="owner_command")
@@ -537,16 +562,6 @@ def _parser() -> argparse.ArgumentParser:
     profile.add_argument("--url", help="the host's base URL (default: from settings)")
     profile.add_argument("--data-dir", dest="data_dir", type=Path)
     profile.set_defaults(run=_owner_profile)
-
-    add_plugin_commands(sub, data_dir_help)
-
-    remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
-    remove.add_argument("plugin_id")
-    remove.add_argument("--kind", choices=["capability", "connector"], default="capability")
-    remove.add_argument("--yes", action="store_true", help="really delete it")
-    remove.add_argument("--data-dir", dest="data_dir", type=Path)
-    remove.set_defaults(run=_uninstall)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
