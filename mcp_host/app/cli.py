@@ -435,7 +435,6 @@ async def _uninstall_now(settings: Settings, kind: PluginKind, plugin_id: str) -
         return await uninstall(database.pool, kind, plugin_id)
 
 
-_Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 _URL_HELP = "the host's base URL (default: the one the host wrote in its data directory)"
 
 
@@ -474,7 +473,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_serve(sub: _Commands) -> None:
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fields = Settings.model_fields
     serve = sub.add_parser(
         "serve",
@@ -514,7 +513,7 @@ def _add_serve(sub: _Commands) -> None:
     serve.set_defaults(run=_serve)
 
 
-def _add_check_caps_session(sub: _Commands) -> None:
+def _add_check_caps_session(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_dir_help = _data_dir_help()
     check = sub.add_parser(
         "check",
@@ -540,7 +539,7 @@ def _add_check_caps_session(sub: _Commands) -> None:
     new.set_defaults(run=_session_new)
 
 
-def _add_owner(sub: _Commands) -> None:
+def _add_owner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     data_dir_help = _data_dir_help()
     owner_door = sub.add_parser(
         "owner", help="the owner endpoint on stdio (a bridge to a running host); `owner token`: the credential"
