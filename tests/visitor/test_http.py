@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +280,22 @@ async def test_a_principal_sending_requests_too_fast_waits_its_turn_then_is_refu
         }
         [(status, seconds, _)] = calm_answer
         assert status == 200 and seconds < 0.5  # another principal is not slowed
+
+
+async def test_a_flood_of_refused_calls_is_logged_a_few_lines_not_one_each(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="mcp_host.visitor.door")
+    async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
+        session = await host.new_session()
+        async with host.client(session, "legacy") as client:
+            started = anyio.current_time()
+            for _ in range(60):
+                assert (await client.call_tool("no_such_tool", {})).is_error
+            await anyio.sleep(1)
+            await client.call_tool("no_such_tool", {})  # a line again: first, how many were held back
+            elapsed = anyio.current_time() - started
+    lines = [r.getMessage() for r in caplog.records if r.name == "mcp_host.visitor.door"]
+    refused = [line for line in lines if "no_such_tool -> unknown" in line]
+    assert 20 <= len(refused) <= 20 + 2 * elapsed + 1 < 61  # the burst of 20, then 2 a second
+    assert any(line.startswith("unknown: ") and "more refused calls suppressed" in line for line in lines)
