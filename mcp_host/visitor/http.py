@@ -23,7 +23,7 @@ against the claim gates of the capabilities the session can see: `{ok: true}`, o
 `{ok: false, violations: [{capability, tool, phrase}]}` (SECURITY.md E12).
 
 Refusals are raised as `HostError`s and answered by the app's one REST error handler
-(`edge.REST_ERRORS`): `{error, message}` in DESIGN.md's codes — 401 `denied` (with the bearer
+(`edge.REST_ERRORS`): `{error, message}` in docs/design.md's codes — 401 `denied` (with the bearer
 challenge), 400 or 413 `invalid_arguments` (413 also for a turn over its size cap), 404
 `unknown`, 405 `unknown`, 429 `quota_exhausted` (a session that holds all the turns it may:
 `policy.turns.TurnCaps`). The MCP endpoint,

@@ -4,7 +4,7 @@
 Above: the visitor endpoint (`visitor.server`, `visitor.door`) and `call_routing` (a child's
 requests and log messages). Below: nothing (pure functions).
 
-The host's identity keys live under `mcp-host/` (DESIGN.md "Plugin ABI"; the plugin contract,
+The host's identity keys live under `mcp-host/` (docs/design.md "Plugin ABI"; the plugin contract,
 `mcp_host_kit.contract`, names them). Nothing in MCP
 protects `_meta`, so neither side may speak for the host:
 - visitor → child (`visitor_meta`): whatever a visitor's client put under that prefix is
