@@ -21,7 +21,7 @@ protects `_meta`, so neither side may speak for the host:
   own refusal), never to a result the host wrote.
 Keys are compared after NFKC, removing invisible characters, case folding, and mapping every
 dash or hyphen look-alike to `-` (and slash look-alikes to `/`), so `MCP-Host/session`, a
-full-width variant or `mcp\u2010host/quota` cannot slip through (SECURITY.md E1).
+full-width variant or `mcp\u2010host/quota` cannot slip through (docs/security.md E1).
 """
 
 from __future__ import annotations
