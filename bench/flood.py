@@ -1,5 +1,5 @@
 """What a child that writes 64 MiB with no newline costs the host: the SDK's stdio client
-against the host's bounded framing (SECURITY.md A2). Run by `scripts/bench`.
+against the host's bounded framing (docs/security.md A2). Run by `scripts/bench`.
 
 Each side runs in a fresh process (so RSS and CPU are its own), calls the hostile test
 plugin's `flood` tool once, and reports the CPU it spent, its RSS growth and how the call

@@ -1,5 +1,5 @@
 """What one caller's `initialize` flood costs the host, and whether others still get in
-(issue 11, defect 2; SECURITY.md C2). Not part of `scripts/bench`.
+(issue 11, defect 2; docs/security.md C2). Not part of `scripts/bench`.
 
 Starts `mcp-host serve` (embedded PostgreSQL, sandbox on, no plugins), opens one public
 visitor session and sends `--count` 2025-11-25 `initialize` requests with its token, never

@@ -1,5 +1,5 @@
 """What connections that dribble their request headers cost the host, and whether a normal
-client still gets through meanwhile (issue 11, defect 6; SECURITY.md C3). Not part of
+client still gets through meanwhile (issue 11, defect 6; docs/security.md C3). Not part of
 `scripts/bench`.
 
 Starts `mcp-host serve` (embedded PostgreSQL, sandbox on, no plugins, default settings unless

@@ -1,4 +1,4 @@
-"""The host's exception tree; each class maps to one error code of DESIGN.md.
+"""The host's exception tree; each class maps to one error code of docs/design.md.
 
     HostError                       (base; never raised itself)
     ├── Denied                      denied
@@ -78,7 +78,7 @@ OPAQUE = "the call failed inside the host"
 
 
 class HostError(Exception):
-    """A failure the host can explain to its caller; `code` is DESIGN.md's error vocabulary."""
+    """A failure the host can explain to its caller; `code` is docs/design.md's error vocabulary."""
 
     code: ClassVar[str] = codes.UNAVAILABLE
 
@@ -92,13 +92,13 @@ class Denied(HostError):
 
 
 class Held(HostError):
-    """The call waits for the owner's approval (DESIGN.md "hold"); the message names the hold."""
+    """The call waits for the owner's approval (docs/design.md "hold"); the message names the hold."""
 
     code = codes.HELD
 
 
 class QuotaExhausted(HostError):
-    """The subject has used its quota of this capability (DESIGN.md "quota")."""
+    """The subject has used its quota of this capability (docs/design.md "quota")."""
 
     code = codes.QUOTA_EXHAUSTED
 

@@ -379,10 +379,10 @@ class ConnectorSettings(_Group):
 class PolicySettings(_Group):
     """What a call must pass beyond access (policy/): pins, holds, quota."""
 
-    # Tool pinning (pins.py, SECURITY.md E8): a plugin tool whose definition the owner has not
+    # Tool pinning (pins.py, docs/security.md E8): a plugin tool whose definition the owner has not
     # approved is hidden from visitors. Off shows every safe tool as its child lists it.
     pin_tools: bool = True
-    # Holds (holds.py, SECURITY.md E11, E16): a visitor's call to a tool annotated
+    # Holds (holds.py, docs/security.md E11, E16): a visitor's call to a tool annotated
     # `destructiveHint: true` (and not `readOnlyHint: true`) waits for the owner's approval;
     # a hold not used within `hold_ttl_s` of its creation expires.
     hold_destructive_tools: bool = True

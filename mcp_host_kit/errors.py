@@ -1,6 +1,6 @@
 """The kit's exception tree, and how a plugin's tool reports one to its caller.
 
-    HostOpError(code, message)      (base; any code of DESIGN.md's vocabulary, or the plugin's own)
+    HostOpError(code, message)      (base; any code of docs/design.md's vocabulary, or the plugin's own)
     ├── Denied                      denied
     ├── QuotaExhausted              quota_exhausted
     ├── InvalidArguments            invalid_arguments
@@ -106,7 +106,7 @@ def error_for(code: str, message: str) -> HostOpError:
 
 
 def error_result(error: HostOpError) -> types.CallToolResult:
-    """`error` as a tool result: `isError` with structured `{code, message}` (DESIGN.md)."""
+    """`error` as a tool result: `isError` with structured `{code, message}` (docs/design.md)."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{error.code}: {error.message}")],
         structured_content={"code": error.code, "message": error.message},

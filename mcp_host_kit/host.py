@@ -4,7 +4,7 @@
 Above: the plugin's tools, which get a `Host` from `kit.host(ctx)`. Below: a `Backend` — the
 back-channel client (`channel.SocketChannel`) under the host, or the in-memory emulation
 (`local.LocalHost`) when the plugin runs standalone. The two are the seam's two sides: the
-same op names, arguments and results (DESIGN.md "Plugin ABI"), the plugin contract's
+same op names, arguments and results (docs/design.md "Plugin ABI"), the plugin contract's
 (`contract`: results are read with its models).
 
 A `Host` is bound to one call: its grant goes with every op, so keep it no longer than the

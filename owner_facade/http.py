@@ -7,7 +7,7 @@ The token is verified on every request before the SDK sees it; a missing or wron
 a visitor session's token, gets 401. The owner is put in the ASGI scope, where the server's
 handlers find it. One low-level MCP `Server` behind a `StreamableHTTPSessionManager` serves
 both protocol eras, with the same DNS-rebinding protection as the visitor endpoint (Host and
-Origin checked: SECURITY.md E6); a 2025-11-25 `Mcp-Session-Id` is bound to the owner.
+Origin checked: docs/security.md E6); a 2025-11-25 `Mcp-Session-Id` is bound to the owner.
 """
 
 from __future__ import annotations

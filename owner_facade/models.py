@@ -40,7 +40,7 @@ __all__ = [
     "ToolsApprove",
 ]
 
-# `{capability: {key: value}}`, as for roles, codes and keys (DESIGN.md "Owner tools").
+# `{capability: {key: value}}`, as for roles, codes and keys (docs/design.md "Owner tools").
 CapabilityConfig = dict[str, dict[str, Any]]
 _CONFIG = (
     "Config values by capability id, then by key: {capability: {key: value}}; each key must be "

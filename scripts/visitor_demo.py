@@ -15,7 +15,7 @@ No model is involved: the "agent" is this script, saying what an agent would say
 
 Run it with `scripts/demo` while `scripts/run` serves the host; `--help` lists the options.
 Above: a newcomer's terminal, and `tests/test_demo.py`. Below: the MCP SDK client and
-the host's HTTP interface (DESIGN.md "Interfaces").
+the host's HTTP interface (docs/design.md "Interfaces").
 """
 
 from __future__ import annotations

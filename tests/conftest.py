@@ -125,8 +125,9 @@ def _dsn_with_database(dsn: str, database: str) -> str:
 # closure shows). Bubblewrap: it carries `needs_bwrap`. The suite: its closure reaches `suite`
 # (tests/test_conformance.py, a node process against a live server). A real host, uvicorn or
 # `mcp-host serve` run always has a database, so it falls under the first. A test none of these
-# catch may carry `@pytest.mark.e2e` itself. Read from fixtures, parameters and marks, not file
-# names: a test moved keeps its tier.
+# catch may carry `@pytest.mark.e2e` itself, as every test that installs with npm or pip does (an
+# install is seconds of subprocess work, most of the logic tier's time when it ran there). Read
+# from fixtures, parameters and marks, not file names: a test moved keeps its tier.
 _END_TO_END_FIXTURES = frozenset({"postgres_server", "postgres_dir", "suite"})
 
 

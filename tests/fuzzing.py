@@ -2,7 +2,7 @@
 
 Used by `tests/test_fuzz.py` (about a thousand inputs, in-process host) and `scripts/fuzz`
 (ten thousand per endpoint against a `mcp-host serve` process). A case is one message
-(bytes and headers) made by mutating a valid template in one *class* of SECURITY.md §A;
+(bytes and headers) made by mutating a valid template in one *class* of docs/security.md §A;
 `Fuzzer` sends cases to one endpoint and counts what came back. The host passes when no
 answer is a 5xx, none is missing past its timeout, every JSON answer parses, and the host
 still serves a normal session after each class.

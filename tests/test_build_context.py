@@ -323,6 +323,7 @@ def test_the_containerfile_installs_the_context_and_points_the_host_at_its_capab
     assert 'ENTRYPOINT ["mcp-host", "serve"]' in text
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_an_install_from_the_build_context_starts_every_builtin(tmp_path: Path) -> None:
     src, app, venv = tmp_path / "src", tmp_path / "app", tmp_path / "venv"
     copy_context(REPO, build_context(REPO, read_ignore_file(REPO / ".containerignore")), src)

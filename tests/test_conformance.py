@@ -105,7 +105,7 @@ async def test_every_scenario_passing_directly_passes_through_the_host(
     # The scenarios whose server sends its client something mid-call without naming the call
     # (log messages, sampling, elicitation) run one at a time: through the host, every session
     # shares one child, and such a message is dropped or refused when two sessions' calls are
-    # in flight on it, never guessed (SECURITY.md E4; mcp_host/README.md, call routing).
+    # in flight on it, never guessed (docs/security.md E4; mcp_host/README.md, call routing).
     alone = [name for name in scenarios if _SENDS_UNNAMED.search(name)]
     async with through_host(tmp_path, database_url) as url:
         together = await run_scenarios(suite, url, [name for name in scenarios if name not in alone])

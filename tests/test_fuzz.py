@@ -1,6 +1,6 @@
 """The fuzz suite: about a thousand hostile messages, seeded, against every edge of a real host.
 
-Each class of SECURITY.md §A (invalid JSON, wrong types, huge numbers, deep nesting, batches,
+Each class of docs/security.md §A (invalid JSON, wrong types, huge numbers, deep nesting, batches,
 invalid UTF-8, lone surrogates in every string position, duplicate keys, JSON-RPC shape,
 header games, forged `_meta`) goes to the visitor endpoint and the owner door in both eras,
 to the REST routes and to a plugin's host-op socket. The host passes when no answer is a 5xx,

@@ -6,7 +6,7 @@ Below: asyncpg (`PostgresSessionStore`, table `mcp_host.sessions`) or a dict
 sessions, the visitor MCP endpoint that authenticates every request, and the owner's
 `sessions_list` / `session_end`.
 
-A session id is 32 lowercase hex characters; its token is 256 bits from `secrets` (SECURITY
+A session id is 32 lowercase hex characters; its token is 256 bits from `secrets` (docs/security.md
 E5). Only the token's sha256 digest is stored, and it is compared in constant time. A
 malformed id is answered before any query, so junk never reaches the database.
 

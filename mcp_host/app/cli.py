@@ -1,4 +1,4 @@
-"""`mcp-host`: the command line (DESIGN.md "Interfaces").
+"""`mcp-host`: the command line (docs/design.md "Interfaces").
 
 Above: the user's shell. Below: `app` (serve), `plugins` (check, caps list) and the HTTP API
 of a running host (session new, caps list's live status).

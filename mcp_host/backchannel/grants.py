@@ -10,7 +10,7 @@ token's sha256 digest is kept. It is live from `issue` until the forwarded call 
 times out (`with book.issue(...)` ends it on every exit path), so a token a child keeps is
 worthless afterwards. Grants live in the memory of the replica that forwards the call: the
 child that can present one is spoken to by this replica alone, and the grant dies with the
-call, so nothing that must survive a replica is lost with it (DESIGN.md "Data").
+call, so nothing that must survive a replica is lost with it (docs/design.md "Data").
 
 Every refusal is a `Denied` whose message is the reason, for the log; the back-channel tells
 the child no more than `denied`.

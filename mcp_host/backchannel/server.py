@@ -9,7 +9,7 @@ what) and `ops` (what is done).
 services and the limits. A connection made before it starts (while the database opens) waits
 in its socket's backlog; no op could succeed earlier anyway, as no grant exists before the
 doors that mint them open, after the database. The caller is known by which socket it used —
-each socket belongs to exactly one plugin — never by anything it says (SECURITY.md D8).
+each socket belongs to exactly one plugin — never by anything it says (docs/security.md D8).
 
 The MCP server on a plugin's socket lists exactly the ops that plugin named. Every call must
 carry a live grant minted for this plugin in `_meta["mcp-host/grant"]`; the op then runs for

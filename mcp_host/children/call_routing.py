@@ -17,7 +17,7 @@ MCP's stdio wire does not say which of our requests a server→client request is
   gets it: a request is refused with an error that tells the plugin's author to name the call,
   and a log message stays in the host log. The host never guesses between visitors, nor from
   "the one session calling right now": a question meant for visitor A is never put to visitor
-  B, and A's log never reaches B (SECURITY.md E4).
+  B, and A's log never reaches B (docs/security.md E4).
 
 What passes on passes `meta.without_host_keys` first (after routing, which reads the call's id): a
 child's request or log message never carries the host's `_meta` keys (its `mcp-host/call` id

@@ -15,7 +15,7 @@ pool's task group, which is owned by the host's lifespan; that task owns the pro
 MCP session, so cancel scopes open and close in one task.
 
 Processes are spawned from the event-loop thread (anyio's asyncio backend calls `Popen`
-there): bubblewrap's parent-death signal follows the spawning thread (SECURITY.md B5).
+there): bubblewrap's parent-death signal follows the spawning thread (docs/security.md B5).
 """
 
 from __future__ import annotations
@@ -531,7 +531,7 @@ class Child:
                 env=launch.env,
                 start_new_session=True,
                 # The one place a process inherits a descriptor of the host's: the launch's own
-                # (its seccomp filter), made inheritable in the child only (SECURITY.md D5).
+                # (its seccomp filter), made inheritable in the child only (docs/security.md D5).
                 pass_fds=launch.pass_fds,
             )
         except OSError as exc:

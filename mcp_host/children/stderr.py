@@ -4,7 +4,7 @@ never losing the exception that explains a failure.
 Above: `children.Child`, which owns one `ChildLog` for as long as the host runs and starts one
 `StderrDrain` per process. Below: the pipe, `log_limit` and `text_safety`.
 
-Unread pipes deadlock a child (SECURITY.md B6), so the drain always reads; what it logs is
+Unread pipes deadlock a child (docs/security.md B6), so the drain always reads; what it logs is
 cut to `line_bytes` per line and `lines_per_s` per second (`log_limit.TokenBucket`). Dropped
 lines are counted, and the count is logged ("N stderr lines not logged") before the next line
 that is logged, after a second with no line, and when the drain ends, however it ends (a

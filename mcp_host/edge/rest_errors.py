@@ -1,11 +1,11 @@
-"""The REST endpoints' one error boundary: a `HostError` as an HTTP answer in DESIGN.md's codes.
+"""The REST endpoints' one error boundary: a `HostError` as an HTTP answer in docs/design.md's codes.
 
 Above: the REST endpoints (`POST /v1/sessions`, the turns routes, `GET /v1/catalogue`), which
 raise `HostError`s, and the composition root, which registers `REST_ERRORS` as the Starlette
 app's exception handlers. Below: `errors` (the exception tree) and Starlette's responses.
 
 Every refusal is `{"error": code, "message": message}` with the code of the exception's class
-(DESIGN.md "Error vocabulary") and the HTTP status of the table below; a credential that is
+(docs/design.md "Error vocabulary") and the HTTP status of the table below; a credential that is
 missing or not accepted (`Unauthorized`) also carries its `WWW-Authenticate` challenge, a
 method the path does not take (`MethodNotAllowed`) its `Allow` header. Only `HostError`s are
 handled, and not a database outage: `OutageGuard` (outside Starlette's exception handlers)

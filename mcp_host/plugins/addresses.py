@@ -1,4 +1,4 @@
-"""Which network addresses a remote plugin may reach (DESIGN.md "Remote plugins", "Egress").
+"""Which network addresses a remote plugin may reach (docs/design.md "Remote plugins", "Egress").
 
 Every address is in one of three classes:
 

@@ -311,7 +311,7 @@ def _program_inside(folder: Path, relative: str) -> bool:
 def declared_collisions(plugins: Iterable[Plugin]) -> dict[str, list[str]]:
     """Visitor tool names that manifests of different plugins both declare.
 
-    Names that differ only in case, `-` or `_` collide too (SECURITY E9, `collision_key`). Each
+    Names that differ only in case, `-` or `_` collide too (docs/security.md E9, `collision_key`). Each
     colliding name as declared maps to the sorted ids of every plugin declaring it or a variant
     of it. Not a load
     error: the runtime reconciles the children's real lists and hides every colliding tool.

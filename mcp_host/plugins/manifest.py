@@ -105,7 +105,7 @@ _RESERVED_ENV_PREFIX = "MCP_HOST_"
 
 T = TypeVar("T")
 
-# The host ops a manifest may name (DESIGN.md "Plugin ABI"; the plugin contract's `OP_NAMES`);
+# The host ops a manifest may name (docs/design.md "Plugin ABI"; the plugin contract's `OP_NAMES`);
 # `backchannel.ops` implements exactly these. Naming any other op is a load error: a plugin
 # must not start expecting an op it lacks.
 HOST_OPS = OP_NAMES
@@ -521,7 +521,7 @@ _CONNECTOR_FIELDS = ("category", "verbs", "settings")
 
 
 class Manifest(_Model):
-    """A plugin's `manifest.yaml` (DESIGN.md, "Plugins"). Only `id` is required.
+    """A plugin's `manifest.yaml` (docs/design.md, "Plugins"). Only `id` is required.
 
     `acl` is fail-closed: absent or unknown reads as `role_granted` (an unknown value is a
     mistake that `read_manifest` reports). `category`, `verbs` and `settings` are present

@@ -1,5 +1,5 @@
 """Text and JSON-schema safety: what may be shown to a person or a model, and what a tool's
-input schema may hold (SECURITY.md A10, A11).
+input schema may hold (docs/security.md A10, A11).
 
 Above: `manifest`, which checks every title, label, description and owner-tool input schema
 a plugin's `manifest.yaml` declares; and, at runtime, `bindings`, which checks the titles and
@@ -110,7 +110,7 @@ def printable(text: str, limit: int = 200) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Tool input and output schemas (SECURITY A10)
+# Tool input and output schemas (docs/security.md A10)
 
 # Each accepted `$schema` (an empty fragment is the same URI) → the validator of its dialect.
 # Only these: an older draft or a meta-schema of one's own would be checked by rules nobody wrote

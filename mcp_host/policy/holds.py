@@ -1,5 +1,5 @@
 """Holds: a visitor's call that a policy rule parked for the owner to approve or deny
-(DESIGN.md "hold"; SECURITY.md E11 toxic flows, E16 hold for a person).
+(docs/design.md "hold"; docs/security.md E11 toxic flows, E16 hold for a person).
 
 Above: `visitor.door`, which asks `admit` before it forwards a call to a tool `needs_hold`
 marks, and the owner door (`holds_list`, `hold_decide`). Below: asyncpg (`mcp_host.holds`,

@@ -1,4 +1,4 @@
-"""Tool pins: each plugin tool's definition as the owner approved it (SECURITY.md E8, rug pulls).
+"""Tool pins: each plugin tool's definition as the owner approved it (docs/security.md E8, rug pulls).
 
 Above: `bindings`, which reports every newly vetted child list (`observe`) and hides from
 visitors each tool whose live definition is not the approved one (`approved`, answered from

@@ -14,7 +14,7 @@ incomplete declaration gates nothing (the manifest loader warned about it).
 The count is advisory for lists and a first refusal for calls; the exact cap is enforced when
 the row is written: `PluginStore.insert` counts and inserts under one per-subject advisory
 lock, so with a cap of N exactly N rows exist however many calls race, on any number of
-replicas (SECURITY.md E13).
+replicas (docs/security.md E13).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The owner's rules: an ordered list of CEL conditions, each with an effect — allow, refuse or
 hold — checked for every visitor call and owner-context call before it reaches a child
-(DESIGN.md "Rules", "The call path as a pipeline").
+(docs/design.md "Rules", "The call path as a pipeline").
 
 Above: `visitor.door` and `owner.calls` (each asks `RuleGate.admit` once the call's tool is
 known), the owner door (`rules_get`, `rules_set`). Below: `store.RuleStore` (the rules and the

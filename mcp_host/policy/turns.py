@@ -1,5 +1,5 @@
 """Turns and receipts: what a visitor said, what the agent answered, and which tool calls of
-the turn really completed (DESIGN.md "turn"; SECURITY.md E12 claim gate).
+the turn really completed (docs/design.md "turn"; docs/security.md E12 claim gate).
 
 Above: `visitor.door` (records a receipt after each forwarded call returned), `visitor.http`
 (`TurnsEndpoint`: opens turns, takes answers and judges them) and `backchannel.ops`

@@ -5,12 +5,12 @@ Above: `launch` turns a manifest into a `SandboxSpec`, makes the sandbox a `Sand
 `sandbox.cgroups`), opens its seccomp filter (module `seccomp`) and takes the argv from
 `build_command`; `children` spawns it as a stdio MCP server (`close_fds=True`, passing only
 the filter's fd, from the event-loop thread: PR_SET_PDEATHSIG follows the spawning *thread*,
-SECURITY.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps at start.
+docs/security.md B5) and records each sandbox in a `SandboxLedger`, which the host sweeps at start.
 Below: `bwrap` (bubblewrap >= 0.8), util-linux `prlimit` and, with cgroups, `/bin/sh`,
 all exec'd by the caller; `procs` for reading /proc. Nothing here starts a process or opens a
 file descriptor; the ledger's sweep only kills.
 
-bwrap gives no security by default (SECURITY.md 0.4): the argv built here *is* the security
+bwrap gives no security by default (docs/security.md 0.4): the argv built here *is* the security
 model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
 
     /usr (ro), /bin /sbin /lib /lib64 as on the host (symlinks into /usr on merged-/usr systems)
@@ -263,7 +263,7 @@ def build_command(
 
     Raises ValueError for a value that cannot be passed safely (NUL, a bad env key, a
     relative or `..` path) and for a sandboxed argv without a seccomp fd (never a sandbox
-    without its filter, SECURITY.md D11) or with a bad `args_fd`, and `SandboxUnavailable`
+    without its filter, docs/security.md D11) or with a bad `args_fd`, and `SandboxUnavailable`
     when bwrap or prlimit is missing.
     """
     _check_spec(spec)
@@ -483,7 +483,7 @@ class SandboxLedger:
     a killed host left behind.
 
     --die-with-parent cannot cover a host killed before bwrap armed it (bwrap #633,
-    SECURITY.md B4); `sweep` at host start is the second mechanism. A sandbox spawned but
+    docs/security.md B4); `sweep` at host start is the second mechanism. A sandbox spawned but
     not yet recorded when the host died is missed here (record right after spawning), but
     not by `SandboxCgroups.sweep`, where the host has pids cgroups: its group existed first.
     Each record holds the sandbox's pid and /proc start time (a recycled pid is never

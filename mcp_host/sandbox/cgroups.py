@@ -243,7 +243,7 @@ class SandboxCgroups:
 
     def sweep(self) -> list[Path]:
         """Remove the groups of hosts that are gone, first killing what still runs in them
-        (SECURITY.md B4: sandboxes a SIGKILLed host left, even ones it never recorded in its
+        (docs/security.md B4: sandboxes a SIGKILLed host left, even ones it never recorded in its
         ledger). The groups of a live host, this one's included, are spared. Returns the
         groups removed.
         """

@@ -1,4 +1,4 @@
-"""The seccomp filter every sandboxed child runs under (SECURITY.md D6): a classic-BPF program
+"""The seccomp filter every sandboxed child runs under (docs/security.md D6): a classic-BPF program
 we assemble ourselves, handed to bubblewrap as `--seccomp FD`.
 
 Above: `launch` opens the filter (`open_filter`) for each sandboxed launch and puts the fd in
@@ -323,7 +323,7 @@ def open_filter(machine: str | None = None) -> int:
 
     machine: the host's `os.uname().machine` (the default); a parameter for tests.
     Raises `SandboxUnavailable` when the machine is not in `SUPPORTED_MACHINES` or the fd
-    cannot be made: the child must not start without its filter (SECURITY.md D11).
+    cannot be made: the child must not start without its filter (docs/security.md D11).
     """
     machine = os.uname().machine if machine is None else machine
     if machine not in SUPPORTED_MACHINES or struct.calcsize("P") != 8:

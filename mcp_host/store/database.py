@@ -5,7 +5,7 @@ Above: every store (sessions, owners, later store/config/quota), which receives
 `Database.pool`, and the composition root, which opens the database once per process.
 
 Every pooled connection carries `statement_timeout`, `lock_timeout` and
-`idle_in_transaction_session_timeout` (SECURITY B10: a transaction a caller leaves open is
+`idle_in_transaction_session_timeout` (docs/security.md B10: a transaction a caller leaves open is
 ended by the server, releasing its locks), and decodes `jsonb` to Python values. A
 connection the server dropped (restart, failover) is discarded by the pool and replaced on a
 later acquire; the query that met the broken connection fails and is not retried here.
@@ -71,7 +71,7 @@ _POOL_CLOSE_GRACE_S = 10.0
 class UnsafeDatabaseSettings(InternalError):
     """The server is configured so that a committed write may not survive a crash.
 
-    Raised at start only (SECURITY F1); the host refuses to serve on such a server.
+    Raised at start only (docs/security.md F1); the host refuses to serve on such a server.
     """
 
 
@@ -281,7 +281,7 @@ async def check_durability(conn: PgConnection) -> None:
 
     Raises `UnsafeDatabaseSettings` when `fsync` is off (a crash can corrupt the database).
     `synchronous_commit = off` keeps the database consistent but may lose the last commits
-    after a crash, so it is logged as a warning and allowed (SECURITY F1).
+    after a crash, so it is logged as a warning and allowed (docs/security.md F1).
     """
     row = await conn.fetchrow("SELECT current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS sync")
     assert row is not None  # a SELECT without FROM returns one row

@@ -9,7 +9,7 @@ uninstalling a plugin (`PluginStores.ensure` / `PluginStores.drop`). Below: the 
 `DocumentStore`; `checks` holds the argument checks both apply (the plugin contract's, which
 the kit's standalone store applies too).
 
-Isolation (SECURITY D9, F3): the schema name comes only from the trusted (kind, plugin id)
+Isolation (docs/security.md D9, F3): the schema name comes only from the trusted (kind, plugin id)
 pair through `store_schema`, is checked by `check_schema_name` and quoted before it is spliced
 into SQL; everything a plugin supplies travels as a bind parameter. Every statement carries
 `owner_id = $1 AND collection = $2` (or inserts them), so one owner never reaches another's

@@ -12,12 +12,12 @@ Reconciliation rules (issue 2):
 - a tool name exposed by two capabilities is exposed by neither, and the catalogue says why;
   so are names that differ only in case, `-` or `_` (`Get_Item`, `get-item`: an agent or a
   client that normalises names could call the wrong one), even two of one capability;
-- a tool whose name, text or schema is unsafe (SECURITY.md A10, A11) is dropped, never
+- a tool whose name, text or schema is unsafe (docs/security.md A10, A11) is dropped, never
   silently: it is logged, and kept with its cause for the catalogue and the owner's
   `tools_pending` (`rejected`);
 - a tool the manifest names as an `owner_tools` target and not in `visitor_tools` is the
   owner's: it is never in a visitor's list (the owner's door calls it by name);
-- with `pins` (SECURITY.md E8), each newly vetted list is recorded with them, and a tool whose
+- with `pins` (docs/security.md E8), each newly vetted list is recorded with them, and a tool whose
   definition is not the one the owner approved is withheld until the owner approves it; the
   catalogue and the log say it is pending owner approval;
 - `review` lists a plugin's tools in owner context and vets them the same way, with no
@@ -370,7 +370,7 @@ def _owner_only(plugin: Plugin) -> frozenset[str]:
 def _tool_problem(tool: types.Tool) -> str | None:
     if not TOOL_NAME_RE.fullmatch(tool.name):
         return "its name is not ^[a-zA-Z0-9_-]{1,64}$"
-    # A child's schema is untrusted input too (SECURITY.md A10: no remote $ref, bounded).
+    # A child's schema is untrusted input too (docs/security.md A10: no remote $ref, bounded).
     for label, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
         if schema is None:
             continue

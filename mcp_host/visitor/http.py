@@ -11,7 +11,7 @@ that does not say which; a client that keeps failing waits longer and longer for
 
 One low-level MCP `Server` serves every session; the session is known per request from the
 bearer token, checked before the SDK sees the request (a session URL is a name, never proof:
-SECURITY.md §0.1). Both protocol eras are served by one `StreamableHTTPSessionManager`:
+docs/security.md §0.1). Both protocol eras are served by one `StreamableHTTPSessionManager`:
 2025-11-25 clients get an `Mcp-Session-Id` bound to the visitor session that opened it (the
 SDK answers 404 to any other credential); 2026-07-28 requests are each authenticated on their
 own. Tool lists are per session, so they are marked `cacheScope: private` with no TTL.
@@ -20,10 +20,10 @@ Turns (`TurnsEndpoint`, same bearer token as the session's MCP endpoint):
 `POST /v1/sessions/{id}/turns {message}` opens the session's next turn (201 `{turn}`);
 `POST /v1/sessions/{id}/turns/{n}/answer {text}` stores the agent's answer and judges it
 against the claim gates of the capabilities the session can see: `{ok: true}`, or
-`{ok: false, violations: [{capability, tool, phrase}]}` (SECURITY.md E12).
+`{ok: false, violations: [{capability, tool, phrase}]}` (docs/security.md E12).
 
 Refusals are raised as `HostError`s and answered by the app's one REST error handler
-(`edge.REST_ERRORS`): `{error, message}` in DESIGN.md's codes — 401 `denied` (with the bearer
+(`edge.REST_ERRORS`): `{error, message}` in docs/design.md's codes — 401 `denied` (with the bearer
 challenge), 400 or 413 `invalid_arguments` (413 also for a turn over its size cap), 404
 `unknown`, 405 `unknown`, 429 `quota_exhausted` (a session that holds all the turns it may:
 `policy.turns.TurnCaps`). The MCP endpoint,

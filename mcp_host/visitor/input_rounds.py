@@ -11,7 +11,7 @@ still inside its call, waiting for its answer: the forwarded call runs in the ho
 group and is parked between rounds.
 
 `requestState` is a random 256-bit handle to the parked call, never data the host trusts
-(SECURITY.md E16): it is bound to the visitor session, the tool name and a digest of the
+(docs/security.md E16): it is bound to the visitor session, the tool name and a digest of the
 arguments; it is single use; it expires with the input timeout (the child's request then
 fails and the call is cancelled). A state that fails any of these is refused as
 `invalid_arguments`. Parked calls live in this replica's memory: the state is

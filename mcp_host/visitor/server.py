@@ -27,7 +27,7 @@ completions here; tool results in `visitor.door`, before the host writes its own
 its `serverInfo` stamp included) do not reach the visitor; `call_routing` does the same for
 what a child sends unasked (log messages, requests). The host's own `_meta` (the quota
 figures on `tools/list`) is written after. Lists are per session, so they are marked
-`cacheScope: private` with no TTL (SECURITY.md E18).
+`cacheScope: private` with no TTL (docs/security.md E18).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Below: a child's stdout/stdin pipes (or any anyio byte streams). Above: the MCP 
 `ClientSession`, which takes a `(read_stream, write_stream)` pair of `SessionMessage`s.
 
 We do not use the SDK's stdio client: it reads lines without a cap, so a child that writes
-no newline pins a host core and grows memory without end (SECURITY.md A2, measured in §2.6).
+no newline pins a host core and grows memory without end (docs/security.md A2, measured in §2.6).
 Here a line longer than `max_line_bytes` ends the transport and calls `on_overflow`, which
 kills the child; complete messages before it are still delivered.
 

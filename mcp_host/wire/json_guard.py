@@ -1,5 +1,5 @@
 """Checks on JSON values that came from outside (a child, a visitor, an owner) before the host
-keeps them, raising the host's `InvalidArguments` (SECURITY.md A4, A5, A8, F4).
+keeps them, raising the host's `InvalidArguments` (docs/security.md A4, A5, A8, F4).
 
 Above: the host code that stores values (a plugin's store through `store.checks`, config,
 host-op arguments). Below: the plugin contract (`mcp_host_kit.contract`), which holds the

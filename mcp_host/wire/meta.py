@@ -4,7 +4,7 @@
 Above: the visitor endpoint (`visitor.server`, `visitor.door`) and `call_routing` (a child's
 requests and log messages). Below: nothing (pure functions).
 
-The host's identity keys live under `mcp-host/` (DESIGN.md "Plugin ABI"; the plugin contract,
+The host's identity keys live under `mcp-host/` (docs/design.md "Plugin ABI"; the plugin contract,
 `mcp_host_kit.contract`, names them). Nothing in MCP
 protects `_meta`, so neither side may speak for the host:
 - visitor → child (`visitor_meta`): whatever a visitor's client put under that prefix is
@@ -21,7 +21,7 @@ protects `_meta`, so neither side may speak for the host:
   own refusal), never to a result the host wrote.
 Keys are compared after NFKC, removing invisible characters, case folding, and mapping every
 dash or hyphen look-alike to `-` (and slash look-alikes to `/`), so `MCP-Host/session`, a
-full-width variant or `mcp\u2010host/quota` cannot slip through (SECURITY.md E1).
+full-width variant or `mcp\u2010host/quota` cannot slip through (docs/security.md E1).
 """
 
 from __future__ import annotations

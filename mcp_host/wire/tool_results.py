@@ -1,4 +1,4 @@
-"""Tool results the host writes itself: an op's structured answer, and a refusal in DESIGN.md's
+"""Tool results the host writes itself: an op's structured answer, and a refusal in docs/design.md's
 error vocabulary (`error_result`, built beside the exception tree in `mcp_host.errors` and
 named here too, with the other results), and reading a refusal back (`refusal_of`, the plugin
 contract's: the host's `_meta["mcp-host/error"]`, else a plugin's structured `{code, message}`).

@@ -9,7 +9,7 @@ a manifest is read, PyYAML — so a plugin with only the MCP SDK installed impor
 
 - `ops`: each host op's name with the model of its arguments and of its result;
 - `meta`: the `_meta` keys of a forwarded call;
-- `codes`: the refusal codes (DESIGN.md's error vocabulary);
+- `codes`: the refusal codes (docs/design.md's error vocabulary);
 - `refusals`: reading a refusal's `{code, message}` back from a tool result (`refusal_of`);
 - `values` and `checks`: what a plugin's JSON and store arguments must be, and the limits;
 - `search`: `store.search` in memory (the matcher both in-memory stores use);

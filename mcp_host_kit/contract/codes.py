@@ -1,5 +1,5 @@
 """The refusal codes: the `code` of every `{code, message}` refusal the host or a plugin's host op
-answers with (DESIGN.md's error vocabulary).
+answers with (docs/design.md's error vocabulary).
 
 Above: the host's exception tree (`mcp_host.errors`, one class per code) and the kit's
 (`mcp_host_kit.errors`). Below: nothing.

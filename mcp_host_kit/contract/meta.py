@@ -1,4 +1,4 @@
-"""The `_meta` keys of a forwarded call (DESIGN.md "Plugin ABI").
+"""The `_meta` keys of a forwarded call (docs/design.md "Plugin ABI").
 
 Above: the host (`mcp_host.wire.meta`, which writes them and drops look-alikes a visitor or a
 child sends; `children.call_routing`; `connectors`; the doors) and the kit (`session`,

@@ -25,7 +25,7 @@ __all__ = ["Refusal", "refusal_of"]
 
 
 class Refusal(BaseModel):
-    """A refused call's code (DESIGN.md's error vocabulary, or a plugin's own) and message."""
+    """A refused call's code (docs/design.md's error vocabulary, or a plugin's own) and message."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -1,5 +1,5 @@
 """JSON values from outside (a plugin, a visitor, an owner): the checks before anything keeps them,
-and jsonb's containment (SECURITY.md A4, A5, A8, F4).
+and jsonb's containment (docs/security.md A4, A5, A8, F4).
 
 Above: the store checks (`checks`: documents and filters), the host's `wire.json_guard` (the
 same checks raising the host's `InvalidArguments`) and the kit's standalone emulation. Below:

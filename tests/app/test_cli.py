@@ -377,6 +377,7 @@ def installed_of_each_source(tmp_path: Path) -> dict[str, Path]:
     return made
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @pytest.mark.timeout(300)
 def test_check_passes_every_plugin_the_host_installs_and_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

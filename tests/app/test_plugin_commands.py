@@ -55,6 +55,7 @@ def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsy
     assert not (tmp_path / "plugins").exists()
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_list_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plugin", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"no plugins installed in {tmp_path / 'plugins'}\n"
@@ -189,6 +190,7 @@ def test_a_stale_host_file_means_the_offline_path(tmp_path: Path, capsys: pytest
     assert listed.out == f"{BUNDLE_ID}  1.2.0  Shout\n"
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

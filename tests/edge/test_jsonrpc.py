@@ -1,4 +1,4 @@
-"""The JSON-RPC edge of both MCP doors (SECURITY.md A8, issue 11 defects 1 and 7).
+"""The JSON-RPC edge of both MCP doors (docs/security.md A8, issue 11 defects 1 and 7).
 
 A string that is not Unicode is refused before anything parses it further; one call's
 failure never ends more than that call; a request id is in flight once per protocol session.

@@ -74,6 +74,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_npm_package_becomes_a_plugin_folder_with_a_manifest_that_grants_nothing(
     tmp_path: Path, packages: dict[str, Path]
@@ -101,6 +102,7 @@ def test_npm_package_becomes_a_plugin_folder_with_a_manifest_that_grants_nothing
     assert installed_root(tmp_path) == tmp_path / "plugins"
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_pypi_package_gets_its_own_venv_and_its_console_script_answers(
     tmp_path: Path, packages: dict[str, Path]
 ) -> None:
@@ -122,6 +124,7 @@ def test_pypi_package_gets_its_own_venv_and_its_console_script_answers(
     assert leftovers(tmp_path) == [PYPI_ID]
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_each_line_pip_prints_reaches_installer_output_as_it_comes(tmp_path: Path, packages: dict[str, Path]) -> None:
     lines: list[str] = []
     with installer_output(lines.append):
@@ -135,6 +138,7 @@ def test_each_line_pip_prints_reaches_installer_output_as_it_comes(tmp_path: Pat
     assert f"pip: Processing {packages['wheel']}" in lines
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_each_line_npm_prints_reaches_installer_output(tmp_path: Path, packages: dict[str, Path]) -> None:
     lines: list[str] = []
@@ -157,6 +161,7 @@ def test_reach_says_what_a_remote_or_networked_server_reaches(tmp_path: Path) ->
     assert reach(networked, tmp_path)[2] == "network: any (transport.sandbox.allow_net)"
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_id_override_list_and_remove(tmp_path: Path, packages: dict[str, Path]) -> None:
     done = install_pypi(PYPI_SOURCE, tmp_path, plugin_id="mine.whisper", spec=str(packages["wheel"]))
     assert done.id == "mine.whisper" and load_manifest(done.folder).id == "mine.whisper"
@@ -176,6 +181,7 @@ def test_id_override_list_and_remove(tmp_path: Path, packages: dict[str, Path]) 
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_unknown_npm_package_offline_fails_in_one_sentence_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -188,6 +194,7 @@ def test_unknown_npm_package_offline_fails_in_one_sentence_and_leaves_nothing(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_unknown_pypi_package_offline_fails_in_one_sentence_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,6 +206,7 @@ def test_unknown_pypi_package_offline_fails_in_one_sentence_and_leaves_nothing(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_a_package_without_a_console_script_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
     bare = wheel(tmp_path, scripts={})
     with pytest.raises(InvalidArguments, match="declares no console script"):
@@ -269,6 +277,7 @@ def registry_reachable() -> bool:
         return False
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 @pytest.mark.timeout(300)
 def test_server_memory_installs_from_the_real_registry(tmp_path: Path) -> None:

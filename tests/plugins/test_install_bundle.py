@@ -257,6 +257,7 @@ def test_a_bundle_that_is_not_a_zip_or_is_missing_leaves_nothing(tmp_path: Path)
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_server_json_pypi_package_with_arguments_and_environment(tmp_path: Path) -> None:
     source = server_json(
         tmp_path / "entry",
@@ -289,6 +290,7 @@ def test_server_json_pypi_package_with_arguments_and_environment(tmp_path: Path)
     assert header == "# pypi:whisper-server==1.0.0 as the registry entry io.github.tests/tiny describes."
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_server_json_npm_package_from_the_local_tarball(tmp_path: Path) -> None:
     source = server_json(tmp_path / "entry", "npm", "@tiny-test/shout-server")
@@ -328,6 +330,7 @@ def test_a_hostile_identifier_is_refused_by_the_source_grammar(tmp_path: Path) -
     assert leftovers(tmp_path / "data") == []
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 @pytest.mark.timeout(300)
 def test_a_bundle_packed_by_the_official_mcpb_cli_installs(tmp_path: Path) -> None:
@@ -426,6 +429,7 @@ def test_a_bundle_setting_only_the_owner_gives_becomes_config_that_reaches_the_e
     ]
 
 
+@pytest.mark.e2e  # installs with npm or pip
 def test_server_json_secret_and_required_variables_become_config_that_reaches_the_env(tmp_path: Path) -> None:
     source = server_json(
         tmp_path / "entry",

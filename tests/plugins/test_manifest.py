@@ -782,7 +782,7 @@ BAD_MANIFESTS = [
         snapshot(("visitor_tool_requires.a.0", "'calendar' is not a requirement of the form \"category:action\"")),
         id="requirement-without-action",
     ),
-    # hostile text (SECURITY A11)
+    # hostile text (docs/security.md A11)
     pytest.param(
         'id: demo\ndescription: "safe\\u202Eelif.exe"\n',
         snapshot(("description", "description contains a bidi control (U+202E) at index 4")),
@@ -833,7 +833,7 @@ BAD_MANIFESTS = [
         snapshot(("owner_tools.0.description", "description contains a control character (U+009B) at index 0")),
         id="tool-description-c1",
     ),
-    # transport (SECURITY D12)
+    # transport (docs/security.md D12)
     pytest.param(
         'id: demo\ntransport: {command: python, args: ["a\\0b"]}\n',
         snapshot(("transport.args.0", "contains NUL")),

@@ -61,6 +61,7 @@ def tarballs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_stage_then_switch_puts_the_new_version_in_place(tmp_path: Path, tarballs: dict[str, Path]) -> None:
     install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
@@ -76,6 +77,7 @@ def test_stage_then_switch_puts_the_new_version_in_place(tmp_path: Path, tarball
     assert leftovers(tmp_path) == [NPM_ID]
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_a_failed_install_leaves_the_old_version_and_no_staging(
     tmp_path: Path, tarballs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
@@ -175,6 +177,7 @@ def test_a_bundle_upgrades_from_a_new_mcpb_and_only_from_one(tmp_path: Path) -> 
     assert header.startswith(f"# Installed by `mcp-host plugin add {new}` on "), header
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_a_server_json_upgrades_from_its_file_read_again_or_a_new_one(
     tmp_path: Path, tarballs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
@@ -213,6 +216,7 @@ def test_a_server_json_upgrades_from_its_file_read_again_or_a_new_one(
     assert leftovers(tmp_path / "data") == [NPM_ID]
 
 
+@pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_an_npm_plugin_is_not_upgraded_from_a_bundle_or_another_package(
     tmp_path: Path, tarballs: dict[str, Path]

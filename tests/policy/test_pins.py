@@ -1,4 +1,4 @@
-"""Tool pins (SECURITY.md E8): the hash of a tool's whole definition, its approval by the owner,
+"""Tool pins (docs/security.md E8): the hash of a tool's whole definition, its approval by the owner,
 and a real host hiding every tool whose live definition is not the approved one.
 
 The end-to-end tests expect the composition root to build `Pins` when `pin_tools` is on, hand

@@ -1,4 +1,4 @@
-"""Turns, receipts and the claim gate (SECURITY.md E12): `judge` alone, the stores, and a real
+"""Turns, receipts and the claim gate (docs/security.md E12): `judge` alone, the stores, and a real
 host with the `booker` test plugin."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Real bubblewrap, real MCP stdio clients, no mocks. The escape plugin (tests/fixtures/plugins/escape)
 is a real MCP server whose tools try to get out; each test asserts that one way stays shut
-(SECURITY.md D1-D12, B4, C8). The small scripts in tests/sandbox_helpers stand in for a host
+(docs/security.md D1-D12, B4, C8). The small scripts in tests/sandbox_helpers stand in for a host
 that gets killed. What the cgroups do is tested in tests/test_sandbox_cgroup.py, what the
 seccomp filter does (and how the host hands it to bwrap) in tests/test_seccomp.py.
 
@@ -643,7 +643,7 @@ def test_unsafe_values_are_refused(changes: dict[str, Any], sandbox: bool) -> No
 
 @pytest.mark.parametrize("seccomp_fd", [None, 0, 2, -1, True, "9"])
 def test_a_sandboxed_argv_without_a_seccomp_fd_is_refused(seccomp_fd: Any) -> None:
-    # Fails closed (SECURITY.md D11): no sandbox without its filter, and never stdio as one.
+    # Fails closed (docs/security.md D11): no sandbox without its filter, and never stdio as one.
     with pytest.raises(ValueError, match="seccomp filter's fd"):
         build_command(TYPICAL, seccomp_fd=seccomp_fd)
 
@@ -739,7 +739,7 @@ async def test_child_without_allow_net_reaches_no_network(marker: str, seccomp_f
 @pytest.mark.anyio
 async def test_child_with_allow_net_shares_the_host_network(marker: str, seccomp_file: Path) -> None:
     # --share-net keeps the host's network namespace: its loopback listeners are reachable.
-    # Egress filtering is the job of the (later) egress proxy, SECURITY.md D2.
+    # Egress filtering is the job of the (later) egress proxy, docs/security.md D2.
     abstract = f"mcp-host-test-{marker}"
     with (
         socket.create_server(("127.0.0.1", 0)) as listener,
@@ -816,7 +816,7 @@ async def test_child_sees_only_sandbox_pids_and_has_no_privileges(marker: str, s
         "CapBnd": "0000000000000000",
         "CapAmb": "0000000000000000",
         "NoNewPrivs": "1",
-        "Seccomp": "2",  # a filter is loaded (SECURITY.md D6, D13); 0 would mean none
+        "Seccomp": "2",  # a filter is loaded (docs/security.md D6, D13); 0 would mean none
         "hostname": "mcp-sandbox",
         "sid": 1,  # --new-session: the session starts inside the sandbox, with no tty
         "tty_nr": 0,
@@ -1090,7 +1090,7 @@ def test_record_ignores_a_pid_that_is_not_a_live_child(tmp_path: Path) -> None:
 
 
 def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off() -> None:
-    # SECURITY.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
+    # docs/security.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
     # that passes fds to a process is children/lifecycle.py's spawn, and it passes a Launch's own (its
     # seccomp filter and bwrap's arguments, both read and closed by bwrap); only sandbox/launch.py
     # makes a Launch with fds. Nothing sets close_fds,

@@ -1,4 +1,4 @@
-"""The seccomp filter (SECURITY.md D6, D11, D13): its BPF program, and what it does to a child.
+"""The seccomp filter (docs/security.md D6, D11, D13): its BPF program, and what it does to a child.
 
 The program is decoded and run by a small classic-BPF interpreter below, on every syscall
 number of both arches, so the policy is pinned without a kernel of each arch. Then real

@@ -68,6 +68,7 @@ _FRESH_MACHINE = textwrap.dedent(
 )
 
 
+@pytest.mark.e2e  # starts four real PostgreSQL servers of its own, which no fixture shows
 def test_several_first_starts_at_once_on_a_machine_without_the_system_user(tmp_path: Path) -> None:
     count = 4  # scripts/test's pytest workers
     (tmp_path / "etc").mkdir()

@@ -367,7 +367,7 @@ async def test_a_session_that_cannot_see_a_child_gets_none_of_its_prompts_or_res
 
 
 async def test_prompts_and_resources_follow_the_same_gate_as_tools(tmp_path: Path, database_url: str) -> None:
-    """List and get agree (SECURITY.md E2): once the session's code is revoked, its prompts and
+    """List and get agree (docs/security.md E2): once the session's code is revoked, its prompts and
     resources go with its tools, and reading by a known URI or name is refused too."""
     async with running_host(_settings(tmp_path, database_url)) as host:
         access, owner = host.host.access, host.host.owner_id

@@ -1,5 +1,5 @@
 -- 005_pins: the definition of each plugin tool as the owner approved it, and as last seen
--- (SECURITY.md E8, rug pulls). Host-wide: a tool's definition is its plugin's, not an owner's.
+-- (docs/security.md E8, rug pulls). Host-wide: a tool's definition is its plugin's, not an owner's.
 -- The hashes are sha256 of the definition's canonical JSON (mcp_host/pins.py).
 -- approved_* NULL: the tool was never approved. approved_hash <> seen_hash: pending.
 

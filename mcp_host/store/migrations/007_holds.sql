@@ -1,5 +1,5 @@
 -- 007_holds: a visitor's call a policy rule parked for the owner to approve or deny
--- (DESIGN.md "hold"; SECURITY.md E11, E16). Written by mcp_host/holds.py.
+-- (docs/design.md "hold"; docs/security.md E11, E16). Written by mcp_host/holds.py.
 -- A hold is bound to its session, capability, tool and the sha256 of the call's arguments as
 -- canonical JSON (`args_hash`); `arguments` is what the owner reads (capped in size).
 -- An approval is used once: status 'approved' -> 'used' in one UPDATE, then the call runs.

@@ -1,5 +1,5 @@
--- 008_turns: a visitor session's turns and the tool receipts of each (DESIGN.md "turn";
--- SECURITY.md E12 claim gate). Written by mcp_host/turns.py.
+-- 008_turns: a visitor session's turns and the tool receipts of each (docs/design.md "turn";
+-- docs/security.md E12 claim gate). Written by mcp_host/turns.py.
 -- A turn is numbered 1, 2, … per session; a new one is opened under a per-session advisory
 -- lock. A receipt is written after a forwarded call returned, into the session's latest turn.
 

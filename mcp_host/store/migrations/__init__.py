@@ -11,7 +11,7 @@ advisory lock around the whole run: the second waits, then finds nothing left to
 
 A file runs under the connection's own `lock_timeout` and `statement_timeout` (the pool's):
 a migration that would queue behind live traffic's locks fails the start instead of
-stalling every query queued behind it (SECURITY F5). Keep files short (new tables, nullable
+stalling every query queued behind it (docs/security.md F5). Keep files short (new tables, nullable
 columns); a start that failed this way can simply be retried.
 """
 
