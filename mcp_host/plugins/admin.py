@@ -113,25 +113,23 @@ async def in_a_thread(label: str, work: Callable[[], T]) -> T:
 Check = Callable[[Plugin], None]
 """Raises `InvalidArguments` for a loaded plugin its caller cannot take (a running host takes a
 capability only, and no host ops)."""
+Accept = Callable[[Plugin], Awaitable[None]]
+"""Takes a newly added plugin (a running host: into its registry, granted to a role); what it
+raises undoes the add."""
 Trial = Callable[[Plugin], Awaitable[list[str]]]
 """Starts a staged new version once, lists its tools' names and stops it; raises one sentence."""
 
 
-Accept = Callable[[Plugin], Awaitable[None]]
-"""Takes a newly added plugin (a running host: into its registry, granted to a role); what it
-raises undoes the add."""
+def _any_plugin(plugin: Plugin) -> None:
+    """The `Check` and `Accept` with no host running: every plugin that loads is taken."""
 
 
-def _anything(plugin: Plugin) -> None:
-    return None
+async def _take_any(plugin: Plugin) -> None:
+    _any_plugin(plugin)
 
 
-async def _taken(plugin: Plugin) -> None:
-    return None
-
-
-def _nothing(plugin_id: str) -> None:
-    return None
+def _no_host(plugin_id: str) -> None:
+    """`switching` and `stopping` with no host running: nothing runs the plugin."""
 
 
 @dataclass(frozen=True)
@@ -176,14 +174,14 @@ class PluginAdmin:
         self.installer = installer
         self._run = run
 
-    async def add(self, source: str, plugin_id: str | None = None, *, accept: Accept = _taken) -> Added:
+    async def add(self, source: str, plugin_id: str | None = None, *, accept: Accept = _take_any) -> Added:
         """Install `source` (as `plugin_id`, else the id its source gives), load it and let
         `accept` take it; on any failure after the install the folder is deleted again."""
         done = await self._run(
             f"installing {printable(source, 80)}", lambda: self.installer.install(source, self.data_dir, plugin_id)
         )
         try:
-            plugin = _loaded(done, _anything)
+            plugin = _loaded(done, _any_plugin)
             await accept(plugin)
         except BaseException:
             await anyio.to_thread.run_sync(_discard, done.folder)
@@ -197,8 +195,8 @@ class PluginAdmin:
         source: str | None,
         *,
         trial: Trial,
-        check: Check = _anything,
-        switching: Callable[[str], None] = _nothing,
+        check: Check = _any_plugin,
+        switching: Callable[[str], None] = _no_host,
     ) -> Upgraded:
         """Install `plugin_id`'s new version beside it (`version`, or from `source`), load it,
         `check` it and `trial` it (list its tools), and only then switch: `switching(plugin_id)`
@@ -218,7 +216,7 @@ class PluginAdmin:
         new = _loaded(dataclasses.replace(staged, folder=folder), check, replacing=plugin_id)
         return Upgraded(new, staged.version, folder, tools)
 
-    async def remove(self, plugin_id: str, *, stopping: Callable[[str], None] = _nothing) -> Path:
+    async def remove(self, plugin_id: str, *, stopping: Callable[[str], None] = _no_host) -> Path:
         """Delete installed `plugin_id`'s folder, once `stopping(plugin_id)` (a running host
         drops it) has run; returns the folder. Its store and config stay."""
         check_id(plugin_id)
