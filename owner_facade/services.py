@@ -1,6 +1,6 @@
 """What the owner door works with: the host's parts, handed over by the composition root.
 
-Above: `tools` and `door`. Below: `mcp_host`'s public surface only.
+Above: `door`, and the tool table's slices (`*_tools`, `approvals`). Below: `mcp_host`'s public surface only.
 """
 
 from __future__ import annotations

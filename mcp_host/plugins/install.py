@@ -1,8 +1,9 @@
 """Installing a plugin from npm or PyPI into the host's data directory, listing and removing it.
 
-Above: `mcp-host plugin add|list|remove` and the host's start (`installed_root`, one more
-plugin root). Below: npm and pip, run as programs, and the manifest model (`manifest`), which
-the generated `manifest.yaml` is loaded back with before it counts.
+Above: `admin` (the plugin-admin service of `mcp-host plugin add|remove` and the owner door),
+`mcp-host plugin list` and the host's start (`installed_root`, one more plugin root). Below: npm
+and pip, run as programs, and the manifest model (`manifest`), which the generated
+`manifest.yaml` is loaded back with before it counts.
 
 Every install happens in `<data dir>/plugins/.staging-<random>` (hidden: `loading` skips dot
 folders) and is renamed to `<data dir>/plugins/<id>` only once complete; any failure removes

@@ -1,8 +1,9 @@
 """Upgrading an installed plugin: the new version is installed beside the old one, and switched
 in only once the caller has loaded it and listed its tools.
 
-Above: `mcp-host plugin upgrade ID [VERSION|SOURCE]` and the owner door's `plugin_upgrade {id,
-version?, source?}`, which load and list the staged folder, then `switch_upgrade` or delete it.
+Above: `admin` (the plugin-admin service of `mcp-host plugin upgrade ID [VERSION|SOURCE]` and
+the owner door's `plugin_upgrade {id, version?, source?}`), which loads and tries the staged
+folder, then `switch_upgrade`s or deletes it.
 Below: `install` (the staging folder, npm and pip, the manifest header that records the
 source) and `install_bundle` (bundles and registry entries).
 
