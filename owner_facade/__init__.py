@@ -6,7 +6,7 @@ package. Below: `mcp_host`'s public surface (each module's `__all__`).
 
 from .door import OwnerDoor
 from .http import OWNER_PATH, OwnerMCPEndpoint, build_owner_server
-from .services import OwnerServices, PluginAdmin
+from .services import OwnerServices, PluginParts
 from .tools import TOOLS
 
-__all__ = ["OWNER_PATH", "TOOLS", "OwnerDoor", "OwnerMCPEndpoint", "OwnerServices", "PluginAdmin", "build_owner_server"]
+__all__ = ["OWNER_PATH", "TOOLS", "OwnerDoor", "OwnerMCPEndpoint", "OwnerServices", "PluginParts", "build_owner_server"]

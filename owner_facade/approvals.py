@@ -1,7 +1,8 @@
-"""The owner door's tool approvals: what waits (`tools_pending`), approving one tool
-(`tool_approve`) or every pending tool of a capability at once (`tools_approve`).
+"""The approvals slice of the owner tool table: what waits for the owner — tools
+(`tools_pending`), approving one (`tool_approve`) or every pending tool of a capability at once
+(`tools_approve`) — and visitor calls held for the owner's decision (`holds_list`, `hold_decide`).
 
-Above: `tools` (the dispatch table). Below: `services` (the pins, the catalogue's rejected
+Above: `tools` (the one table). Below: `services` (the pins, the catalogue's rejected
 tools), `next_steps` (what is left before a visitor can call the capability) and `mcp_host`'s
 public surface. Handlers raise `HostError`s; the door turns them into `{code, message}`.
 
@@ -20,11 +21,12 @@ from typing import Any
 from mcp_host.errors import InvalidArguments, Unconfigured, UnknownTool
 from mcp_host.policy import DefinitionChanged, PendingTool, collision_key, definition_hash
 
-from .models import NoArguments, ToolApprove, ToolsApprove
+from .models import HoldDecide, HoldsList, NoArguments, ToolApprove, ToolsApprove
 from .next_steps import next_steps
+from .owner_tool import Answer, OwnerTool
 from .services import OwnerServices
 
-__all__ = ["tool_approve", "tools_approve", "tools_pending"]
+__all__ = ["APPROVAL_TOOLS", "tool_approve", "tools_approve", "tools_pending"]
 
 # How long `tools_pending` and `tools_approve` wait for the review at start (its children starting).
 _REVIEW_WAIT_S = 20.0
@@ -193,3 +195,56 @@ async def tools_approve(s: OwnerServices, owner_id: str, a: ToolsApprove) -> dic
         ],
         **await next_steps(s, owner_id, plugin, left),
     }
+
+
+async def _holds_list(s: OwnerServices, owner_id: str, a: HoldsList) -> Answer:
+    """Visitor calls waiting for the owner (or every hold); `arguments` are the visitor's own words."""
+    holds = await s.holds.of_owner(owner_id, everything=a.status == "all")
+    return {"holds": [hold.shown() for hold in holds]}
+
+
+async def _hold_decide(s: OwnerServices, owner_id: str, a: HoldDecide) -> Answer:
+    return {"hold": (await s.holds.decide(owner_id, a.id, a.approve)).shown()}
+
+
+APPROVAL_TOOLS: list[OwnerTool[Any]] = [
+    OwnerTool(
+        "tools_pending",
+        "Tools hidden from visitors until you approve them (new, or changed since approval), "
+        "with the approved and the live definition side by side, and the tools visitors see now "
+        "that approving one would hide (collides_with: a name that differs only in case, '-' or '_'); "
+        "and, under rejected, the tools no visitor is shown whatever you approve (unsafe name, text or "
+        "schema), each with its cause.",
+        NoArguments,
+        tools_pending,
+    ),
+    OwnerTool(
+        "tool_approve",
+        "Approve a tool's live definition, so visitors can see and call it. A tool that collides "
+        "with one visitors see needs hide_colliding: true, and then hides both (listed in `hidden`).",
+        ToolApprove,
+        tool_approve,
+    ),
+    OwnerTool(
+        "tools_approve",
+        "Approve every pending tool of a capability at once (or the ones `tools` names, each with the "
+        "live_sha256 you reviewed), all or none; answers each approved tool with its definition and "
+        "live_sha256, the rejected ones it left out, and what is left before a visitor can call the "
+        "capability (next: each an owner tool with its arguments).",
+        ToolsApprove,
+        tools_approve,
+    ),
+    OwnerTool(
+        "holds_list",
+        "Visitor calls to destructive tools waiting for your approval (status: pending, the default, "
+        "or all), with the visitor's arguments.",
+        HoldsList,
+        _holds_list,
+    ),
+    OwnerTool(
+        "hold_decide",
+        "Approve or deny a pending hold; an approved call runs once, when the visitor repeats it unchanged.",
+        HoldDecide,
+        _hold_decide,
+    ),
+]

@@ -2,9 +2,9 @@
 an installer prints becomes an MCP progress notification with that line as its message, and
 each second without one a line saying the work still runs.
 
-Above: `tools` (`plugin_add`, `plugin_upgrade`). Below: `services.PROGRESS` (the call's
-reporter, a no-op unless the caller sent a progress token) and `mcp_host.plugins`'
-`installer_output` (the installers' lines, in the worker thread).
+Above: `plugin_tools` (`plugin_add`, `plugin_upgrade`: the `Blocking` of `plugins.PluginAdmin`).
+Below: `services.PROGRESS` (the call's reporter, a no-op unless the caller sent a progress
+token) and `mcp_host.plugins`' `installer_output` (the installers' lines, in the worker thread).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the owner door works with: the host's parts, handed over by the composition root.
 
-Above: `tools` and `door`. Below: `mcp_host`'s public surface only.
+Above: `door`, and the tool table's slices (`*_tools`, `approvals`). Below: `mcp_host`'s public surface only.
 """
 
 from __future__ import annotations
@@ -15,28 +15,12 @@ from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.children import ChildPool
 from mcp_host.connectors import Connections, ConnectorGateway
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import (
-    BundleSource,
-    Installed,
-    NpmSource,
-    Plugin,
-    PluginKind,
-    PypiSource,
-    Registry,
-    RemoteSource,
-    install_bundle,
-    install_npm,
-    install_pypi,
-    install_registry_entry,
-    install_remote,
-    parse_add_source,
-    stage_upgrade,
-)
+from mcp_host.plugins import Installer, Plugin, PluginKind, Registry
 from mcp_host.policy import AuditLog, HoldBook, NodeGrants, PinBook, RuleGate
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigBackend, PgPool
 
-__all__ = ["PROGRESS", "OwnerServices", "PluginAdmin", "Progress", "ReviewProgress", "install", "upgrade"]
+__all__ = ["PROGRESS", "OwnerServices", "PluginParts", "Progress", "ReviewProgress"]
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 PROGRESS: ContextVar[Progress | None] = ContextVar("owner_facade_progress", default=None)
@@ -53,37 +37,14 @@ class ReviewProgress(Protocol):
     async def all(self, capabilities: Sequence[Plugin]) -> None: ...
 
 
-def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
-    """Install `source_text` into `<data_dir>/plugins` (blocking: npm or pip runs; call it off
-    the event loop), as `mcp-host plugin add` does; a bundle or a server.json is a path on the
-    host's machine, an https:// URL a remote MCP server (a manifest only). Tests replace this
-    function to install from a local tarball or wheel."""
-    source = parse_add_source(source_text)
-    if isinstance(source, RemoteSource):
-        return install_remote(source, data_dir, plugin_id=plugin_id)
-    if isinstance(source, NpmSource):
-        return install_npm(source, data_dir, plugin_id=plugin_id)
-    if isinstance(source, PypiSource):
-        return install_pypi(source, data_dir, plugin_id=plugin_id)
-    if isinstance(source, BundleSource):
-        return install_bundle(source, data_dir, plugin_id=plugin_id)
-    return install_registry_entry(source, data_dir, plugin_id=plugin_id)
-
-
-def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
-    """Install installed `plugin_id`'s new version beside it (blocking; call it off the event
-    loop), as `mcp-host plugin upgrade` does: its npm or PyPI package at `version`, or from
-    `source` (a new .mcpb, a server.json; None for a server.json plugin: its recorded one read
-    again). Tests replace this function."""
-    return stage_upgrade(data_dir, plugin_id, version, source=source)
-
-
 @dataclass(frozen=True)
-class PluginAdmin:
-    """What installing and removing plugins while the host runs needs: where they go, the
+class PluginParts:
+    """What installing and removing plugins while the host runs needs (`plugin_tools`): the
+    installer (`mcp_host.plugins.Installer`: the real one, or a test's), where plugins go, the
     children to stop, the database (to drop a purged plugin's store and config), and who tells
     the visitor sessions that see a plugin that it came or goes (`ChangeFeed.announce`)."""
 
+    installer: Installer
     data_dir: Path
     children: ChildPool
     database: PgPool
@@ -109,7 +70,7 @@ class OwnerServices:
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
     review: ReviewProgress | None = None
     """The review at start (None with pinning off): `tools_pending` waits for it, bounded."""
-    admin: PluginAdmin | None = None
+    admin: PluginParts | None = None
     """None: this host does not install or remove plugins from the owner door."""
     rules: RuleGate | None = None
     """The owner's rules (`rules_get`, `rules_set`); None: this host has none."""

@@ -24,6 +24,7 @@ from mcp.types import CallToolResult
 from mcp_host.app.asgi import create_app
 from mcp_host.app.wiring import Host
 from mcp_host.edge.http_server import server_config
+from mcp_host.plugins import Installer
 from mcp_host.settings import Settings
 from mcp_host_kit.contract import refusal_of
 from tests.conftest import fresh_database
@@ -79,8 +80,10 @@ def host_settings(tmp_path: Path, database_url: str | None, plugins: list[str], 
 
 
 @asynccontextmanager
-async def running_host(settings: Settings) -> AsyncIterator[RunningHost]:
-    app = create_app(settings)
+async def running_host(settings: Settings, installer: Installer | None = None) -> AsyncIterator[RunningHost]:
+    """A host running with `settings`; `installer` installs the plugins its owner door adds
+    (None: the real one; `tests.plugins.installers.LocalPackages` installs offline)."""
+    app = create_app(settings, installer=installer)
     server = uvicorn.Server(server_config(app, settings))  # what `mcp-host serve` runs
     served = anyio.Event()
 

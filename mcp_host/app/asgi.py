@@ -19,6 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_response
 from mcp_host.errors import Unavailable
+from mcp_host.plugins import Installer
 from mcp_host.settings import Settings
 
 from .drain import Drain
@@ -118,8 +119,11 @@ class HostApp:
         await self.inner(scope, receive, send)
 
 
-def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None) -> HostApp:
-    """The host's ASGI app; its lifespan runs `lifespan.running_host`.
+def create_app(
+    settings: Settings, *, on_fatal: Callable[[], None] | None = None, installer: Installer | None = None
+) -> HostApp:
+    """The host's ASGI app; its lifespan runs `lifespan.running_host`. `installer` installs the
+    plugins the owner door adds (None: the real one; tests pass one that installs offline).
 
     `on_fatal` is called when the running host ends by itself (a part of it failed): the
     server should then exit, non-zero, so that a supervisor restarts it, rather than keep a
@@ -130,7 +134,9 @@ def create_app(settings: Settings, *, on_fatal: Callable[[], None] | None = None
     outages = Middleware(OutageGuard, retry_after_s=settings.database.retry_after_s)
     # Every REST refusal is a `HostError`, answered by the one handler (edge.rest_errors).
     app = Starlette(
-        lifespan=host_lifespan(settings, rules, on_fatal), middleware=[outages], exception_handlers=REST_ERRORS
+        lifespan=host_lifespan(settings, rules, on_fatal, installer),
+        middleware=[outages],
+        exception_handlers=REST_ERRORS,
     )
     app.state.host = None
     # SIGTERM drains (drain.py): `cli._serve` starts it, `/readyz` reads it.

@@ -24,7 +24,7 @@ import anyio
 from mcp_host.access import OWNER_TOKEN_FILE
 from mcp_host.errors import HostError, InternalError, Unavailable
 from mcp_host.owner import CatalogueEntry, entry_for, invalid_entry
-from mcp_host.plugins import PluginKind, load_plugins
+from mcp_host.plugins import Installer, PackageInstaller, PluginKind, load_plugins
 from mcp_host.sandbox import require_bwrap
 from mcp_host.settings import OtelSettings, Settings, default_data_dir
 
@@ -445,13 +445,13 @@ def _data_dir_help() -> str:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(installer: Installer | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-host", description="A sandboxing MCP proxy host.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_check_caps_session(sub)
     _add_owner(sub)
-    add_plugin_commands(sub, _data_dir_help())
+    add_plugin_commands(sub, _data_dir_help(), installer or PackageInstaller())
     remove = sub.add_parser("uninstall", help="delete a plugin's data (its store and config values)")
     remove.add_argument("plugin_id")
     remove.add_argument("--kind", choices=["capability", "connector"], default="capability")
@@ -563,8 +563,10 @@ def _add_owner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     profile.set_defaults(run=_owner_profile)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, installer: Installer | None = None) -> int:
+    """Run the command `argv` (default: this process's arguments); exit status. `installer`
+    installs the plugins `plugin add|upgrade` add with no host running (None: the real one)."""
+    args = _parser(installer).parse_args(argv)
     try:
         code: int = args.run(args)
     except InternalError:

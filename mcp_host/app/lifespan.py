@@ -30,6 +30,7 @@ import anyio.to_thread
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
+from mcp_host.plugins import Installer, PackageInstaller
 from mcp_host.sandbox import SandboxLedger, host_cgroups, plugin_layer_available
 from mcp_host.settings import Settings
 from mcp_host.store import Retention, open_database
@@ -43,8 +44,11 @@ logger = logging.getLogger("mcp_host")
 
 
 @asynccontextmanager
-async def running_host(settings: Settings, rules: TransportSecuritySettings) -> AsyncIterator[Host]:
-    """Start every part of the host; stop them all, children last but one, on exit."""
+async def running_host(
+    settings: Settings, rules: TransportSecuritySettings, installer: Installer | None = None
+) -> AsyncIterator[Host]:
+    """Start every part of the host; stop them all, children last but one, on exit. `installer`
+    installs the plugins the owner door adds (None: the real one, `PackageInstaller`)."""
     report = load(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     ledger = SandboxLedger(settings.data_dir / "run" / "sandboxes")
@@ -66,7 +70,7 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
                 )
             async with (
                 open_database(settings) as database,
-                wired(settings, report, early, database, background, rules) as host,
+                wired(settings, report, early, database, background, rules, installer or PackageInstaller()) as host,
                 anyio.create_task_group() as sweeping,
             ):
                 # Idle public sessions expire and old rows go while the host runs; stopped
@@ -81,7 +85,10 @@ async def running_host(settings: Settings, rules: TransportSecuritySettings) -> 
 
 
 def host_lifespan(
-    settings: Settings, rules: TransportSecuritySettings, on_fatal: Callable[[], None] | None
+    settings: Settings,
+    rules: TransportSecuritySettings,
+    on_fatal: Callable[[], None] | None,
+    installer: Installer | None = None,
 ) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     """The Starlette lifespan: runs `running_host` with the host in `app.state.host`, writes the
     host file and says where the host listens; calls `on_fatal` when the host ends by itself."""
@@ -90,7 +97,7 @@ def host_lifespan(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         started = False
         try:
-            async with running_host(settings, rules) as host:
+            async with running_host(settings, rules, installer) as host:
                 app.state.host = host
                 started = True
                 if settings.port:  # `mcp-host serve --port 0` binds first and passes the real port

@@ -3,8 +3,10 @@ registry server.json or a remote server's https:// URL into the data directory; 
 tools approve`: a capability's pending tools shown (each one's definition and sha256) and
 approved on the running host, at exactly the hashes shown.
 
-Above: `cli` (which adds these sub-commands to its parser). Below: `door_client` (the running
-host's owner door), `plugins` (the SOURCE grammar, the installer, the manifest model).
+Above: `cli` (which adds these sub-commands to its parser, with the installer to use). Below:
+`door_client` (the running host's owner door), `plugins` (the SOURCE grammar, the manifest model,
+and `PluginAdmin`, the plugin-admin service the owner door uses too: with no host running, the
+install, load check, trial start, switch and rollback are its).
 
 When a host runs with the data directory (its host file, `host_file.py`), each command is a call
 to that host's owner door (`plugin_add`, `plugins_list`, `plugin_remove`, `plugin_upgrade`): the
@@ -25,41 +27,33 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 from mcp_host.children import ChildPool
 from mcp_host.errors import HostError, InvalidArguments
 from mcp_host.plugins import (
-    BundleSource,
     ChildConfig,
+    Installer,
     NpmSource,
     Plugin,
+    PluginAdmin,
     PypiSource,
     RemoteSource,
-    install_bundle,
-    install_npm,
-    install_pypi,
-    install_registry_entry,
-    install_remote,
     installed,
     installer_output,
-    load_plugins,
     needs_config,
     parse_add_source,
     plugins_dir,
     reach,
-    remove,
-    stage_upgrade,
-    switch_upgrade,
     upgrade_argument,
 )
 from mcp_host.sandbox import launch_for
@@ -74,6 +68,8 @@ _SHOWN_MAX = 300  # characters of one value from the host printed to the termina
 _REACH_MAX = 1200  # of a line saying what a plugin reaches (it names its folder, maybe twice)
 
 __all__ = ["add_plugin_commands", "step_command"]
+
+T = TypeVar("T")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -94,6 +90,23 @@ async def _progress(progress: float, total: float | None, message: str | None) -
 def _said(line: str) -> None:
     """An installer's line, or the host's progress, on stderr as it comes."""
     print(f"  … {line}", file=sys.stderr, flush=True)
+
+
+async def _lines_said(label: str, work: Callable[[], T]) -> T:
+    """`work()` in a worker thread, each line its installers print said on stderr as it comes."""
+
+    def said() -> T:
+        with installer_output(_said):
+            return work()
+
+    return await anyio.to_thread.run_sync(said)
+
+
+def _admin(args: argparse.Namespace, settings: Settings) -> PluginAdmin:
+    """The plugin-admin service on the data directory alone (no host runs there), with the
+    installer `add_plugin_commands` was given."""
+    installer: Installer = args.installer
+    return PluginAdmin(settings.data_dir, installer, _lines_said)
 
 
 def _cli() -> str:
@@ -194,23 +207,12 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _add_offline(args: argparse.Namespace, settings: Settings) -> int:
-    source = parse_add_source(args.source)
-    with installer_output(_said):
-        if isinstance(source, RemoteSource):
-            done = install_remote(source, settings.data_dir, plugin_id=args.id)
-        elif isinstance(source, NpmSource):
-            done = install_npm(source, settings.data_dir, plugin_id=args.id)
-        elif isinstance(source, PypiSource):
-            done = install_pypi(source, settings.data_dir, plugin_id=args.id)
-        elif isinstance(source, BundleSource):
-            done = install_bundle(source, settings.data_dir, plugin_id=args.id)
-        else:
-            done = install_registry_entry(source, settings.data_dir, plugin_id=args.id)
+    added = anyio.run(_admin(args, settings).add, args.source, args.id)
+    done, plugin = added.installed, added.plugin
     print(f"installed {done.id} {done.version}".rstrip())
     print(f"  folder:  {done.folder}")
-    for plugin in load_plugins(None, [done.folder]).plugins:
-        for line in reach(plugin.manifest, plugin.folder):
-            print(f"  {line}")
+    for line in reach(plugin.manifest, plugin.folder):
+        print(f"  {line}")
     cli, where = _cli(), shlex.quote(str(settings.data_dir))
     print("a host running with this data directory picks it up at its next start; then:")
     print(f"  1. start it, unless one runs: {cli} serve --data-dir {where}")
@@ -266,7 +268,7 @@ def _remove(args: argparse.Namespace) -> int:
             f"--purge needs the running host; without one: `mcp-host plugin remove {args.plugin_id}`, then"
             f" `mcp-host uninstall {args.plugin_id} --yes`"
         )
-    folder = remove(settings.data_dir, args.plugin_id)
+    folder = anyio.run(_admin(args, settings).remove, args.plugin_id)
     print(f"removed {args.plugin_id} ({folder}); a running host drops it at its next start")
     print(f"  its store and config stay: `mcp-host uninstall {args.plugin_id} --yes` deletes them")
     return 0
@@ -298,20 +300,31 @@ async def _config_env(plugin: Plugin, settings: Settings) -> ChildConfig | None:
 
 async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
     """Start `plugin` once, sandboxed as the host would in owner context (with the owner's
-    config in its environment), and list its tools."""
+    config in its environment), and list its tools; a failure is one sentence."""
+    pid = plugin.manifest.id
+    try:
+        return await _started_and_listed(plugin, settings)
+    except ConfigUnset as exc:
+        raise InvalidArguments(f"the new version of {pid} cannot start: {exc.message}; the old one stays") from None
+    except InvalidArguments:
+        raise
+    except HostError as exc:
+        why = f"the new version of {pid} did not list its tools ({exc.code}); the old one stays"
+        raise InvalidArguments(why) from None
+
+
+async def _started_and_listed(plugin: Plugin, settings: Settings) -> list[str]:
     from .wiring import child_limits  # the composition root's limits; imported only here
 
-    try:
-        env = await _config_env(plugin, settings)
-    except ConfigUnset as exc:
-        why = f"the new version of {plugin.manifest.id} cannot start: {exc.message}; the old one stays"
-        raise InvalidArguments(why) from None
+    env = await _config_env(plugin, settings)
     async with ChildPool(child_limits(settings), max_children=1) as pool:
         child = pool.child(
             plugin.manifest.id,
-            lambda: launch_for(plugin, settings)
-            if env is None
-            else launch_for(plugin, settings, extra_env=env.env, args=env.args),
+            lambda: (
+                launch_for(plugin, settings)
+                if env is None
+                else launch_for(plugin, settings, extra_env=env.env, args=env.args)
+            ),
             per_session=plugin.manifest.per_session,
         )
         try:
@@ -343,27 +356,15 @@ def _upgrade_offline(args: argparse.Namespace, settings: Settings) -> int:
     """Install the new version beside the old one, start it and list its tools, and only then
     swap the folders; any failure deletes the new folder and leaves the old one as it was."""
     version, source = upgrade_argument(args.version)
-    with installer_output(_said):
-        staged = stage_upgrade(settings.data_dir, args.plugin_id, version, source=source)
-    try:
-        report = load_plugins(None, [staged.folder])
-        if report.errors or len(report.plugins) != 1 or report.plugins[0].manifest.id != args.plugin_id:
-            raise InvalidArguments(f"the new version of {args.plugin_id} does not load; the old one stays")
-        try:
-            tools = anyio.run(_listed, report.plugins[0], settings)
-        except InvalidArguments:  # a required setting the owner left unset, named
-            raise
-        except HostError as exc:
-            raise InvalidArguments(
-                f"the new version of {args.plugin_id} did not list its tools ({exc.code}); the old one stays"
-            ) from None
-    except BaseException:
-        shutil.rmtree(staged.folder, ignore_errors=True)
-        raise
-    folder = switch_upgrade(settings.data_dir, args.plugin_id, staged.folder)
-    print(f"upgraded {args.plugin_id} to {staged.version or '?'}")
-    print(f"  folder:  {folder}")
-    print(f"  tools:   {', '.join(tools) or '(none)'}")
+
+    async def trial(plugin: Plugin) -> list[str]:
+        return await _listed(plugin, settings)
+
+    upgrade = functools.partial(_admin(args, settings).upgrade, args.plugin_id, version, source, trial=trial)
+    upgraded = anyio.run(upgrade)
+    print(f"upgraded {args.plugin_id} to {upgraded.version or '?'}")
+    print(f"  folder:  {upgraded.folder}")
+    print(f"  tools:   {', '.join(upgraded.tools) or '(none)'}")
     print("  a running host serves it from its next start; changed tools wait in tools_pending for your approval")
     return 0
 
@@ -467,9 +468,11 @@ def _one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     return guarded
 
 
-def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str) -> None:
+def add_plugin_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str, installer: Installer
+) -> None:
     """Add `plugin add|list|remove|upgrade` and `tools approve` to the command line's
-    sub-commands `sub`."""
+    sub-commands `sub`; with no host running, `installer` installs the plugins added or upgraded."""
     plugin = sub.add_parser(
         "plugin",
         help="install MCP servers from npm, PyPI, an .mcpb, a server.json or an https:// URL as plugins (on the"
@@ -480,7 +483,7 @@ def add_plugin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         parser.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
-        parser.set_defaults(run=_one_line(run))
+        parser.set_defaults(run=_one_line(run), installer=installer)
         return parser
 
     add = command(

@@ -63,7 +63,7 @@ from mcp_host.edge import (
     ThrottleLimits,
 )
 from mcp_host.owner import Catalogue, OwnerCalls
-from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
+from mcp_host.plugins import Installer, LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.policy import (
     AuditLog,
     HoldCaps,
@@ -112,7 +112,7 @@ from mcp_host.visitor import (
 )
 from mcp_host.wire import MetaCaps
 from owner_console import SESSION_TTL, OwnerConsole, PostgresConsoleSessions
-from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginAdmin, build_owner_server
+from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginParts, build_owner_server
 
 from .host_file import listen_url
 from .host_metrics import watch
@@ -592,7 +592,13 @@ def _visitor_door(
 
 
 def _owner_door(
-    settings: Settings, early: Early, shared: _Shared, catalogue: Catalogue, database: Database, feed: ChangeFeed
+    settings: Settings,
+    early: Early,
+    shared: _Shared,
+    catalogue: Catalogue,
+    database: Database,
+    feed: ChangeFeed,
+    installer: Installer,
 ) -> OwnerDoor:
     calls = OwnerCalls(
         early.plugins,
@@ -617,7 +623,7 @@ def _owner_door(
             pins=shared.pins,
             review=shared.review,
             # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
-            admin=PluginAdmin(settings.data_dir, early.pool, database.pool, feed.announce, settings),
+            admin=PluginParts(installer, settings.data_dir, early.pool, database.pool, feed.announce, settings),
             rules=shared.rules,
             node_grants=shared.node_grants,
         )
@@ -697,9 +703,11 @@ async def wired(
     database: Database,
     background: TaskGroup,
     rules: TransportSecuritySettings,
+    installer: Installer,
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the two MCP session
-    managers, and yield the host; calls parked between input rounds end when it exits."""
+    managers, and yield the host; calls parked between input rounds end when it exits.
+    `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's)."""
     lent = await _lent_by_parent(settings, early.plugins)
     shared = await _shared(settings, report, early, database, background, lent)
     channel = _back_channel(settings, early, shared, lent)
@@ -729,7 +737,7 @@ async def wired(
     )
     visitor_manager = _session_manager(server, settings, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
-    owner_door = _owner_door(settings, early, shared, catalogue, database, feed)
+    owner_door = _owner_door(settings, early, shared, catalogue, database, feed, installer)
     owner_manager = _session_manager(build_owner_server(owner_door), settings, rules)
     node_door = NodeDoor(
         early.plugins,

@@ -1,10 +1,24 @@
 """Plugins as declared: the manifest model, the text and schema checks, finding and loading plugin
 folders, the registry (which plugins, by id and kind), and the sources a plugin is installed
-from (MCP Bundles, registry `server.json` entries). Below: `wire`. Above: store, sandbox,
+from (MCP Bundles, registry `server.json` entries), and the plugin-admin service (`admin`: add,
+upgrade, remove) the owner door and the command line share. Below: `wire`. Above: store, sandbox,
 children.
 """
 
 from .addresses import Address, PrivateReach, literal_address, metadata_host
+from .admin import (
+    Accept,
+    Added,
+    Blocking,
+    Check,
+    InstalledPlugin,
+    Installer,
+    PackageInstaller,
+    PluginAdmin,
+    Trial,
+    Upgraded,
+    in_a_thread,
+)
 from .bundles import (
     SANDBOX_PLUGIN_DIR,
     BundleCaps,
@@ -68,6 +82,16 @@ from .text_safety import check_text, check_tool_schema, printable, schema_valida
 from .upgrade import installed_source, stage_upgrade, switch_upgrade, upgrade_argument
 
 __all__ = [
+    "Accept",
+    "Added",
+    "Blocking",
+    "Check",
+    "InstalledPlugin",
+    "Installer",
+    "PackageInstaller",
+    "PluginAdmin",
+    "Trial",
+    "Upgraded",
     "AddSource",
     "Address",
     "BundleCaps",
@@ -117,6 +141,7 @@ __all__ = [
     "installed_root",
     "installed_source",
     "installer_output",
+    "in_a_thread",
     "launch_problems",
     "literal_address",
     "load_plugins",

@@ -1,8 +1,9 @@
 """Installing a plugin from npm or PyPI into the host's data directory, listing and removing it.
 
-Above: `mcp-host plugin add|list|remove` and the host's start (`installed_root`, one more
-plugin root). Below: npm and pip, run as programs, and the manifest model (`manifest`), which
-the generated `manifest.yaml` is loaded back with before it counts.
+Above: `admin` (the plugin-admin service of `mcp-host plugin add|remove` and the owner door),
+`mcp-host plugin list` and the host's start (`installed_root`, one more plugin root). Below: npm
+and pip, run as programs, and the manifest model (`manifest`), which the generated
+`manifest.yaml` is loaded back with before it counts.
 
 Every install happens in `<data dir>/plugins/.staging-<random>` (hidden: `loading` skips dot
 folders) and is renamed to `<data dir>/plugins/<id>` only once complete; any failure removes
@@ -62,6 +63,7 @@ __all__ = [
     "installer_output",
     "plugins_dir",
     "reach",
+    "recorded_source",
     "remove",
 ]
 
@@ -76,8 +78,8 @@ _EXIT_WAIT_S = 10.0  # for an installer to exit once its output ended
 # npm's second line per package, the tarball read back from its cache (`http cache … 0ms (cache hit)`)
 # after the `http fetch` that got it: not passed on as progress.
 _NOISE_RE = re.compile(r"\Anpm http cache ")
-SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
-"""The manifest header's first line, which names the source (`upgrade` reads it back)."""
+_SOURCE_RE = re.compile(r"\A# Installed by `mcp-host plugin add (.{1,300})` on ")
+"""The manifest header's first line, which names the source (`recorded_source` reads it back)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,17 @@ def installer_output(on_line: InstallerLine) -> Iterator[None]:
         yield
     finally:
         _OUTPUT.reset(token)
+
+
+def recorded_source(folder: Path) -> str | None:
+    """The source text `plugin add` recorded in the first line of `folder`'s manifest (None: no
+    such line, or no manifest)."""
+    try:
+        with (folder / MANIFEST_NAME).open(encoding="utf-8") as file:
+            found = _SOURCE_RE.match(file.readline(512))
+    except OSError:
+        return None
+    return found.group(1) if found else None
 
 
 def reach(manifest: Manifest, folder: Path) -> list[str]:

@@ -1,8 +1,9 @@
 """Upgrading an installed plugin: the new version is installed beside the old one, and switched
 in only once the caller has loaded it and listed its tools.
 
-Above: `mcp-host plugin upgrade ID [VERSION|SOURCE]` and the owner door's `plugin_upgrade {id,
-version?, source?}`, which load and list the staged folder, then `switch_upgrade` or delete it.
+Above: `admin` (the plugin-admin service of `mcp-host plugin upgrade ID [VERSION|SOURCE]` and
+the owner door's `plugin_upgrade {id, version?, source?}`), which loads and tries the staged
+folder, then `switch_upgrade`s or deletes it.
 Below: `install` (the staging folder, npm and pip, the manifest header that records the
 source) and `install_bundle` (bundles and registry entries).
 
@@ -23,9 +24,8 @@ from pathlib import Path
 
 from mcp_host.errors import InvalidArguments, Unavailable
 
-from .install import SOURCE_RE, Installed, Staging, check_id, npm_into, plugins_dir, pypi_into
+from .install import Installed, Staging, check_id, npm_into, plugins_dir, pypi_into, recorded_source
 from .install_bundle import install_bundle, install_registry_entry
-from .manifest import MANIFEST_NAME
 from .sources import BundleSource, NpmSource, PypiSource, RegistryEntrySource, Source, names_a_file, parse_source
 from .text_safety import printable
 
@@ -46,15 +46,11 @@ def installed_source(data_dir: Path, plugin_id: str) -> Source | None:
     folder = plugins_dir(data_dir) / plugin_id
     if not folder.is_dir() or folder.is_symlink():
         raise InvalidArguments(f"no plugin {plugin_id} is installed in {plugins_dir(data_dir)}")
-    try:
-        with (folder / MANIFEST_NAME).open(encoding="utf-8") as file:
-            found = SOURCE_RE.match(file.readline(512))
-    except OSError:
-        found = None
-    if found is None:
+    recorded = recorded_source(folder)
+    if recorded is None:
         return None
     try:
-        return parse_source(found.group(1))
+        return parse_source(recorded)
     except InvalidArguments:
         return None
 

@@ -34,6 +34,7 @@ from tests.owner_facade.test_plugin_tools import (
     tarball,
 )
 from tests.owner_facade.test_plugin_upgrade import versions
+from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import PACKAGES, PYPI_SOURCE, wheel
 from tests.plugins.test_install import NPM_ID, leftovers, owner_call
 from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle
@@ -98,7 +99,7 @@ def shout_bundle(path: Path) -> Path:
 async def test_add_list_remove_go_through_the_running_host_without_a_restart(
     tmp_path: Path,
     database_url: str,
-    local_npm: None,
+    local_npm: LocalPackages,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -106,7 +107,7 @@ async def test_add_list_remove_go_through_the_running_host_without_a_restart(
     data = str(settings.data_dir)
     shout_bundle(tmp_path / "shout.mcpb")
     monkeypatch.chdir(tmp_path)  # the bundle is named relative to here; the host gets its absolute path
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         capsys.readouterr()
         assert await run("plugin", "add", SHOUT, "--data-dir", data) == 0
         added = capsys.readouterr()
@@ -207,11 +208,11 @@ def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
 @needs_bwrap
 @pytest.mark.anyio
 async def test_upgrade_goes_through_the_running_host_and_a_changed_tool_is_pending_again(
-    tmp_path: Path, database_url: str, local_npm: None, versions: None, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, database_url: str, local_npm: LocalPackages, versions: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
     data = str(settings.data_dir)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         assert await run("plugin", "add", SHOUT, "--data-dir", data) == 0
         assert await approve_all(owner, NPM_ID) == ["shout"]  # its tool was pending, now approved
         failed, pending = await owner_call(owner, "tools_pending")
@@ -337,7 +338,7 @@ def _review_lines(entry: dict[str, object]) -> list[str]:
 async def test_add_with_a_role_and_tools_approve_name_each_step_down_to_the_visitors_call(
     tmp_path: Path,
     database_url: str,
-    local_npm: None,
+    local_npm: LocalPackages,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -345,7 +346,7 @@ async def test_add_with_a_role_and_tools_approve_name_each_step_down_to_the_visi
     data = str(settings.data_dir)
     shout_bundle(tmp_path / "shout.mcpb")
     monkeypatch.chdir(tmp_path)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[])
         assert not failed, answer
         capsys.readouterr()

@@ -8,7 +8,6 @@ nothing left in <data dir>/plugins."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import struct
 from pathlib import Path
@@ -17,17 +16,9 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-import owner_facade.services as owner_services
-from mcp_host.plugins import (
-    Installed,
-    RegistryEntrySource,
-    install_registry_entry,
-    installed_source,
-    parse_source,
-    stage_upgrade,
-)
 from tests.hosting import host_settings, running_host
 from tests.owner_facade.test_plugin_tools import approve_all, owner_client
+from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import NPM_SOURCE
 from tests.plugins.test_install import NPM_ID, leftovers, offline, owner_call
 from tests.plugins.test_install_bundle import BUNDLE_ID, make_bundle, server_json
@@ -100,40 +91,23 @@ async def test_a_bundle_is_added_called_and_upgraded_from_a_new_mcpb(
 
 
 @pytest.fixture
-def entry_installs(monkeypatch: pytest.MonkeyPatch, tarballs: dict[str, Path]) -> None:
+def entry_installs(monkeypatch: pytest.MonkeyPatch, tarballs: dict[str, Path]) -> LocalPackages:
     """The owner door installs a server.json's npm package from the local tarball of the version
     it pins (registries refuse every connection); anything else as the real installer does."""
     offline(monkeypatch)
-    real = owner_services.install
-
-    def pinned_spec(path: Path) -> str:
-        return str(tarballs[json.loads(path.read_text())["packages"][0]["version"]])
-
-    def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
-        source = parse_source(source_text)
-        if not isinstance(source, RegistryEntrySource):
-            return real(source_text, data_dir, plugin_id)
-        return install_registry_entry(source, data_dir, plugin_id=plugin_id, spec=pinned_spec(source.path))
-
-    def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
-        entry = parse_source(source) if source is not None else installed_source(data_dir, plugin_id)
-        spec = pinned_spec(entry.path) if isinstance(entry, RegistryEntrySource) and entry.path.is_file() else None
-        return stage_upgrade(data_dir, plugin_id, version, source=source, spec=spec)
-
-    monkeypatch.setattr(owner_services, "install", install)
-    monkeypatch.setattr(owner_services, "upgrade", upgrade)
+    return LocalPackages(tarballs)
 
 
 @needs_npm
 @needs_bwrap
 @pytest.mark.anyio
 async def test_a_server_json_is_added_called_and_upgraded_when_its_pinned_version_changes(
-    tmp_path: Path, database_url: str, entry_installs: None
+    tmp_path: Path, database_url: str, entry_installs: LocalPackages
 ) -> None:
     entry = server_json(tmp_path / "entry", "npm", NPM_SOURCE.package)
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
     folder = settings.data_dir / "plugins" / NPM_ID
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, entry_installs) as running, owner_client(running) as owner:
         failed, added = await owner_call(owner, "plugin_add", source=str(entry.path))
         assert not failed, added
         assert (added["capability"], added["version"], added["pending_tools"]) == (NPM_ID, "1.0.0", ["shout"])

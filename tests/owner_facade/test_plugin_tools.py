@@ -21,10 +21,9 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-import owner_facade.services as owner_services
-from mcp_host.plugins import Installed, install_npm, parse_source
 from owner_facade import OWNER_PATH
 from tests.hosting import PLUGINS, RunningHost, host_settings, running_host, wait_until
+from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import NPM_SOURCE, npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, offline, owner_call
 from tests.processes import needs_bwrap
@@ -41,21 +40,12 @@ def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def local_npm(monkeypatch: pytest.MonkeyPatch, tarball: Path) -> None:
-    """The owner door's installer takes the test package from the local tarball (registries
-    refuse every connection); any other source goes to the real installer, offline."""
+def local_npm(monkeypatch: pytest.MonkeyPatch, tarball: Path) -> LocalPackages:
+    """The owner door's installer takes the test package from the local tarball, slowly enough
+    for progress (registries refuse every connection); any other source goes to the real
+    installer, offline."""
     offline(monkeypatch)
-    real = owner_services.install
-
-    def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
-        if source_text != SHOUT:
-            return real(source_text, data_dir, plugin_id)
-        time.sleep(1.2)  # long enough for at least one progress notification
-        source = parse_source(source_text)
-        assert source == NPM_SOURCE
-        return install_npm(NPM_SOURCE, data_dir, plugin_id=plugin_id, spec=str(tarball))
-
-    monkeypatch.setattr(owner_services, "install", install)
+    return LocalPackages({"1.0.0": tarball}, pause_s=1.2)
 
 
 @asynccontextmanager
@@ -105,10 +95,10 @@ def p99(values: list[float]) -> float:
 @needs_bwrap
 @pytest.mark.anyio
 async def test_plugin_add_then_approve_call_and_remove_without_a_restart(
-    tmp_path: Path, database_url: str, local_npm: None
+    tmp_path: Path, database_url: str, local_npm: LocalPackages
 ) -> None:
     settings = host_settings(tmp_path, database_url, [str(PLUGINS / "echo")], pin_tools=True)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         assert "echo" in await approve_all(owner, "test.echo")
         bystander = await running.new_session()
         async with running.client(bystander) as other:
@@ -216,7 +206,7 @@ async def test_a_bad_source_is_refused_in_one_sentence_and_leaves_nothing(
 @needs_bwrap
 @pytest.mark.anyio
 async def test_a_visitor_hears_a_plugin_approved_and_removed_and_purge_forgets_its_pins(
-    tmp_path: Path, database_url: str, local_npm: None
+    tmp_path: Path, database_url: str, local_npm: LocalPackages
 ) -> None:
     heard: list[str] = []
 
@@ -225,7 +215,7 @@ async def test_a_visitor_hears_a_plugin_approved_and_removed_and_purge_forgets_i
             heard.append("tools")
 
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         result = await owner.call_tool("plugin_add", {"source": SHOUT})
         assert not result.is_error, result.content
         failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[NPM_ID])
@@ -261,10 +251,10 @@ async def test_a_visitor_hears_a_plugin_approved_and_removed_and_purge_forgets_i
 @needs_bwrap
 @pytest.mark.anyio
 async def test_plugin_add_with_a_role_grants_it_and_a_visitor_calls_it_once_its_tools_are_approved(
-    tmp_path: Path, database_url: str, local_npm: None
+    tmp_path: Path, database_url: str, local_npm: LocalPackages
 ) -> None:
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         refused, missing = await owner_call(owner, "plugin_add", source=SHOUT, role="friends")
         nothing = leftovers(settings.data_dir)
         failed, answer = await owner_call(owner, "role_put", id="friends", capabilities=[])

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import owner_facade.services as owner_services
-from mcp_host.plugins import Installed, stage_upgrade
+from mcp_host.plugins import Installed
 from tests.hosting import PLUGINS, host_settings, running_host
 from tests.owner_facade.test_plugin_tools import SHOUT, approve_all, local_npm, owner_client, tarball
+from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, owner_call
 from tests.plugins.test_upgrade import NEW_DESCRIPTION, tiny_node_version
@@ -26,28 +26,23 @@ needs_npm = pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not i
 
 
 @pytest.fixture
-def versions(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The owner door's upgrade installs 2.0.0 (shout's description changed) or 3.0.0 (a server
-    that exits at start) from local tarballs."""
+def versions(tmp_path_factory: pytest.TempPathFactory, local_npm: LocalPackages) -> None:
+    """The owner door's installer (`local_npm`) upgrades to 2.0.0 (shout's description changed)
+    or 3.0.0 (a server that exits at start) from local tarballs."""
     folder = tmp_path_factory.mktemp("versions")
     made = {"1.0.0": npm_tarball(folder), "2.0.0": tiny_node_version(folder, "2.0.0")}
     made["3.0.0"] = tiny_node_version(folder, "3.0.0", broken=True)
-
-    def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
-        assert version is not None and source is None
-        return stage_upgrade(data_dir, plugin_id, version, spec=str(made[version]))
-
-    monkeypatch.setattr(owner_services, "upgrade", upgrade)
+    local_npm.tarballs.update(made)
 
 
 @needs_npm
 @needs_bwrap
 @pytest.mark.anyio
 async def test_upgrade_switches_only_when_listed_and_a_changed_tool_is_pending_again(
-    tmp_path: Path, database_url: str, local_npm: None, versions: None
+    tmp_path: Path, database_url: str, local_npm: LocalPackages, versions: None
 ) -> None:
     settings = host_settings(tmp_path, database_url, [str(PLUGINS / "echo")], pin_tools=True)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, local_npm) as running, owner_client(running) as owner:
         failed, added = await owner_call(owner, "plugin_add", source=SHOUT)
         assert not failed and added["version"] == "1.0.0", added
         assert await approve_all(owner, NPM_ID) == ["shout"]
@@ -110,25 +105,25 @@ def needy(folder: Path, version: str) -> Path:
     return folder
 
 
-@needs_bwrap
-@pytest.mark.anyio
-async def test_a_plugin_that_needs_the_owners_setting_upgrades_with_it(
-    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The new version's trial start gets the owner's config as a real start does: without the
-    # owner's api_token it would exit at start and the upgrade would be refused.
-    def install(source_text: str, data_dir: Path, plugin_id: str | None) -> Installed:
+class Needy:
+    """An installer of `needy` copies of the envy test plugin: version 1 installed, 2 staged."""
+
+    def install(self, source: str, data_dir: Path, plugin_id: str | None) -> Installed:
         folder = needy(data_dir / "plugins" / "test.envy", "1")
         return Installed("test.envy", folder, "python", ("server.py",), "1")
 
-    def upgrade(plugin_id: str, version: str | None, source: str | None, data_dir: Path) -> Installed:
+    def stage_upgrade(self, data_dir: Path, plugin_id: str, version: str | None, source: str | None) -> Installed:
         folder = needy(data_dir / "plugins" / ".staging-needy", "2")
         return Installed(plugin_id, folder, "python", ("server.py",), "2")
 
-    monkeypatch.setattr(owner_services, "install", install)
-    monkeypatch.setattr(owner_services, "upgrade", upgrade)
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_plugin_that_needs_the_owners_setting_upgrades_with_it(tmp_path: Path, database_url: str) -> None:
+    # The new version's trial start gets the owner's config as a real start does: without the
+    # owner's api_token it would exit at start and the upgrade would be refused.
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
-    async with running_host(settings) as running, owner_client(running) as owner:
+    async with running_host(settings, Needy()) as running, owner_client(running) as owner:
         failed, added = await owner_call(owner, "plugin_add", source="npm:needy")
         assert not failed, added
         # It cannot start (no api_token): nothing pending yet, and the first step is the setting.

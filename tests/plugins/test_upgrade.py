@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import mcp_host.app.plugin_commands as plugin_commands
 from mcp_host.app.cli import main
 from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import (
@@ -25,6 +24,7 @@ from mcp_host.plugins import (
     upgrade_argument,
 )
 from mcp_host.plugins.manifest import load_manifest
+from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import NPM_SOURCE, PACKAGES, npm_pack, npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, offline
 from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle, server_json
@@ -92,24 +92,16 @@ def test_a_failed_install_leaves_the_old_version_and_no_staging(
         stage_upgrade(tmp_path, "npm.nothing", None)
 
 
-def _staging_from(tarballs: dict[str, Path]) -> object:
-    def staged(data_dir: Path, plugin_id: str, version: str | None, source: str | None = None) -> object:
-        assert version is not None and source is None
-        return stage_upgrade(data_dir, plugin_id, version, spec=str(tarballs[version]))
-
-    return staged
-
-
 @needs_npm
 @needs_bwrap
 def test_cli_upgrade_switches_only_when_the_new_version_lists_its_tools(
-    tmp_path: Path, tarballs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tarballs: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
-    monkeypatch.setattr(plugin_commands, "stage_upgrade", _staging_from(tarballs))
+    local = LocalPackages(tarballs)
     folder = tmp_path / "plugins" / NPM_ID
 
-    assert main(["plugin", "upgrade", NPM_ID, "3.0.0", "--data-dir", str(tmp_path)]) == 2
+    assert main(["plugin", "upgrade", NPM_ID, "3.0.0", "--data-dir", str(tmp_path)], installer=local) == 2
     err = capsys.readouterr().err  # no host runs: the command says it works on the folders alone
     offline_line, *installing, refusal = err.splitlines()
     assert offline_line.startswith("(offline: no host runs with data directory"), err
@@ -118,7 +110,7 @@ def test_cli_upgrade_switches_only_when_the_new_version_lists_its_tools(
     assert "Traceback" not in err
     assert load_manifest(folder).version == "1.0.0" and leftovers(tmp_path) == [NPM_ID]
 
-    assert main(["plugin", "upgrade", NPM_ID, "2.0.0", "--data-dir", str(tmp_path)]) == 0
+    assert main(["plugin", "upgrade", NPM_ID, "2.0.0", "--data-dir", str(tmp_path)], installer=local) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"upgraded {NPM_ID} to 2.0.0" and out[2] == "  tools:   shout", out
     assert load_manifest(folder).version == "2.0.0" and leftovers(tmp_path) == [NPM_ID]
