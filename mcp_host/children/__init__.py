@@ -8,7 +8,8 @@ from .call_routing import InFlight
 from .changes import ListChange
 from .factory import ChildFactory, ChildSource, SocketPaths
 from .instances import InstanceShares
-from .lifecycle import Child, ChildLimits, ChildState
+from .lifecycle import ChildLimits, ChildState
+from .mcp_session import Child
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .stderr import LogKind

@@ -1,6 +1,6 @@
 """A plugin's run of failures and its restart backoff, shared by every child of that plugin.
 
-Above: `lifecycle.Child` (tells it each crash, each answered call and each stable run, and
+Above: `lifecycle.ChildLife` (tells it each crash, each answered call and each stable run, and
 asks it before each start) and the catalogue (via `ChildPool.failures`). Below: nothing.
 
 One run per plugin, not per child: a per-session plugin's instances (one per visitor session,

@@ -2,7 +2,7 @@
 
 Above: the composition root, which relays each to the visitor door's caches, the owner's review
 and `visitor.change_feed` (which picks the sessions that hear of it from `session_id` and
-`owner_context`). Below: `lifecycle.Child`, which makes one for each list-changed or
+`owner_context`). Below: `mcp_session.Child`, which makes one for each list-changed or
 resource-updated notification its process sends.
 """
 

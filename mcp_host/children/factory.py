@@ -32,7 +32,7 @@ from mcp_host.plugins import ChildConfig, Plugin, Transport, needs_config
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
 
-from .lifecycle import Child
+from .mcp_session import Child
 from .pool import ChildPool
 from .remote import RemoteChild, RemoteLink
 

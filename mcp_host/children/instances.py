@@ -67,7 +67,7 @@ class _Health(Protocol):
 
 
 class Instance(Protocol):
-    """What the table reads of a child (`lifecycle.Child`)."""
+    """What the table reads of a child (`mcp_session.Child`)."""
 
     @property
     def plugin_id(self) -> str: ...

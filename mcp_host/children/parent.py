@@ -30,7 +30,7 @@ from mcp_host.errors import Denied, UnknownTool
 from mcp_host.plugins import Manifest, Plugin, Registry
 from mcp_host.wire import ERROR_KEY, without_host_keys
 
-from .lifecycle import Child
+from .mcp_session import Child
 
 __all__ = ["PARENT_KIND", "PARENT_REFUSED", "ParentLink", "granted_by_parent", "parent_answer", "parent_plugins"]
 

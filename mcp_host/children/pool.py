@@ -2,9 +2,10 @@
 
 Above: `ChildFactory` (which asks for a plugin's child for a scope), the catalogue (health of
 every instance) and the composition root (which enters the pool in the host's lifespan and ends
-a visitor session's instances). Below: `lifecycle.Child` (one process and its MCP session),
-`instances.SessionInstances` (the per-session ones, capped host-wide and per principal, an idle
-one stopped to make room) and `backoff.RunOfFailures` (one per plugin, shared by its instances).
+a visitor session's instances). Below: `mcp_session.Child` (one child and its MCP session:
+a `process.ProcessChild` or a `remote.RemoteChild`), `instances.SessionInstances` (the
+per-session ones, capped host-wide and per principal, an idle one stopped to make room) and
+`backoff.RunOfFailures` (one per plugin, shared by its instances).
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ from mcp_host.errors import Unavailable
 from .backoff import RunOfFailures
 from .changes import ListChange
 from .instances import InstanceShares, SessionInstances
-from .lifecycle import Child, ChildLimits, LaunchBuilder
+from .lifecycle import ChildLimits
+from .mcp_session import Child
+from .process import LaunchBuilder, ProcessChild
 from .stderr import ChildLog
 
 __all__ = ["ChildPool"]
 
 ChildMaker = Callable[..., Child]
-"""What makes a pool's child, called with `Child`'s arguments (`Child`, or a remote child)."""
+"""What makes a pool's child, called with `ProcessChild`'s arguments (`ProcessChild`, or a remote child)."""
 
-# Why a child's run ended when it did not crash (`lifecycle.Child._run`).
+# Why a child's run ended when it did not crash (`lifecycle.ChildLife._ended`).
 _CLEAN_EXITS = ("stopped", "idle")
 
 
@@ -106,12 +109,12 @@ class ChildPool:
         session_id: str | None = None,
         *,
         per_session: bool = False,
-        make: ChildMaker = Child,
+        make: ChildMaker = ProcessChild,
     ) -> Child:
         """The child of `plugin_id` for `session_id` (None: the shared or owner-context one),
         created (not started) on first ask. `per_session`: the plugin has per-session instances
-        (so scope None is its owner-context instance). `make`: the kind of child (`Child`, a
-        process; `remote.RemoteChild`, a remote server), called as `Child` is.
+        (so scope None is its owner-context instance). `make`: the kind of child (`ProcessChild`, a
+        process; `remote.RemoteChild`, a remote server), called as `ProcessChild` is.
 
         Raises Unavailable when the pool already runs as many children as it may, or, for a
         session, when the principal asking for it may start no instance now (`SessionInstances.add`).
@@ -134,7 +137,7 @@ class ChildPool:
         session_id: str | None,
         *,
         owner_context: bool = False,
-        make: ChildMaker = Child,
+        make: ChildMaker = ProcessChild,
     ) -> Child:
         if self._tg is None:
             raise RuntimeError("ChildPool must be entered before use")

@@ -4,7 +4,8 @@ are (list and call tools, prompts, resources, notifications, server→client req
 the call they are about). Nothing runs locally, so there is no sandbox and no process.
 
 Above: `ChildFactory` (which makes a `RemoteChild` in the pool for an http plugin, with the
-`RemoteLink` its manifest and the owner's config give). Below: the MCP SDK's
+`RemoteLink` its manifest and the owner's config give). Below: `mcp_session.Child` (the
+session's life and the requests forwarded over it, as for a process), the MCP SDK's
 `streamable_http_client` and `httpx2`.
 
 A child's "start" is one MCP client session with the server, kept while calls use it and
@@ -36,6 +37,7 @@ from typing import Any, TypeVar, cast
 import anyio
 import httpx2
 import mcp.types as types
+from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -45,12 +47,12 @@ from mcp.shared.subscriptions import event_to_notification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from mcp_host.errors import HostError, TransportFailure, Unconfigured
+from mcp_host.errors import TransportFailure, Unconfigured
 from mcp_host.plugins import PrivateReach
-from mcp_host.store import ConfigUnset
 
 from .call_routing import CALL_KEY
-from .lifecycle import Child, ChildState, _Start
+from .lifecycle import ChildLimits, Start
+from .mcp_session import Child
 from .parent import parent_answer
 from .remote_guard import RemoteGuard, Resolver, SystemResolver
 
@@ -85,8 +87,22 @@ class RemoteLink:
 class RemoteChild(Child):
     """A remote MCP server as a child: one MCP client session over streamable HTTP per start."""
 
-    def __init__(self, *args: Any, link: RemoteLink, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        plugin_id: str,
+        launch: object,
+        limits: ChildLimits,
+        task_group: TaskGroup,
+        *,
+        link: RemoteLink,
+        on_spawn: object = None,
+        on_exit: object = None,
+        **child: Any,
+    ) -> None:
+        """Called as `ProcessChild` is (the pool's `ChildMaker`), with the `link` to its server;
+        nothing is launched and no process runs, so `launch`, `on_spawn` and `on_exit` go unused.
+        `child`: as `Child` takes them."""
+        super().__init__(plugin_id, limits, task_group, **child)
         self._link = link
         self._guard: RemoteGuard | None = None
 
@@ -103,23 +119,12 @@ class RemoteChild(Child):
             await self._link.on_call(name, request_id)
         return parent_answer(await super().call_tool(name, arguments, meta, **kwargs))
 
-    async def _run(self, start: _Start) -> None:
+    async def _run(self, start: Start) -> None:
         started_at = time.monotonic()
+        headers = await self._prepared(start, started_at, self._headers, "connection")
+        if headers is None:
+            return
         link = self._link
-        try:
-            headers = dict(link.headers)
-            if link.config_headers is not None:
-                headers.update(await link.config_headers())
-        except ConfigUnset as exc:  # the owner must set a value first: not a crash, no backoff
-            self._run_of.cause = exc.message
-            start.refusal = exc
-            self._finish(start, exc.message, started_at, crashed=False)
-            return
-        except Exception as exc:
-            logger.exception("%s: could not prepare the connection", self.plugin_id)
-            why = exc.message if isinstance(exc, HostError) else "could not prepare its connection"
-            self._finish(start, why, started_at, crashed=True)
-            return
         guard = self._guard = RemoteGuard(link.allowed_hosts, PrivateReach.of(link.allow_private), link.resolver)
         self._starts += 1
         reason: str | None = None
@@ -130,30 +135,31 @@ class RemoteChild(Child):
             logger.info("%s: the connection to the remote server failed", self.plugin_id, exc_info=True)
             reason = "could not reach the remote server"
         finally:
-            self._session = None
-            self._raw = None
-            self._state = ChildState.STOPPED
-            self._tasks.clear()
+            self._closed()
             if reason is None:  # cancelled: the host is shutting down
                 reason = "stopped"
             if guard.denied is not None and reason not in ("stopped", "idle"):
-                cause = (
-                    f"the remote server refused the host's credentials (HTTP {guard.denied}); the owner sets "
-                    "them with config_set"
-                )
-                self._run_of.refused(cause)
-                if not start.done.is_set():
-                    start.refusal = Unconfigured(cause)
-                self._finish(start, cause, started_at, crashed=False)
+                self._refused_credentials(start, guard.denied, started_at)
             else:
-                if guard.refused is not None and reason not in ("stopped", "idle"):
-                    reason = f"{reason}: {guard.refused}"
-                crashed = reason not in ("stopped", "idle")
-                if not crashed:
-                    self._tools = None
-                self._finish(start, reason, started_at, crashed=crashed)
+                refused = guard.refused
+                self._ended(start, reason, started_at, lambda why: f"{why}: {refused}" if refused else why)
 
-    async def _connect(self, guard: RemoteGuard, headers: dict[str, str], start: _Start) -> str | None:
+    async def _headers(self) -> dict[str, str]:
+        """The manifest's headers and the owner's (read at each start; raises `ConfigUnset`)."""
+        headers = dict(self._link.headers)
+        if self._link.config_headers is not None:
+            headers.update(await self._link.config_headers())
+        return headers
+
+    def _refused_credentials(self, start: Start, status: int, started_at: float) -> None:
+        """The server refused the host's credentials: the owner must set them, not a failure."""
+        cause = f"the remote server refused the host's credentials (HTTP {status}); the owner sets them with config_set"
+        self._run_of.refused(cause)
+        if not start.done.is_set():
+            start.refusal = Unconfigured(cause)
+        self._finish(start, cause, started_at, crashed=False)
+
+    async def _connect(self, guard: RemoteGuard, headers: dict[str, str], start: Start) -> str | None:
         link = self._link
         timeout = httpx2.Timeout(link.timeout_s, read=None)
         async with (
@@ -161,16 +167,11 @@ class RemoteChild(Child):
             streamable_http_client(link.url, http_client=http) as (read, write),
             self._client_session(read, write) as session,
         ):
-            try:
-                with anyio.fail_after(self._limits.start_timeout_s):
-                    await _negotiate(session)
-            except TimeoutError:
-                return f"did not answer initialize within {self._limits.start_timeout_s:g} s"
-            except (MCPError, RuntimeError, ValidationError):
-                return "the remote server refused to start a session"
-            self._session = session
-            self._state = ChildState.RUNNING
-            start.done.set()
+            refused = await self._initialized(
+                session, start, "the remote server refused to start a session", negotiate=_negotiate, refusals=_REFUSALS
+            )
+            if refused is not None:
+                return refused
             logger.info("%s: connected to its remote server (%s)", self.plugin_id, session.protocol_version)
             if not _modern(session):
                 return await self._supervise(None)
@@ -239,6 +240,8 @@ class RemoteChild(Child):
         return super()._map_error(exc, method, timeout_s)
 
 
+_REFUSALS = (MCPError, RuntimeError, ValidationError)
+"""How a server that will not start a session says so, in either era."""
 _CALL_OR_INPUT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
 )

@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_host.children import Child
 from mcp_host.children.instances import InstanceShares, SessionInstances
-from mcp_host.children.lifecycle import Child
 from mcp_host.children.pool import ChildPool
 from mcp_host.edge import Principal
 from mcp_host.errors import Unavailable

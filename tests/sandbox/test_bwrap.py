@@ -1091,7 +1091,7 @@ def test_record_ignores_a_pid_that_is_not_a_live_child(tmp_path: Path) -> None:
 
 def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off() -> None:
     # docs/security.md D5: bwrap hands every inherited fd into the sandbox. The one reviewed place
-    # that passes fds to a process is children/lifecycle.py's spawn, and it passes a Launch's own (its
+    # that passes fds to a process is children/process.py's spawn, and it passes a Launch's own (its
     # seccomp filter and bwrap's arguments, both read and closed by bwrap); only sandbox/launch.py
     # makes a Launch with fds. Nothing sets close_fds,
     # or makes an fd inheritable by hand.
@@ -1112,7 +1112,7 @@ def test_only_the_spawn_in_children_passes_fds_and_nothing_turns_close_fds_off()
             if called.endswith(("set_inheritable", "set_handle_inheritable")):
                 forbidden.append((relative, called))
     assert passing == [
-        ("mcp_host/children/lifecycle.py", "anyio.open_process", "launch.pass_fds"),
+        ("mcp_host/children/process.py", "anyio.open_process", "launch.pass_fds"),
         ("mcp_host/sandbox/launch.py", "Launch", "fds"),
     ]
     assert forbidden == []

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_host.children.lifecycle import Child
+from mcp_host.children import Child
 from mcp_host.children.pool import ChildPool
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import Plugin, load_plugins

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcp_host.children.lifecycle import Child
+from mcp_host.children import Child
 from mcp_host.children.pool import ChildPool
 from mcp_host.plugins.loading import Plugin, load_plugins
 from mcp_host.sandbox import overlay
