@@ -1,0 +1,113 @@
+"""The OAuth routes: the SDK's authorization-server routes and a protected-resource metadata
+document per door, with what the SDK leaves out added here.
+
+Above: the composition root (not yet: the host does not serve these routes). Below:
+`server.AuthorizationServer`, the SDK's `create_auth_routes` (RFC 8414 metadata,
+`/authorize`, `/token`, `/register` (RFC 7591), `/revoke` (RFC 7009)) and
+`create_protected_resource_routes` (RFC 9728).
+
+Where the SDK stops, and what this module does about it:
+- RFC 9207: the SDK's metadata does not say `authorization_response_iss_parameter_supported`,
+  and its `/authorize` redirects an error to the client without `iss`. The metadata route is
+  rebuilt with the flag set, and `/authorize` is wrapped so an error redirect carries `iss`
+  (the success redirect is built by `AuthorizationServer.approve`, with `iss`).
+- The SDK's metadata lists `client_secret_post` and `client_secret_basic` only, while its
+  registration accepts public clients (`none`, what native and browser clients register
+  with); the rebuilt metadata lists `none` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qsl, urlsplit
+
+from mcp.server.auth.handlers.metadata import MetadataHandler
+from mcp.server.auth.provider import construct_redirect_uri
+from mcp.server.auth.routes import (
+    AUTHORIZATION_PATH,
+    build_metadata,
+    build_resource_metadata_url,
+    cors_middleware,
+    create_auth_routes,
+    create_protected_resource_routes,
+)
+from mcp.server.auth.settings import ClientRegistrationOptions, RevocationOptions
+from pydantic import AnyHttpUrl
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .server import AuthorizationServer
+
+__all__ = ["METADATA_PATH", "oauth_routes", "resource_metadata_url"]
+
+METADATA_PATH = "/.well-known/oauth-authorization-server"
+_AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
+
+
+def resource_metadata_url(resource: str) -> str:
+    """Where a door's protected-resource metadata is (RFC 9728 §3.1), for `WWW-Authenticate`."""
+    return str(build_resource_metadata_url(AnyHttpUrl(resource)))
+
+
+def oauth_routes(server: AuthorizationServer, *, names: Mapping[str, str] | None = None) -> list[Route]:
+    """The authorization server's routes, and a protected-resource metadata route for each of
+    `server.resources` (`names`: a door's human-readable name, by resource)."""
+    registration = ClientRegistrationOptions(enabled=True)
+    revocation = RevocationOptions(enabled=True)
+    routes: list[Route] = []
+    for route in create_auth_routes(
+        server, server.issuer, client_registration_options=registration, revocation_options=revocation
+    ):
+        if route.path == METADATA_PATH:
+            routes.append(_metadata_route(server, registration, revocation))
+        elif route.path == AUTHORIZATION_PATH:
+            wrapped = _IssOnErrorRedirects(route.app, server.issuer_id)
+            routes.append(Route(route.path, endpoint=wrapped, methods=sorted(route.methods or ())))
+        else:
+            routes.append(route)
+    for resource in sorted(server.resources):
+        routes += create_protected_resource_routes(
+            AnyHttpUrl(resource), [server.issuer], resource_name=(names or {}).get(resource)
+        )
+    return routes
+
+
+def _metadata_route(
+    server: AuthorizationServer, registration: ClientRegistrationOptions, revocation: RevocationOptions
+) -> Route:
+    metadata = build_metadata(server.issuer, None, registration, revocation)
+    metadata.authorization_response_iss_parameter_supported = True
+    metadata.token_endpoint_auth_methods_supported = _AUTH_METHODS
+    return Route(
+        METADATA_PATH,
+        endpoint=cors_middleware(MetadataHandler(metadata).handle, ["GET", "OPTIONS"]),
+        methods=["GET", "OPTIONS"],
+    )
+
+
+def _with_iss(location: str, issuer_id: str) -> str:
+    """`location` with `iss` added when it is an error answer to the client that lacks one."""
+    keys = {key for key, _ in parse_qsl(urlsplit(location).query, keep_blank_values=True)}
+    return construct_redirect_uri(location, iss=issuer_id) if "error" in keys and "iss" not in keys else location
+
+
+class _IssOnErrorRedirects:
+    """ASGI wrapper of `/authorize`: an error redirect to the client carries `iss` (RFC 9207 §2)."""
+
+    def __init__(self, app: ASGIApp, issuer_id: str) -> None:
+        self._app = app
+        self._issuer_id = issuer_id
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_iss(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in (302, 303):
+                headers = [
+                    (name, _with_iss(value.decode("latin-1"), self._issuer_id).encode("latin-1"))
+                    if name.lower() == b"location"
+                    else (name, value)
+                    for name, value in message["headers"]
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self._app(scope, receive, send_with_iss)
