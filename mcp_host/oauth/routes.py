@@ -14,17 +14,24 @@ Where the SDK stops, and what this module does about it:
 - The SDK's metadata lists `client_secret_post` and `client_secret_basic` only, while its
   registration accepts public clients (`none`, what native and browser clients register
   with); the rebuilt metadata lists `none` too.
+- `/register` has no limit in the SDK: here each address may register `free_failures` clients
+  within the window of its `FailureThrottle` (each registration counts as one "failure"); past
+  that, each earns a growing delay and one still inside it is answered 429 with `Retry-After`,
+  before the body is read. Per replica, like the host's other throttles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import math
+from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.provider import construct_redirect_uri
 from mcp.server.auth.routes import (
     AUTHORIZATION_PATH,
+    REGISTRATION_PATH,
     build_metadata,
     build_resource_metadata_url,
     cors_middleware,
@@ -36,12 +43,24 @@ from pydantic import AnyHttpUrl
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_host.edge import FailureThrottle, ThrottleLimits
+
 from .server import AuthorizationServer
 
-__all__ = ["METADATA_PATH", "oauth_routes", "resource_metadata_url"]
+__all__ = ["METADATA_PATH", "REGISTRATION_LIMITS", "oauth_routes", "peer_address", "resource_metadata_url"]
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
+# A client registers once per install; 20 an hour from one address is generous, and past that
+# one per 10 minutes at the slowest.
+REGISTRATION_LIMITS = ThrottleLimits(free_failures=20, window_s=3600.0, base_delay_s=30.0, max_delay_s=600.0)
+
+
+def peer_address(scope: Scope) -> str:
+    """The address of the connection's peer (the host's doors will pass their own, which knows
+    the trusted proxies)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 def resource_metadata_url(resource: str) -> str:
@@ -49,9 +68,17 @@ def resource_metadata_url(resource: str) -> str:
     return str(build_resource_metadata_url(AnyHttpUrl(resource)))
 
 
-def oauth_routes(server: AuthorizationServer, *, names: Mapping[str, str] | None = None) -> list[Route]:
+def oauth_routes(
+    server: AuthorizationServer,
+    *,
+    names: Mapping[str, str] | None = None,
+    registrations: FailureThrottle | None = None,
+    address_of: Callable[[Scope], str] = peer_address,
+) -> list[Route]:
     """The authorization server's routes, and a protected-resource metadata route for each of
-    `server.resources` (`names`: a door's human-readable name, by resource)."""
+    `server.resources` (`names`: a door's human-readable name, by resource). `registrations`
+    counts `/register` calls by `address_of` (default: a throttle of `REGISTRATION_LIMITS`)."""
+    throttle = registrations or FailureThrottle(REGISTRATION_LIMITS)
     registration = ClientRegistrationOptions(enabled=True)
     revocation = RevocationOptions(enabled=True)
     routes: list[Route] = []
@@ -63,6 +90,9 @@ def oauth_routes(server: AuthorizationServer, *, names: Mapping[str, str] | None
         elif route.path == AUTHORIZATION_PATH:
             wrapped = _IssOnErrorRedirects(route.app, server.issuer_id)
             routes.append(Route(route.path, endpoint=wrapped, methods=sorted(route.methods or ())))
+        elif route.path == REGISTRATION_PATH:
+            limited = _Throttled(route.app, throttle, address_of)
+            routes.append(Route(route.path, endpoint=limited, methods=sorted(route.methods or ())))
         else:
             routes.append(route)
     for resource in sorted(server.resources):
@@ -111,3 +141,38 @@ class _IssOnErrorRedirects:
             await send(message)
 
         await self._app(scope, receive, send_with_iss)
+
+
+class _Throttled:
+    """ASGI wrapper of `/register`: 429 to an address still inside its delay; each POST counts."""
+
+    def __init__(self, app: ASGIApp, throttle: FailureThrottle, address_of: Callable[[Scope], str]) -> None:
+        self._app = app
+        self._throttle = throttle
+        self._address_of = address_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") != "POST":  # CORS preflight
+            await self._app(scope, receive, send)
+            return
+        address = self._address_of(scope)
+        wait = self._throttle.retry_after(address)
+        if wait > 0:
+            await _too_many(send, wait)
+            return
+        self._throttle.failed(address)
+        await self._app(scope, receive, send)
+
+
+async def _too_many(send: Send, wait_s: float) -> None:
+    body = json.dumps(
+        {"error": "temporarily_unavailable", "error_description": "too many registrations from this address"}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", str(math.ceil(wait_s)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -112,6 +112,14 @@ _INSERT_TOKEN = """
 INSERT INTO mcp_host.oauth_tokens (token_sha256, grant_id, kind, scopes, expires_at)
 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
 """
+_EXPIRING = ("oauth_requests", "oauth_codes", "oauth_tokens")
+_EMPTY_GRANTS = """
+DELETE FROM mcp_host.oauth_grants g
+WHERE revoked_at IS NULL AND created_at < now() - make_interval(secs => $1)
+  AND NOT EXISTS (SELECT 1 FROM mcp_host.oauth_tokens t WHERE t.grant_id = g.id)
+  AND NOT EXISTS (SELECT 1 FROM mcp_host.oauth_codes c WHERE c.grant_id = g.id)
+"""
+_OLD_REVOKED_GRANTS = "DELETE FROM mcp_host.oauth_grants WHERE revoked_at < now() - make_interval(secs => $1)"
 
 
 class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedRefreshToken, GrantedAccessToken]):
@@ -367,6 +375,20 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         for record in grant_ids:
             await self.revoke_grant(record["id"])
         return len(grant_ids)
+
+    async def sweep(self, revoked_kept_s: float = 30 * 86_400.0) -> int:
+        """Delete what can no longer be used: expired requests, codes and tokens (a spent
+        refresh token is kept until it expires, for replay detection), grants left with
+        neither (their refresh tokens expired), and revoked grants after `revoked_kept_s`.
+        Returns how many rows went. For the retention sweep (not yet wired)."""
+        expired = [(f"DELETE FROM mcp_host.{t} WHERE expires_at < now()", ()) for t in _EXPIRING]
+        # A grant younger than a code's lifetime may be waiting for its code's exchange.
+        grants = [(_EMPTY_GRANTS, (self.lifetimes.code_s,)), (_OLD_REVOKED_GRANTS, (revoked_kept_s,))]
+        gone = 0
+        for statement, args in [*expired, *grants]:
+            status = await self._pool.execute(statement, *args)
+            gone += int(status.rsplit(" ", 1)[1])  # "DELETE <n>"
+        return gone
 
     async def _revoke_replayed(self, grant_id: str, what: str) -> None:
         _logger.warning("%s of OAuth grant %s was shown again; the grant is revoked", what, grant_id)

@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx2
 import pytest
+from starlette.applications import Starlette
 
-from mcp_host.oauth import AuthorizationServer, DoorTokenVerifier, Lifetimes, digest
+from mcp_host.edge import FailureThrottle, ThrottleLimits
+from mcp_host.oauth import AuthorizationServer, DoorTokenVerifier, Lifetimes, digest, oauth_routes
 from mcp_host.store import PgPool, SecretBox
 
 from .conftest import (
@@ -321,3 +323,44 @@ async def test_the_metadata_documents_name_the_issuer_the_doors_and_iss_support(
     assert (door_meta["resource"], door_meta["authorization_servers"]) == (DOOR, [ISSUER])
     owner_meta = (await http.get("/.well-known/oauth-protected-resource/owner/mcp")).json()
     assert owner_meta["resource"] == OWNER_DOOR
+
+
+async def test_registrations_from_one_address_past_its_free_ones_are_answered_429(server: AuthorizationServer) -> None:
+    now = [1000.0]
+    limits = ThrottleLimits(free_failures=2, window_s=3600.0, base_delay_s=30.0, max_delay_s=60.0)
+    app = Starlette(routes=oauth_routes(server, registrations=FailureThrottle(limits, clock=lambda: now[0])))
+
+    async def statuses(address: str, times: int) -> list[int]:
+        transport = httpx2.ASGITransport(app=app, client=(address, 40000))
+        async with httpx2.AsyncClient(transport=transport, base_url=ISSUER) as http:
+            body = {"redirect_uris": [REDIRECT]}
+            return [(await http.post("/register", json=body)).status_code for _ in range(times)]
+
+    assert await statuses("192.0.2.1", 4) == [201, 201, 201, 429]
+    assert await statuses("192.0.2.2", 1) == [201]
+    now[0] += 31.0
+    assert await statuses("192.0.2.1", 2) == [201, 429]
+
+
+async def test_the_sweep_deletes_what_can_no_longer_be_used_and_keeps_live_grants(
+    pool: PgPool, http: httpx2.AsyncClient, server: AuthorizationServer, desk: DecidingDesk
+) -> None:
+    client = await register(http)
+    await signed_in(http, server, desk, client, subject="expired")
+    await pool.execute(
+        "UPDATE mcp_host.oauth_tokens SET expires_at = now() - interval '1 second' WHERE grant_id = "
+        "(SELECT id FROM mcp_host.oauth_grants WHERE subject = 'expired')"
+    )
+    revoked = await signed_in(http, server, desk, client, subject="revoked")
+    await http.post("/revoke", data={"token": revoked["access_token"], **client_auth(client)})
+    live = await signed_in(http, server, desk, client, subject="live")
+    await authorize(http, client, pkce()[1])  # a request left waiting, not yet expired
+    await pool.execute("UPDATE mcp_host.oauth_grants SET created_at = now() - interval '1 hour'")
+    await pool.execute("UPDATE mcp_host.oauth_codes SET expires_at = now() - interval '1 second'")
+
+    assert await server.sweep(revoked_kept_s=0.0) == 2 + 2 + 2  # codes, expired tokens, grants
+    subjects = await pool.fetch("SELECT subject FROM mcp_host.oauth_grants")
+    assert [r["subject"] for r in subjects] == ["live"]
+    assert await pool.fetchval("SELECT count(*) FROM mcp_host.oauth_tokens") == 2
+    assert await pool.fetchval("SELECT count(*) FROM mcp_host.oauth_requests") == 1
+    assert await server.load_access_token(live["access_token"]) is not None
