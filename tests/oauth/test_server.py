@@ -4,8 +4,10 @@ PostgreSQL): codes, PKCE, redirect URIs, resources, rotation, replay, revocation
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from starlette.applications import Starlette
@@ -32,6 +34,24 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+async def _at_most_one_wins_then_the_grant_is_revoked(
+    server: AuthorizationServer, call: Callable[[], Awaitable[httpx2.Response]]
+) -> None:
+    """`call` twice at once: one may win before the other revokes the grant, or lose it to the
+    revocation midway; either way no token of the grant works after."""
+    answers: list[httpx2.Response] = []
+
+    async def one() -> None:
+        answers.append(await call())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(one)
+        tg.start_soon(one)
+    assert sorted(a.status_code for a in answers) in ([200, 400], [400, 400])
+    for winner in (a.json() for a in answers if a.status_code == 200):
+        assert await server.load_access_token(winner["access_token"]) is None
 
 
 async def _error(response: httpx2.Response) -> dict[str, Any]:
@@ -364,3 +384,20 @@ async def test_the_sweep_deletes_what_can_no_longer_be_used_and_keeps_live_grant
     assert await pool.fetchval("SELECT count(*) FROM mcp_host.oauth_tokens") == 2
     assert await pool.fetchval("SELECT count(*) FROM mcp_host.oauth_requests") == 1
     assert await server.load_access_token(live["access_token"]) is not None
+
+
+async def test_a_refresh_token_shown_twice_at_once_refreshes_at_most_once_and_revokes_the_grant(
+    http: httpx2.AsyncClient, server: AuthorizationServer, desk: DecidingDesk
+) -> None:
+    client = await register(http)
+    tokens = await signed_in(http, server, desk, client)
+    await _at_most_one_wins_then_the_grant_is_revoked(server, lambda: refresh(http, client, tokens["refresh_token"]))
+
+
+async def test_a_code_redeemed_twice_at_once_gives_tokens_at_most_once_and_revokes_the_grant(
+    http: httpx2.AsyncClient, server: AuthorizationServer, desk: DecidingDesk
+) -> None:
+    client = await register(http)
+    verifier, challenge = pkce()
+    code = await code_for(http, server, desk, client, challenge)
+    await _at_most_one_wins_then_the_grant_is_revoked(server, lambda: redeem(http, client, code, verifier))
