@@ -8,6 +8,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import httpx2
@@ -133,16 +134,30 @@ class _Browser:
         return AuthorizationCodeResult(code=found["code"], state=found.get("state"), iss=found.get("iss"))
 
 
-def _client(door: str, storage: _Storage, browser: _Browser) -> OAuthClientProvider:
-    metadata = OAuthClientMetadata(client_name="SDK test client", redirect_uris=[AnyUrl(CALLBACK)])
+def _client(
+    door: str, storage: _Storage, browser: _Browser, method: Literal["none", "client_secret_post"] | None = None
+) -> OAuthClientProvider:
+    """The SDK's client; `method`: the token endpoint auth method it registers (None: the
+    server's choice, `client_secret_post`)."""
+    metadata = OAuthClientMetadata(
+        client_name="SDK test client", redirect_uris=[AnyUrl(CALLBACK)], token_endpoint_auth_method=method
+    )
     return OAuthClientProvider(door, metadata, storage, browser.open, browser.callback)
 
 
-async def test_the_sdk_client_signs_in_headlessly_and_calls_the_door(pool: PgPool) -> None:
+@pytest.mark.parametrize("method", [None, "none"], ids=["confidential", "public"])
+async def test_the_sdk_client_signs_in_headlessly_and_calls_the_door(
+    pool: PgPool, method: Literal["none"] | None
+) -> None:
     async with _served(pool) as (issuer, server):
         storage, browser = _Storage(), _Browser()
-        async with httpx2.AsyncClient(auth=_client(f"{issuer}/mcp", storage, browser), timeout=30) as http:
+        async with httpx2.AsyncClient(auth=_client(f"{issuer}/mcp", storage, browser, method), timeout=30) as http:
             response = await http.get(f"{issuer}/mcp")
+        assert storage.client is not None
+        assert (storage.client.token_endpoint_auth_method, bool(storage.client.client_secret)) == (
+            method or "client_secret_post",
+            method is None,
+        )
         assert (response.status_code, response.json()) == (200, {"subject": SUBJECT, "resource": f"{issuer}/mcp"})
         assert len(browser.landed) == 1 and query(browser.landed[0])["iss"] == issuer
         assert storage.tokens is not None and storage.tokens.refresh_token
