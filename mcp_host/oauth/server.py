@@ -9,8 +9,9 @@ What the SDK's handlers already check, and this module does not repeat: PKCE S25
 verifier against the challenge), a code's expiry, the client's secret, a redirect URI being
 one the client registered and the same at `/token` as at `/authorize`. What this module adds:
 
-- `/authorize` needs an explicit `redirect_uri` and a `resource` that is one of the host's
-  doors; the request waits at the front desk (`oauth_requests`) until a person decides.
+- `/authorize` needs an explicit `redirect_uri`, a well-formed S256 challenge and a
+  `resource` that is one of the host's doors; the request waits at the front desk
+  (`oauth_requests`) until a person decides.
 - A grant is one client, one `subject` (the visitor session it stands for), one resource.
   Its code is single use: a code shown again revokes the grant (RFC 6749 §4.1.2).
 - Access tokens live `Lifetimes.access_s`; each refresh spends its refresh token and issues a
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +58,8 @@ _logger = logging.getLogger("mcp_host.oauth.server")
 # RFC 9207 compares `iss` as a string with the metadata's issuer, which the SDK renders with an
 # empty path kept empty (no trailing slash added).
 _ISSUER = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+# base64url of a sha256, unpadded (RFC 7636 §4.2); the SDK takes any string.
+_S256_CHALLENGE = re.compile(r"[A-Za-z0-9_-]{43}")
 _SECRET_BYTES = 32  # 256 bits: codes, tokens and request ids (RFC 6749 §10.10 asks for 128+)
 
 
@@ -161,10 +165,11 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         """Keep the request and send the browser to the front desk's page."""
         if not params.redirect_uri_provided_explicitly:
             raise AuthorizeError("invalid_request", "redirect_uri is required")
+        if _S256_CHALLENGE.fullmatch(params.code_challenge) is None:
+            raise AuthorizeError("invalid_request", "code_challenge is not an S256 challenge")
         resource = None if params.resource is None else canonical_resource(params.resource)
-        if resource not in self.resources:
+        if resource is None or resource not in self.resources:
             raise AuthorizeError("invalid_target", "resource must name one of this host's MCP endpoints")
-        assert resource is not None  # for the type checker: None is in no set of doors
         request_id = _new_secret()
         kept = params.model_copy(update={"resource": resource})
         await self._pool.execute("DELETE FROM mcp_host.oauth_requests WHERE expires_at < now()")
@@ -188,7 +193,7 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
     async def approve(self, request_id: str, subject: str) -> str | None:
         """Grant the waiting request to `subject`: the URL that brings the browser back to the
         client with a code, the request's `state` and `iss`. None when the request is unknown,
-        decided already or expired."""
+        decided already or expired. `subject` is the host's own id, at most 256 characters."""
         async with self._pool.acquire() as conn, conn.transaction():
             taken = await self._take_request(conn, request_id)
             if taken is None:

@@ -153,6 +153,16 @@ async def test_pkce_plain_is_refused_with_an_error_redirect_that_names_the_issue
     assert desk.waiting == []
 
 
+@pytest.mark.parametrize("challenge", ["", "a" * 42, "a" * 44, "a" * 42 + "="])
+async def test_a_code_challenge_that_is_not_s256_shaped_is_refused(
+    http: httpx2.AsyncClient, desk: DecidingDesk, challenge: str
+) -> None:
+    client = await register(http)
+    response = await authorize(http, client, challenge)
+    assert query(response.headers["location"])["error"] == "invalid_request"
+    assert desk.waiting == []
+
+
 async def test_a_redirect_uri_the_client_did_not_register_is_refused_without_a_redirect(
     http: httpx2.AsyncClient, desk: DecidingDesk
 ) -> None:
