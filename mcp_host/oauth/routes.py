@@ -18,11 +18,14 @@ Where the SDK stops, and what this module does about it:
   within the window of its `FailureThrottle` (each registration counts as one "failure"); past
   that, each earns a growing delay and one still inside it is answered 429 with `Retry-After`,
   before the body is read. Per replica, like the host's other throttles.
+- A database outage is a 500 with a traceback in the SDK's handlers; here it is a 503
+  `temporarily_unavailable` with `Retry-After`, as at the host's other doors.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl, urlsplit
@@ -44,12 +47,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.edge import FailureThrottle, ThrottleLimits
+from mcp_host.store import as_unavailable
 
 from .server import AuthorizationServer
 
 __all__ = ["METADATA_PATH", "REGISTRATION_LIMITS", "oauth_routes", "peer_address", "resource_metadata_url"]
 
+_logger = logging.getLogger("mcp_host.oauth.routes")
+
 METADATA_PATH = "/.well-known/oauth-authorization-server"
+_OUTAGE_RETRY_S = 5.0
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
 # A client registers once per install; 20 an hour from one address is generous, and past that
 # one per 10 minutes at the slowest.
@@ -87,14 +94,13 @@ def oauth_routes(
     ):
         if route.path == METADATA_PATH:
             routes.append(_metadata_route(server, registration, revocation))
-        elif route.path == AUTHORIZATION_PATH:
-            wrapped = _IssOnErrorRedirects(route.app, server.issuer_id)
-            routes.append(Route(route.path, endpoint=wrapped, methods=sorted(route.methods or ())))
+            continue
+        app: ASGIApp = _OutagesAs503(route.app)  # every other route reads the database
+        if route.path == AUTHORIZATION_PATH:
+            app = _IssOnErrorRedirects(app, server.issuer_id)
         elif route.path == REGISTRATION_PATH:
-            limited = _Throttled(route.app, throttle, address_of)
-            routes.append(Route(route.path, endpoint=limited, methods=sorted(route.methods or ())))
-        else:
-            routes.append(route)
+            app = _Throttled(app, throttle, address_of)
+        routes.append(Route(route.path, endpoint=app, methods=sorted(route.methods or ())))
     for resource in sorted(server.resources):
         routes += create_protected_resource_routes(
             AnyHttpUrl(resource), [server.issuer], resource_name=(names or {}).get(resource)
@@ -158,21 +164,45 @@ class _Throttled:
         address = self._address_of(scope)
         wait = self._throttle.retry_after(address)
         if wait > 0:
-            await _too_many(send, wait)
+            await _oauth_error(send, 429, "too many registrations from this address", wait)
             return
         self._throttle.failed(address)
         await self._app(scope, receive, send)
 
 
-async def _too_many(send: Send, wait_s: float) -> None:
-    body = json.dumps(
-        {"error": "temporarily_unavailable", "error_description": "too many registrations from this address"}
-    ).encode()
+async def _oauth_error(send: Send, status: int, description: str, retry_after_s: float) -> None:
+    """An OAuth-shaped JSON error (`temporarily_unavailable`), to be tried again later."""
+    body = json.dumps({"error": "temporarily_unavailable", "error_description": description}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(math.ceil(wait_s)).encode()),
+        (b"retry-after", str(math.ceil(retry_after_s)).encode()),
         (b"cache-control", b"no-store"),
     ]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class _OutagesAs503:
+    """ASGI wrapper of a route that reads the database: while it is away, 503 and
+    `temporarily_unavailable` instead of the SDK's 500 and a traceback (`store.as_unavailable`
+    decides what counts as away)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self._app(scope, receive, tracking)
+        except Exception as exc:
+            if started or as_unavailable(exc) is None:
+                raise
+            _logger.warning("OAuth %s answered 503: the database is away", scope.get("path"))
+            await _oauth_error(send, 503, "the host's database is away; try again shortly", _OUTAGE_RETRY_S)

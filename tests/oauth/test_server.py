@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import asyncpg
 import httpx2
 import pytest
 from starlette.applications import Starlette
@@ -411,3 +412,23 @@ async def test_a_code_redeemed_twice_at_once_gives_tokens_at_most_once_and_revok
     verifier, challenge = pkce()
     code = await code_for(http, server, desk, client, challenge)
     await _at_most_one_wins_then_the_grant_is_revoked(server, lambda: redeem(http, client, code, verifier))
+
+
+async def test_while_the_database_is_away_the_routes_answer_503_and_the_metadata_still_200(
+    database_url: str, desk: DecidingDesk
+) -> None:
+    gone = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    await gone.close()
+    away = AuthorizationServer(gone, SecretBox(secrets.token_bytes(32)), issuer=ISSUER, resources=[DOOR], desk=desk)
+    app = Starlette(routes=oauth_routes(away))
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=ISSUER) as http:
+        answers = [
+            await http.post("/register", json={"redirect_uris": [REDIRECT]}),
+            await http.post("/token", data={"grant_type": "refresh_token", "refresh_token": "x", "client_id": "c"}),
+            await http.post("/revoke", data={"token": "x", "client_id": "c"}),
+            await authorize(http, {"client_id": "c"}, pkce()[1]),
+        ]
+        assert [(a.status_code, a.headers["retry-after"], a.json()["error"]) for a in answers] == [
+            (503, "5", "temporarily_unavailable")
+        ] * 4
+        assert (await http.get("/.well-known/oauth-authorization-server")).status_code == 200
