@@ -41,6 +41,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@asynccontextmanager
+async def serving(app: Any, port: int, *, lifespan: Literal["on", "off"] = "on") -> AsyncIterator[None]:
+    """`app` (any ASGI app, not a host) served by uvicorn on 127.0.0.1:`port` while inside."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 - uvicorn signals no event
+                await anyio.sleep(0.02)
+        try:
+            yield
+        finally:
+            server.should_exit = True
+
+
 @dataclass
 class RunningHost:
     url: str

@@ -21,6 +21,7 @@ LAYERS = [
     "edge",
     "plugins",
     "store",
+    "oauth",
     "sandbox",
     "children",
     "access",

@@ -28,7 +28,6 @@ import anyio
 import httpx2
 import mcp.types as types
 import pytest
-import uvicorn
 from anyio.abc import SocketAttribute
 from anyio.streams.tls import TLSListener
 from cryptography import x509
@@ -40,7 +39,7 @@ from pydantic import BaseModel
 
 from mcp_host.children.remote_guard import MemoryResolver, RemoteGuard
 from mcp_host.plugins import Address, PrivateReach
-from tests.hosting import free_port, host_settings, refusal, running_host
+from tests.hosting import free_port, host_settings, refusal, running_host, serving
 from tests.owner_facade.test_door import call, owner_client
 
 pytestmark = pytest.mark.anyio
@@ -132,14 +131,8 @@ async def remote_server(token: str | None = TOKEN, *, legacy_only: bool = False)
     remote = Remote(f"http://127.0.0.1:{port}")
     mcp_app = _server().streamable_http_app(streamable_http_path="/mcp")
     app = _Gate(mcp_app, remote, port, token, legacy_only=legacy_only)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:  # noqa: ASYNC110 - uvicorn signals no event
-                await anyio.sleep(0.02)
+    async with serving(app, port):
         yield remote
-        server.should_exit = True
 
 
 def remote_plugin(folder: Path, url: str, *, allow_private: str = "[127.0.0.1]") -> Path:

@@ -51,6 +51,7 @@ MIGRATED = [
     (15, "rule_notices"),
     (16, "tool_search"),
     (17, "caps_and_retention"),
+    (18, "oauth"),
 ]
 
 
@@ -113,6 +114,11 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "holds",
             "host_settings",
             "node_grants",
+            "oauth_clients",
+            "oauth_codes",
+            "oauth_grants",
+            "oauth_requests",
+            "oauth_tokens",
             "owner_tokens",
             "owners",
             "protocol_sessions",
