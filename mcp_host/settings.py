@@ -240,7 +240,7 @@ class ChildrenSettings(_Group):
 
 
 class PrincipalSettings(_Group):
-    """What one principal (edge/principal.py: an access code, an API key, or a public session's
+    """What one principal (principal.py: an access code, an API key, or a public session's
     client address) may hold at once and how fast it may start it, beside the host-wide caps it
     shares with every other principal. Past its share a principal is refused `unavailable` with
     a retry hint; nothing of another principal is stopped to make room for it.

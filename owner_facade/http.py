@@ -21,7 +21,8 @@ from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Owner, OwnerStore
-from mcp_host.edge import Unauthorized, rest_response, untraced
+from mcp_host.edge import Unauthorized, rest_response
+from mcp_host.observe import untraced
 from mcp_host.visitor import bearer_token
 
 from .door import OwnerDoor

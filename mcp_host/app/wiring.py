@@ -51,10 +51,8 @@ from mcp_host.children import (
 )
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
-    Asking,
     FailureThrottle,
     FastPath,
-    HostMetrics,
     PrincipalPace,
     PrincipalRate,
     ProtocolSessionLimits,
@@ -62,6 +60,7 @@ from mcp_host.edge import (
     RpcEdge,
     ThrottleLimits,
 )
+from mcp_host.observe import HostMetrics
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer, LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.policy import (
@@ -76,6 +75,7 @@ from mcp_host.policy import (
     RuleGate,
     TurnCaps,
 )
+from mcp_host.principal import Asking
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
 from mcp_host.store import (

@@ -38,8 +38,8 @@ import mcp.types as types
 from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
 
-from mcp_host.edge import HostMetrics, untraced
 from mcp_host.errors import DatabaseUnavailable, Denied, QuotaExhausted, explained, tool_error
+from mcp_host.observe import HostMetrics, untraced
 from mcp_host.plugins import Plugin
 from mcp_host.store import as_unavailable
 from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, refusal_of, structured_result

@@ -64,7 +64,6 @@ change feed) goes with it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -78,10 +77,10 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.errors import INTERNAL_ERROR, INVALID_REQUEST, Unavailable
+from mcp_host.principal import Asking, Principal
+from mcp_host.store import SessionRecord, record_key
 
-from .principal import Asking, Principal
-
-__all__ = ["ProtocolSessionLimits", "ProtocolSessions", "SessionRecord", "SessionRecords", "record_key"]
+__all__ = ["ProtocolSessionLimits", "ProtocolSessions", "SessionRecords"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,17 +95,6 @@ _INTERNAL_TIMEOUT_S = 10.0
 _BUSY = "too many protocol sessions open and in use for this visitor (its session, access code, API key or address); end one (DELETE) or retry later"  # noqa: E501
 _FULL = "the host holds as many protocol sessions as it may; retry later"
 _WAKING = "this protocol session cannot be resumed now; retry later"
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    """What opening a client's protocol session again on another replica takes."""
-
-    principal: str
-    """The credential that opened it (`scope["user"]`'s client id): only that one may adopt it."""
-    path: str
-    initialize: dict[str, Any]
-    """The initialize request's params (protocolVersion, capabilities, clientInfo)."""
 
 
 class SessionRecords(Protocol):
@@ -126,11 +114,6 @@ class SessionRecords(Protocol):
 
     def closed(self) -> bool:
         """Whether the records are gone for good (their pool closed): keeping them alive ends."""
-
-
-def record_key(session_id: bytes) -> bytes:
-    """A record's key: the sha256 of the session id (the id itself is never stored)."""
-    return hashlib.sha256(session_id).digest()
 
 
 @dataclass(frozen=True)

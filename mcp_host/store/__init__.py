@@ -18,7 +18,7 @@ from .config import (
 from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
 from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
-from .protocol_records import ProtocolSessionRecords
+from .protocol_records import ProtocolSessionRecords, SessionRecord, record_key
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
 from .retention import Retention, RetentionPolicy, Swept
 from .rules import CallCounter, RuleState, RuleStore
@@ -51,6 +51,7 @@ __all__ = [
     "SCOPES",
     "SealError",
     "SecretBox",
+    "SessionRecord",
     "StoreLimits",
     "Swept",
     "Uninstalled",
@@ -63,5 +64,6 @@ __all__ = [
     "new_replica_id",
     "open_database",
     "read_values",
+    "record_key",
     "uninstall",
 ]

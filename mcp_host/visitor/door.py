@@ -44,8 +44,8 @@ from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child, ChildSource
 from mcp_host.connectors import RequirementGate
-from mcp_host.edge import HostMetrics
 from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
+from mcp_host.observe import HostMetrics
 from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
 from mcp_host.policy import (
     HoldBook,

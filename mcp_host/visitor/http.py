@@ -47,10 +47,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Access, Session, SessionStore, Visitor, principal_of
 from mcp_host.edge import (
-    Asking,
     FailureThrottle,
     MethodNotAllowed,
-    Principal,
     PrincipalPace,
     PrincipalRate,
     TooFast,
@@ -62,6 +60,7 @@ from mcp_host.edge import (
 )
 from mcp_host.errors import InvalidArguments, UnknownTool
 from mcp_host.policy import TurnStore, TurnTooLarge, UnknownTurn, judge
+from mcp_host.principal import Asking, Principal
 
 from .door import VisitorDoor
 from .server import SCOPE_KEY

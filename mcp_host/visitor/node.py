@@ -36,8 +36,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import ChildSource
-from mcp_host.edge import Unauthorized, rest_response, untraced
+from mcp_host.edge import Unauthorized, rest_response
 from mcp_host.errors import UnknownTool, explained, tool_error
+from mcp_host.observe import untraced
 from mcp_host.plugins import Plugin, Registry
 from mcp_host.policy import NodeGrant, NodeGrants
 from mcp_host.wire import forwarded_meta, without_host_keys

@@ -52,7 +52,6 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope
-from mcp_host.edge import untraced
 from mcp_host.errors import (
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
@@ -62,6 +61,7 @@ from mcp_host.errors import (
     rpc_error,
     tool_error,
 )
+from mcp_host.observe import untraced
 from mcp_host.store import as_unavailable
 from mcp_host.wire import MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
 
