@@ -43,7 +43,7 @@ from typing import TypeVar
 
 import anyio
 
-from mcp_host.store import as_unavailable
+from mcp_host.errors import as_unavailable
 
 from .sessions import RoleSnapshot, Session, SessionMode, SessionStore, Subject, Visitor
 

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_host.errors import as_unavailable
 from mcp_host.sandbox import SandboxUnavailable, require_bwrap
-from mcp_host.store import as_unavailable
 
 if TYPE_CHECKING:
     from .wiring import Host

@@ -4,6 +4,7 @@ endpoints' error answers. Below: the core (`policy` and under; `store` holds the
 session records). Above: the doors (`backchannel` needs none of it).
 """
 
+from .credential import authenticated, credential_of
 from .host_origin import HostOriginGuard
 from .http_server import server_config
 from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
@@ -28,6 +29,8 @@ __all__ = [
     "TooFast",
     "TooLarge",
     "Unauthorized",
+    "authenticated",
+    "credential_of",
     "drain_limit",
     "read_body",
     "rest_response",

@@ -1,7 +1,7 @@
 """Caps on 2025-11-25 protocol sessions (`Mcp-Session-Id`) per credential, per principal and per
 endpoint.
 
-Above: the visitor, owner and node MCP endpoints (`visitor_http.VisitorMCPEndpoint`,
+Above: the visitor, owner and node MCP endpoints (`visitor.http.VisitorMCPEndpoint`,
 `owner_facade.http.OwnerMCPEndpoint`), which authenticate a request and put its credential in
 `scope["user"]` before handing it here; the visitor endpoint also says who is asking for the
 session (`principal.Asking`). Below: the next ASGI callable — the JSON-RPC edge (`jsonrpc.py`),
@@ -79,6 +79,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_host.errors import INTERNAL_ERROR, INVALID_REQUEST, Unavailable
 from mcp_host.principal import Asking, Principal
 from mcp_host.store import SessionRecord, record_key
+
+from .credential import credential_of
 
 __all__ = ["ProtocolSessionLimits", "ProtocolSessions", "SessionRecords"]
 
@@ -283,7 +285,7 @@ class ProtocolSessions:
     # -- opening -------------------------------------------------------------------------
 
     async def _open_new(self, scope: Scope, receive: Receive, send: Send) -> None:
-        credential = _credential(scope)
+        credential = credential_of(scope)
         principal = self._principal_of(credential)
         now = anyio.current_time()
         self._sweep(now)
@@ -552,7 +554,7 @@ class ProtocolSessions:
 
     async def _use(self, session_id: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         record = self._open.get(session_id)
-        credential = _credential(scope)
+        credential = credential_of(scope)
         if record is None and self._records is not None:
             record = await self._adopted_or_adopt(session_id, credential, scope)
         if record is not None and record.credential != credential:
@@ -874,10 +876,3 @@ def _initialize_params(body: bytes) -> dict[str, Any] | None:
     if not isinstance(params, dict):
         return None
     return {key: params[key] for key in _INITIALIZE_KEYS if key in params}
-
-
-def _credential(scope: Scope) -> str:
-    """Who the endpoint authenticated (the SDK binds a session to the same credential)."""
-    user = scope.get("user")
-    client_id = getattr(getattr(user, "access_token", None), "client_id", None)
-    return str(client_id) if client_id is not None else ""

@@ -47,7 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.edge import FailureThrottle, ThrottleLimits
-from mcp_host.store import as_unavailable
+from mcp_host.errors import as_unavailable
 
 from .server import AuthorizationServer
 

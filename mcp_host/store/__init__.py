@@ -15,7 +15,7 @@ from .config import (
     declared,
     read_values,
 )
-from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
+from .database import Database, PgConnection, PgPool, open_database
 from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords, SessionRecord, record_key
@@ -55,11 +55,9 @@ __all__ = [
     "StoreLimits",
     "Swept",
     "Uninstalled",
-    "as_unavailable",
     "check_value",
     "check_values",
     "declared",
-    "is_connection_failure",
     "load_host_key",
     "new_replica_id",
     "open_database",
