@@ -130,7 +130,7 @@ class HttpSettings(_Group):
 
 
 class ProtocolSessionSettings(_Group):
-    """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions.py): one that
+    """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions/): one that
     had no request in flight for `idle_s` is closed. How many one visitor session, one principal
     and the whole endpoint may hold: `PrincipalSettings`.
     """
@@ -261,7 +261,7 @@ class PrincipalSettings(_Group):
     Holds (policy/holds.py): at most `session_max_pending_holds` calls of one session and
     `principal_max_pending_holds` of one principal wait for the owner at once; past either a
     new one is refused `unavailable` with a retry hint, never parked.
-    2025-11-25 protocol sessions (edge/protocol_sessions.py), per MCP endpoint: at most
+    2025-11-25 protocol sessions (edge/protocol_sessions/), per MCP endpoint: at most
     `max_protocol_sessions` (the SDK's own cap is the same number, a backstop), of which one
     principal holds at most `protocol_sessions` and one visitor session (or the owner) at most
     `session_protocol_sessions`. Past the principal's or the session's cap its own least
