@@ -1,6 +1,6 @@
 """PostgreSQL: the embedded server or one by URL, the pool and migrations, outages; each plugin's
 store and search; declared config; the host key; how long the host's own tables keep rows.
-Below: `plugins`. Above: sandbox, children, access.
+Below: `plugins`. Above: sandbox, children, access, and the edge (the protocol-session records).
 """
 
 from .config import (
