@@ -140,7 +140,7 @@ class Unavailable(HostError):
 class DatabaseUnavailable(Unavailable):
     """The database does not answer (it died, restarts, or cannot be reached): an outage.
 
-    `database.as_unavailable` turns asyncpg's connection-class failures into this; doors
+    `as_unavailable` turns asyncpg's connection-class failures into this; doors
     answer it as `unavailable` (HTTP routes: 503 with Retry-After) without a traceback, since
     the database watch logs each outage once, when it starts and when it ends.
     """

@@ -3,7 +3,7 @@
 Above: `asgi` (which mounts the two routes, puts `OutageGuard` in front of Starlette's
 routes and uses `answer_outages` on the visitor MCP fast path). Below: the
 running host's `Database` (`answers`: a bounded `SELECT 1`), `sandbox.require_bwrap`, and
-`database.as_unavailable`, which says what counts as the database being away.
+`errors.as_unavailable`, which says what counts as the database being away.
 
 - `/healthz` is liveness: 200 `{"ok": true}` while the host runs, also during a database
   outage it is recovering from (restarting the process would not help; if the embedded server
