@@ -14,23 +14,30 @@
     ├── ManifestError               (load time only; never reaches a caller)
     └── InternalError               (the host's own fault: answered as any unknown exception)
 
-Each door (the visitor endpoint, the owner endpoint, the back-channel) has one boundary that
-turns an exception into a wire error with the two functions below, which are the only places
-that map: `tool_error` (a tool result with `isError`, `{code, message}` in `_meta["mcp-host/error"]`,
-as text, and as structured content unless the tool declares an `outputSchema`) and `rpc_error` (a
-JSON-RPC error, for the MCP methods that are not tool calls). The message of a `HostError` is
-written for the caller (`explained`); an `InternalError` and anything else are answered with
-the boundary's opaque message, and the boundary logs them with their traceback: `str(exc)`
-never reaches a caller. The JSON-RPC codes
-the host answers with are named here, and nowhere else.
+Each door (the visitor endpoint, the owner endpoint, a node's endpoint, the back-channel) has one
+boundary that classifies and logs an exception with `at_boundary` (a database outage, decided by
+asyncpg's exception classes in `as_unavailable`, is answered `unavailable` and logged once by the
+database watch, not per call) and turns it into a wire error with the two functions below, which
+are the only places that map: `tool_error` (a tool result with `isError`, `{code, message}` in
+`_meta["mcp-host/error"]`, as text, and as structured content unless the tool declares an
+`outputSchema`) and `rpc_error` (a JSON-RPC error, for the MCP methods that are not tool calls).
+The message of a `HostError` is written for the caller (`explained`); an `InternalError` and
+anything else are answered with the boundary's opaque message, and the boundary logs them with
+their traceback: `str(exc)` never reaches a caller. The JSON-RPC codes the host answers with are
+named here, and nowhere else. A failure a part works around (a read that falls back) is logged
+with `log_unless_outage`.
 
-Below: the MCP SDK's types only (this is the lowest layer of `mcp_host`).
+Below: the MCP SDK's types and asyncpg's exception classes only (this is the lowest layer of
+`mcp_host`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import logging
+from typing import Any, ClassVar, Protocol
 
+import asyncpg
+import asyncpg.exceptions
 import mcp.types as types
 from mcp import MCPError
 
@@ -47,6 +54,7 @@ __all__ = [
     "INVALID_REQUEST",
     "InternalError",
     "OPAQUE",
+    "RefusalLog",
     "QuotaExhausted",
     "RESOURCE_NOT_FOUND",
     "HostError",
@@ -57,8 +65,12 @@ __all__ = [
     "Unconfigured",
     "UNREADABLE_ANSWER",
     "UnknownTool",
+    "as_unavailable",
+    "at_boundary",
     "error_result",
     "explained",
+    "is_connection_failure",
+    "log_unless_outage",
     "rpc_error",
     "tool_error",
 ]
@@ -128,7 +140,7 @@ class Unavailable(HostError):
 class DatabaseUnavailable(Unavailable):
     """The database does not answer (it died, restarts, or cannot be reached): an outage.
 
-    `database.as_unavailable` turns asyncpg's connection-class failures into this; doors
+    `as_unavailable` turns asyncpg's connection-class failures into this; doors
     answer it as `unavailable` (HTTP routes: 503 with Retry-After) without a traceback, since
     the database watch logs each outage once, when it starts and when it ends.
     """
@@ -169,6 +181,100 @@ def explained(exc: BaseException) -> HostError | None:
     if isinstance(exc, HostError) and not isinstance(exc, InternalError):
         return exc
     return None
+
+
+# SQLSTATE 57P01-57P05: the server is shutting down, crashed, is starting, dropped the
+# database or ended an idle session — the connection is gone, not the query wrong.
+_SERVER_GONE = (
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.DatabaseDroppedError,
+    asyncpg.exceptions.IdleSessionTimeoutError,
+)
+# InterfaceErrors that describe the caller's values or the client's configuration, not the
+# connection (asyncpg's own DataError and ClientConfigurationError are also ValueErrors).
+_MISUSE = (
+    ValueError,
+    asyncpg.exceptions.UnsupportedClientFeatureError,
+    asyncpg.exceptions.UnsupportedServerFeatureError,
+)
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot be reached, rather than that a query was wrong.
+
+    By class only: `DatabaseUnavailable`, SQLSTATE class 08 (`PostgresConnectionError`, incl.
+    `ConnectionDoesNotExistError`), 57P01-57P05, asyncpg's `InterfaceError` about the
+    connection (closed, pool closing) but not about the caller's values, and a plain
+    `InternalClientError` (a connection caught between its server's last words and EOF). A
+    group counts when every exception in it does. A bare `OSError` does not: a failed connect
+    is already raised as `DatabaseUnavailable` by the pool's connect hook, and elsewhere an
+    OSError may be anything.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return all(is_connection_failure(inner) for inner in exc.exceptions)
+    if isinstance(exc, (DatabaseUnavailable, asyncpg.PostgresConnectionError, *_SERVER_GONE)):
+        return True
+    if type(exc) is asyncpg.exceptions.InternalClientError:
+        # What a pooled connection says when it is used after its server sent a last FATAL
+        # (the postmaster died) but before the end of its socket was read; not its subclasses.
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and not isinstance(exc, _MISUSE)
+
+
+def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+    """`exc` as a `DatabaseUnavailable` when it is a connection failure, else None.
+
+    `at_boundary` calls this on exceptions a door does not otherwise know, and answer a
+    non-None result as `unavailable` (HTTP 503) without logging a traceback.
+    """
+    if isinstance(exc, DatabaseUnavailable):
+        return exc
+    if not is_connection_failure(exc):
+        return None
+    outage = DatabaseUnavailable()
+    outage.__cause__ = exc
+    return outage
+
+
+class RefusalLog(Protocol):
+    """Where a boundary may log the refusals it answers, by code (`wire.LimitedLog`: a few lines a
+    second per code, so one caller's flood of refused calls does not flood the log)."""
+
+    def log(self, source: str, level: int, message: str, *args: Any) -> object: ...
+
+
+def at_boundary(
+    exc: BaseException, log: logging.Logger, what: str, *args: object, refusals: bool | RefusalLog = True
+) -> HostError | None:
+    """The step every door's boundary takes with an exception met while answering `what % args`
+    (a call, an op, a method): classify it and log it, once, here.
+
+    Returns what the caller may be told: a `HostError` written for it (`explained`; logged at info
+    as "<what> -> <code>: <message>" on `log`, or through `refusals` when it is a `RefusalLog`, not
+    at all when it is False), or a `DatabaseUnavailable` for an outage
+    (`as_unavailable`; not logged: the database watch logs each outage once). Anything else
+    (an `InternalError` included) returns None and is logged on `log` with its traceback, as
+    "<what> failed unexpectedly"; the door answers it with its opaque message (`tool_error`,
+    `rpc_error`)."""
+    known = explained(exc) or as_unavailable(exc)
+    if known is None:
+        log.error(f"{what} failed unexpectedly", *args, exc_info=exc)
+    elif not isinstance(known, DatabaseUnavailable):
+        line = f"{what} -> %s: %s"
+        if not isinstance(refusals, bool):
+            refusals.log(known.code, logging.INFO, line, *args, known.code, known.message)
+        elif refusals:
+            log.info(line, *args, known.code, known.message)
+    return known
+
+
+def log_unless_outage(exc: BaseException, log: logging.Logger, message: str, *args: object) -> None:
+    """Log a failure a part works around (a read that falls back): at warning with its traceback,
+    or during a database outage at debug without one (the database watch logs each outage once)."""
+    outage = as_unavailable(exc) is not None
+    log.log(logging.DEBUG if outage else logging.WARNING, message, *args, exc_info=None if outage else exc)
 
 
 def error_result(code: str, message: str, *, structured: bool = True) -> types.CallToolResult:

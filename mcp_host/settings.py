@@ -130,7 +130,7 @@ class HttpSettings(_Group):
 
 
 class ProtocolSessionSettings(_Group):
-    """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions.py): one that
+    """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions/): one that
     had no request in flight for `idle_s` is closed. How many one visitor session, one principal
     and the whole endpoint may hold: `PrincipalSettings`.
     """
@@ -240,7 +240,7 @@ class ChildrenSettings(_Group):
 
 
 class PrincipalSettings(_Group):
-    """What one principal (edge/principal.py: an access code, an API key, or a public session's
+    """What one principal (principal.py: an access code, an API key, or a public session's
     client address) may hold at once and how fast it may start it, beside the host-wide caps it
     shares with every other principal. Past its share a principal is refused `unavailable` with
     a retry hint; nothing of another principal is stopped to make room for it.
@@ -261,7 +261,7 @@ class PrincipalSettings(_Group):
     Holds (policy/holds.py): at most `session_max_pending_holds` calls of one session and
     `principal_max_pending_holds` of one principal wait for the owner at once; past either a
     new one is refused `unavailable` with a retry hint, never parked.
-    2025-11-25 protocol sessions (edge/protocol_sessions.py), per MCP endpoint: at most
+    2025-11-25 protocol sessions (edge/protocol_sessions/), per MCP endpoint: at most
     `max_protocol_sessions` (the SDK's own cap is the same number, a backstop), of which one
     principal holds at most `protocol_sessions` and one visitor session (or the owner) at most
     `session_protocol_sessions`. Past the principal's or the session's cap its own least

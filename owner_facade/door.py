@@ -20,8 +20,13 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from mcp_host.errors import DatabaseUnavailable, InvalidArguments, UnknownTool, explained, tool_error
-from mcp_host.store import as_unavailable
+from mcp_host.errors import (
+    InvalidArguments,
+    UnknownTool,
+    as_unavailable,
+    at_boundary,
+    tool_error,
+)
 from mcp_host.wire import refusal_of, structured_result
 
 from .services import OwnerServices
@@ -59,11 +64,7 @@ class OwnerDoor:
                 raise UnknownTool(f"no owner tool named {name[:64]!r}")
             result = await self._run(tool, owner_id, arguments)
         except Exception as exc:
-            known = explained(exc) or as_unavailable(exc)
-            if known is None:
-                logger.exception("owner %s: %s failed unexpectedly", owner_id, name[:64])
-            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
-                logger.info("owner %s: %s -> %s: %s", owner_id, name[:64], known.code, known.message)
+            known = at_boundary(exc, logger, "owner %s: %s", owner_id, name[:64])
             result = tool_error(known or exc)
         await self._audit(owner_id, name, tool, arguments, result)
         return result

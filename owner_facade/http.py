@@ -16,12 +16,11 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Owner, OwnerStore
-from mcp_host.edge import Unauthorized, rest_response, untraced
+from mcp_host.edge import Unauthorized, authenticated, rest_response
+from mcp_host.observe import untraced
 from mcp_host.visitor import bearer_token
 
 from .door import OwnerDoor
@@ -86,5 +85,5 @@ class OwnerMCPEndpoint:
             return
         scope[SCOPE_KEY] = owner
         # The token itself never goes into the scope.
-        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"owner:{owner.id}", scopes=[]))
+        authenticated(scope, f"owner:{owner.id}")
         await self._mcp_app(scope, receive, send)

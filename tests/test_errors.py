@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import asyncpg
 import httpx2
 import mcp.types as types
 import pytest
@@ -42,6 +45,7 @@ from mcp_host.errors import (
     Unavailable,
     Unconfigured,
     UnknownTool,
+    at_boundary,
     error_result,
     explained,
     rpc_error,
@@ -222,3 +226,25 @@ def test_no_json_rpc_code_is_written_outside_the_error_module() -> None:
 def test_nothing_imports_a_private_module_of_the_sdk() -> None:
     found = [f"{path.name}: {m.group(0).strip()}" for path in SOURCES for m in _PRIVATE_SDK.finditer(path.read_text())]
     assert found == []
+
+
+@pytest.mark.parametrize(
+    ("exc", "answer", "logged"),
+    [
+        (Denied("not yours"), Denied, [("INFO", "door: op -> denied: not yours", False)]),
+        (asyncpg.exceptions.AdminShutdownError("terminating connection"), DatabaseUnavailable, []),
+        (DatabaseUnavailable(), DatabaseUnavailable, []),
+        (RuntimeError("secret detail"), None, [("ERROR", "door: op failed unexpectedly", True)]),
+        (InternalError("schema detail"), None, [("ERROR", "door: op failed unexpectedly", True)]),
+    ],
+)
+def test_every_doors_boundary_step_classifies_and_logs_once(
+    caplog: pytest.LogCaptureFixture, exc: Exception, answer: type[HostError] | None, logged: list[Any]
+) -> None:
+    """A refusal is told and logged at info, an outage told and left to the database watch, anything
+    else logged with its traceback and left to the door's opaque answer."""
+    log = logging.getLogger("tests.boundary")
+    with caplog.at_level(logging.DEBUG, logger="tests.boundary"):
+        known = at_boundary(exc, log, "%s: %s", "door", "op")
+    assert (type(known) if known is not None else None) is answer
+    assert [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records] == logged

@@ -1,15 +1,15 @@
 """A visitor session's principal: who is asking when a request of it comes in.
 
 Above: the visitor endpoint, which derives it once per request it authenticated and says so
-for the request's duration (`edge.Asking`), so the caps kept per principal (per-session
-instances: `children.instances`) count it. Below: `edge.Principal`, `sessions.Session`.
+for the request's duration (`principal.Asking`), so the caps kept per principal (per-session
+instances: `children.instances`) count it. Below: `principal.Principal`, `sessions.Session`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mcp_host.edge import Principal
+from mcp_host.principal import Principal
 
 from .sessions import Session
 

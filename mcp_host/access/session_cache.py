@@ -14,7 +14,7 @@ sessions at once (`forget_subject`, called by the revoking path through the comp
 so their next request reads the revocation; another replica may serve the stale "live" answer
 for at most `ttl_s`.
 
-During a database outage (the store raises a connection failure, `database.as_unavailable`),
+During a database outage (the store raises a connection failure, `errors.as_unavailable`),
 a token this replica verified within the last `outage_grace_s` is still accepted, so a known
 visitor keeps reaching tools that do not need the database and gets `unavailable` from those
 that do; any other token's check fails (HTTP 503). What this risks: a session ended or a
@@ -43,7 +43,7 @@ from typing import TypeVar
 
 import anyio
 
-from mcp_host.store import as_unavailable
+from mcp_host.errors import as_unavailable
 
 from .sessions import RoleSnapshot, Session, SessionMode, SessionStore, Subject, Visitor
 

@@ -3,7 +3,7 @@
 Above: `asgi` (which mounts the two routes, puts `OutageGuard` in front of Starlette's
 routes and uses `answer_outages` on the visitor MCP fast path). Below: the
 running host's `Database` (`answers`: a bounded `SELECT 1`), `sandbox.require_bwrap`, and
-`database.as_unavailable`, which says what counts as the database being away.
+`errors.as_unavailable`, which says what counts as the database being away.
 
 - `/healthz` is liveness: 200 `{"ok": true}` while the host runs, also during a database
   outage it is recovering from (restarting the process would not help; if the embedded server
@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_host.errors import as_unavailable
 from mcp_host.sandbox import SandboxUnavailable, require_bwrap
-from mcp_host.store import as_unavailable
 
 if TYPE_CHECKING:
     from .wiring import Host

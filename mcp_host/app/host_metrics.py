@@ -1,7 +1,7 @@
 """`GET /metrics`: the scrape-time gauges a running host registers, and the operator's route.
 
 Above: `asgi` (which mounts the route) and `wiring` (which calls `watch` once the parts exist).
-Below: `edge.HostMetrics` (the series and the text format), the parts read when scraped: the
+Below: `observe.HostMetrics` (the series and the text format), the parts read when scraped: the
 child pool, the database pool, holds, pins, input rounds and the protocol sessions' caps.
 
 The route is an operator endpoint, never open to visitors: it needs `Authorization: Bearer`
@@ -24,7 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mcp_host.children import ChildPool
-from mcp_host.edge import METRICS_CONTENT_TYPE, HostMetrics, ProtocolSessions, Reading, Unauthorized
+from mcp_host.edge import ProtocolSessions, Unauthorized
+from mcp_host.observe import METRICS_CONTENT_TYPE, HostMetrics, Reading
 from mcp_host.policy import HoldBook, PinBook
 from mcp_host.store import Database
 from mcp_host.visitor import InputRounds

@@ -2,7 +2,7 @@
 and its log lines (plain, or JSON objects carrying the trace id).
 
 Above: `cli.serve`, which calls `configure_logging` and `start_tracing` before the app is built
-(`edge.untraced` decides, as each MCP server is built, whether the SDK's span middleware stays)
+(`observe.untraced` decides, as each MCP server is built, whether the SDK's span middleware stays)
 and `Tracing.shutdown` at exit, which flushes the spans still batched. Below: the OpenTelemetry
 SDK and its OTLP/HTTP exporter, which read their own variables (`OTEL_EXPORTER_OTLP_HEADERS`,
 `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_BSP_*`, `OTEL_TRACES_SAMPLER`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`).

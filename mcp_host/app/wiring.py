@@ -46,15 +46,16 @@ from mcp_host.children import (
     InstanceShares,
     ListChange,
     ParentLink,
+    PromptsChanged,
+    ResourcesChanged,
+    ToolsChanged,
     granted_by_parent,
     parent_plugins,
 )
 from mcp_host.connectors import Connections, ConnectorGateway, RequirementGate
 from mcp_host.edge import (
-    Asking,
     FailureThrottle,
     FastPath,
-    HostMetrics,
     PrincipalPace,
     PrincipalRate,
     ProtocolSessionLimits,
@@ -62,6 +63,7 @@ from mcp_host.edge import (
     RpcEdge,
     ThrottleLimits,
 )
+from mcp_host.observe import HostMetrics
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer, LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.policy import (
@@ -76,6 +78,7 @@ from mcp_host.policy import (
     RuleGate,
     TurnCaps,
 )
+from mcp_host.principal import Asking
 from mcp_host.sandbox import SandboxLedger, require_bwrap
 from mcp_host.settings import Settings
 from mcp_host.store import (
@@ -274,7 +277,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         try:
             changes_in.send_nowait(change)
         except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            logger.debug("%s: a %s list_changed was not relayed", change.plugin_id, change.what)
+            logger.debug("%s: a list change (%s) was not relayed", change.plugin_id, change.what)
 
     pool = ChildPool(
         child_limits(settings),
@@ -369,9 +372,9 @@ async def _relay_list_changes(
     own instance's change touches neither: its lists are not kept, and the owner reviews the
     owner-context instance's list (the session's next list vets its own)."""
     async for change in changes:
-        if change.session_id is None and change.what in ("prompts", "resources"):
+        if change.session_id is None and isinstance(change.what, (PromptsChanged, ResourcesChanged)):
             door.listings.forget(change.plugin_id)
-        elif change.session_id is None and change.what == "tools" and review is not None:
+        elif change.session_id is None and isinstance(change.what, ToolsChanged) and review is not None:
             review.changed(change.plugin_id)
         feed.publish(change)
 

@@ -38,10 +38,14 @@ import mcp.types as types
 from anyio.abc import SocketListener, SocketStream, TaskGroup
 from mcp.server import Server, ServerRequestContext
 
-from mcp_host.edge import HostMetrics, untraced
-from mcp_host.errors import DatabaseUnavailable, Denied, QuotaExhausted, explained, tool_error
+from mcp_host.errors import (
+    Denied,
+    QuotaExhausted,
+    at_boundary,
+    tool_error,
+)
+from mcp_host.observe import HostMetrics, untraced
 from mcp_host.plugins import Plugin
-from mcp_host.store import as_unavailable
 from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, refusal_of, structured_result
 from mcp_host_kit.contract import REFUSAL_CODES
 
@@ -169,11 +173,7 @@ class BackChannel:
             self._denials.log(pid, logging.WARNING, "%s: host op %r denied: %s", pid, name[:64], exc.message)
             return tool_error(Denied("denied"))
         except Exception as exc:
-            known = explained(exc) or as_unavailable(exc)
-            if known is None:
-                logger.exception("%s: host op %r failed", pid, name[:64])
-            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
-                logger.info("%s: host op %r refused: %s: %s", pid, name[:64], known.code, known.message)
+            known = at_boundary(exc, logger, "%s: host op %r", pid, name[:64])
             return tool_error(known or exc, "the host op failed inside the host")
 
 

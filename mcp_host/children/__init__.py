@@ -5,7 +5,7 @@ Below: `sandbox`. Above: access and the doors.
 
 from .backoff import RunOfFailures
 from .call_routing import InFlight
-from .changes import ListChange
+from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
 from .factory import ChildFactory, ChildSource, SocketPaths
 from .instances import InstanceShares
 from .lifecycle import ChildLimits, ChildState
@@ -24,7 +24,12 @@ __all__ = [
     "ChildState",
     "InFlight",
     "InstanceShares",
+    "Changed",
     "ListChange",
+    "PromptsChanged",
+    "ResourceContentChanged",
+    "ResourcesChanged",
+    "ToolsChanged",
     "ParentLink",
     "LogKind",
     "RunOfFailures",

@@ -2,12 +2,12 @@
 one per (plugin, visitor session), bounded host-wide and shared fairly between principals.
 
 Above: `ChildPool` (which makes each child and hands it here, with the principal asking for
-its session: `edge.Asking`). Below: `Child` (its health, whether a call is in flight, when it
+its session: `principal.Asking`). Below: `Child` (its health, whether a call is in flight, when it
 was last used), seen only through `Instance`; `wire.TokenBucket` (each principal's starts) and
 `wire.LimitedLog` (a refusal is logged, but a principal that keeps asking cannot flood the log).
 
 The table holds at most `InstanceShares.host` instances, of which one principal (an access
-code, an API key, a public session's address: `edge.Principal`) holds at most `per_principal`,
+code, an API key, a public session's address: `principal.Principal`) holds at most `per_principal`,
 busy or idle, and adds at most `starts_per_minute` (a token bucket). A new instance is refused
 `unavailable`, saying why and when to retry, when its principal has started its minute's worth,
 or holds its share with every one of its instances busy, or when the host's whole table is busy.
@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from mcp_host.edge import Principal
 from mcp_host.errors import Unavailable
+from mcp_host.principal import Principal
 from mcp_host.wire import LimitedLog, TokenBucket
 
 __all__ = ["BUSY_RETRY_S", "Instance", "InstanceShares", "SessionInstances"]

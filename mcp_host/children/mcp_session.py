@@ -31,7 +31,7 @@ from mcp_host.errors import CallTimeout, TransportFailure, Unavailable
 from mcp_host.wire import UNREADABLE_ANSWER
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
-from .changes import ListChange
+from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
 from .lifecycle import ChildLife, ChildLimits, ChildState, Start
 
 __all__ = ["Child"]
@@ -320,17 +320,17 @@ class Child(ChildLife):
         if isinstance(message, types.ToolListChangedNotification):
             self._tools = None
             self._on_tools_changed(self.plugin_id)
-            self._changed("tools")
+            self._changed(ToolsChanged())
         elif isinstance(message, types.PromptListChangedNotification):
-            self._changed("prompts")
+            self._changed(PromptsChanged())
         elif isinstance(message, types.ResourceListChangedNotification):
-            self._changed("resources")
+            self._changed(ResourcesChanged())
         elif isinstance(message, types.ResourceUpdatedNotification):
-            self._changed(f"resource:{message.params.uri}")
+            self._changed(ResourceContentChanged(message.params.uri))
         elif isinstance(message, Exception):
             logger.warning("%s: wrote a line that is not JSON-RPC", self.plugin_id)
 
-    def _changed(self, what: str) -> None:
+    def _changed(self, what: Changed) -> None:
         self._on_list_changed(ListChange(self.plugin_id, what, self.session_id, self.owner_context))
 
 

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_host.errors import Denied, UnknownTool
 from mcp_host.plugins import Manifest, Plugin, Registry
 from mcp_host.wire import ERROR_KEY, without_host_keys
+from mcp_host_kit.contract import CAPABILITY_KEY
 
 from .mcp_session import Child
 
@@ -37,7 +38,6 @@ __all__ = ["PARENT_KIND", "PARENT_REFUSED", "ParentLink", "granted_by_parent", "
 logger = logging.getLogger(__name__)
 
 NODE_PATH = "/v1/node/mcp"  # the parent's node endpoint (`visitor.node`)
-CAPABILITY_KEY = "mcp-host/capability"
 PARENT_KIND = "remote"
 """The kind the catalogue shows for a capability lent by the parent (its manifest's kind stays
 `capability`: it is looked up, granted and called as one)."""

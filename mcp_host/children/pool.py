@@ -17,8 +17,9 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from mcp_host.edge import Asking, HostMetrics
 from mcp_host.errors import Unavailable
+from mcp_host.observe import HostMetrics
+from mcp_host.principal import Asking
 
 from .backoff import RunOfFailures
 from .changes import ListChange

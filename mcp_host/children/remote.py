@@ -49,6 +49,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from mcp_host.errors import TransportFailure, Unconfigured
 from mcp_host.plugins import PrivateReach
+from mcp_host_kit.contract import REQUEST_ID_KEY
 
 from .call_routing import CALL_KEY
 from .lifecycle import ChildLimits, Start
@@ -61,7 +62,6 @@ __all__ = ["RemoteChild", "RemoteLink"]
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound=types.Result)
-REQUEST_ID_KEY = "mcp-host/request-id"  # the parent's node endpoint reads it (`visitor.node`)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import anyio
 
+from mcp_host.errors import log_unless_outage
 from mcp_host.plugins import Plugin
-from mcp_host.store import as_unavailable
 
 from .connections import Connections
 from .gateway import ConnectorGateway
@@ -40,12 +40,8 @@ class RequirementGate:
         try:
             categories = await self._connections.categories(owner_id)
         except Exception as exc:
-            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
-            logger.log(
-                logging.DEBUG if outage else logging.WARNING,
-                "owner %s: connections could not be read; capabilities that need one are hidden",
-                owner_id,
-                exc_info=not outage,
+            log_unless_outage(
+                exc, logger, "owner %s: connections could not be read; capabilities that need one are hidden", owner_id
             )
             categories = frozenset()
         return [p for p in capabilities if set(p.manifest.requires) <= categories]

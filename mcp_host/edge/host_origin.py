@@ -1,10 +1,10 @@
 """The MCP endpoints' Host and Origin rules, for the host's plain HTTP routes.
 
-Above: the composition root (`app.create_app`) puts `HostOriginGuard` in front of
+Above: the composition root (`app.asgi.create_app`) puts `HostOriginGuard` in front of
 `POST /v1/sessions`, `GET /v1/catalogue` and the turns routes. Below: the route's endpoint.
 
 The MCP endpoints get DNS-rebinding protection from the SDK (`TransportSecuritySettings`, built
-by `visitor_http.security_settings`). The routes beside them had none, so a page on any site
+by `visitor.http.security_settings`). The routes beside them had none, so a page on any site
 could make a visitor's browser post a form that opens a public session (docs/security.md E6). The
 same settings and the SDK's own check decide here: a Host that is not one of the host's names
 is answered 421, a browser Origin that is not the host's own 403, both `denied` in the REST

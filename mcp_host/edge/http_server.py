@@ -1,8 +1,8 @@
 """The HTTP server under the host: one uvicorn config for `mcp-host serve` and the tests.
 
-Above: `cli._serve` and `tests/hosting.running_host`, which both run `server_config(app,
+Above: `app.cli._serve` and `tests/hosting.running_host`, which both run `server_config(app,
 settings)`, so the tests run what users run. Below: uvicorn (its httptools protocol) and the
-host's ASGI app (`app.create_app`).
+host's ASGI app (`app.asgi.create_app`).
 
 uvicorn bounds an idle keep-alive connection and, with `limit_concurrency`, answers 503 to
 every request that arrives while that many connections (or requests) are open, but it never

@@ -1,6 +1,6 @@
 """The JSON-RPC edge of both MCP doors: what a POSTed message must be before the SDK sees it.
 
-Above: the visitor and owner endpoints (`visitor_http.VisitorMCPEndpoint`,
+Above: the visitor and owner endpoints (`visitor.http.VisitorMCPEndpoint`,
 `owner_facade.http.OwnerMCPEndpoint`), which authenticate first and then hand the request
 here. Below: the SDK's `StreamableHTTPSessionManager.handle_request`.
 
@@ -33,6 +33,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, InvalidArguments
+
+from .credential import credential_of
 
 __all__ = ["FastPath", "RpcEdge", "drain_limit", "has_lone_surrogate", "is_utf8_text", "read_body"]
 
@@ -192,9 +194,7 @@ def _in_flight_key(
     """
     if protocol_session is None or request_id is None or not isinstance(message, dict) or "method" not in message:
         return None
-    user = scope.get("user")
-    principal = getattr(getattr(user, "access_token", None), "client_id", None)
-    return (principal, protocol_session, type(request_id).__name__, request_id)
+    return (credential_of(scope), protocol_session, type(request_id).__name__, request_id)
 
 
 async def read_body(receive: Receive, cap: int) -> tuple[bytes | None, Message | None]:

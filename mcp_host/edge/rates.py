@@ -2,7 +2,7 @@
 
 Above: the sessions endpoint (how fast one client address opens public sessions), the turns
 endpoint (turns a minute) and the visitor MCP endpoint (requests a second: `PrincipalPace`).
-Below: `wire.TokenBucket`, `edge.Principal`.
+Below: `wire.TokenBucket`, `principal.Principal`.
 
 The table is bounded: past `max_principals`, buckets that refilled (nobody spent from them
 lately) are dropped first, and only if none has, the least recently used one — which gives
@@ -15,9 +15,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from mcp_host.principal import Principal
 from mcp_host.wire import TokenBucket
-
-from .principal import Principal
 
 __all__ = ["PrincipalPace", "PrincipalRate"]
 

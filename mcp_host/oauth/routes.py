@@ -47,7 +47,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_host.edge import FailureThrottle, ThrottleLimits
-from mcp_host.store import as_unavailable
+from mcp_host.errors import as_unavailable
 
 from .server import AuthorizationServer
 
@@ -185,7 +185,7 @@ async def _oauth_error(send: Send, status: int, description: str, retry_after_s:
 
 class _OutagesAs503:
     """ASGI wrapper of a route that reads the database: while it is away, 503 and
-    `temporarily_unavailable` instead of the SDK's 500 and a traceback (`store.as_unavailable`
+    `temporarily_unavailable` instead of the SDK's 500 and a traceback (`errors.as_unavailable`
     decides what counts as away)."""
 
     def __init__(self, app: ASGIApp) -> None:

@@ -45,9 +45,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import mcp.types as types
 
-from mcp_host.errors import InvalidArguments, QuotaExhausted, UnknownTool
+from mcp_host.errors import InvalidArguments, QuotaExhausted, UnknownTool, is_connection_failure
 from mcp_host.plugins import ClaimGate
-from mcp_host.store import is_connection_failure
 
 if TYPE_CHECKING:
     from mcp_host.store import PgPool

@@ -1,6 +1,6 @@
 """PostgreSQL: the embedded server or one by URL, the pool and migrations, outages; each plugin's
 store and search; declared config; the host key; how long the host's own tables keep rows.
-Below: `plugins`. Above: sandbox, children, access.
+Below: `plugins`. Above: sandbox, children, access, and the edge (the protocol-session records).
 """
 
 from .config import (
@@ -15,10 +15,10 @@ from .config import (
     declared,
     read_values,
 )
-from .database import Database, PgConnection, PgPool, as_unavailable, is_connection_failure, open_database
+from .database import Database, PgConnection, PgPool, open_database
 from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
-from .protocol_records import ProtocolSessionRecords
+from .protocol_records import ProtocolSessionRecords, SessionRecord, record_key
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
 from .retention import Retention, RetentionPolicy, Swept
 from .rules import CallCounter, RuleState, RuleStore
@@ -51,17 +51,17 @@ __all__ = [
     "SCOPES",
     "SealError",
     "SecretBox",
+    "SessionRecord",
     "StoreLimits",
     "Swept",
     "Uninstalled",
-    "as_unavailable",
     "check_value",
     "check_values",
     "declared",
-    "is_connection_failure",
     "load_host_key",
     "new_replica_id",
     "open_database",
     "read_values",
+    "record_key",
     "uninstall",
 ]

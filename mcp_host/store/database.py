@@ -13,7 +13,7 @@ later acquire; the query that met the broken connection fails and is not retried
 Outages: while the database is open, a `DatabaseWatch` (`database_watch.py`) restarts the
 embedded server when it dies and logs each outage once. A connect that fails is raised as
 `DatabaseUnavailable` (and tells the watch); the doors pass any other exception through
-`as_unavailable`, the one place that decides what counts as the database being away
+`errors.as_unavailable`, the one place that decides what counts as the database being away
 (asyncpg's connection classes: SQLSTATE class 08, 57P01-57P05, a closed connection), and
 answer it as `unavailable` (HTTP: 503) without a traceback.
 """
@@ -33,9 +33,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import asyncpg
-import asyncpg.exceptions
 
-from mcp_host.errors import DatabaseUnavailable, InternalError
+from mcp_host.errors import DatabaseUnavailable, InternalError, is_connection_failure
 
 from .database_watch import DatabaseWatch, RecoveryLimits
 from .embedded_postgres import EmbeddedPostgres, embedded_server
@@ -56,9 +55,7 @@ __all__ = [
     "PgConnection",
     "PgPool",
     "UnsafeDatabaseSettings",
-    "as_unavailable",
     "check_durability",
-    "is_connection_failure",
     "open_database",
 ]
 
@@ -94,61 +91,6 @@ class DatabaseLimits:
             "lock_timeout": str(int(self.lock_timeout_s * 1000)),
             "idle_in_transaction_session_timeout": str(int(self.idle_in_transaction_timeout_s * 1000)),
         }
-
-
-# SQLSTATE 57P01-57P05: the server is shutting down, crashed, is starting, dropped the
-# database or ended an idle session — the connection is gone, not the query wrong.
-_SERVER_GONE = (
-    asyncpg.exceptions.AdminShutdownError,
-    asyncpg.exceptions.CrashShutdownError,
-    asyncpg.exceptions.CannotConnectNowError,
-    asyncpg.exceptions.DatabaseDroppedError,
-    asyncpg.exceptions.IdleSessionTimeoutError,
-)
-# InterfaceErrors that describe the caller's values or the client's configuration, not the
-# connection (asyncpg's own DataError and ClientConfigurationError are also ValueErrors).
-_MISUSE = (
-    ValueError,
-    asyncpg.exceptions.UnsupportedClientFeatureError,
-    asyncpg.exceptions.UnsupportedServerFeatureError,
-)
-
-
-def is_connection_failure(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached, rather than that a query was wrong.
-
-    By class only: `DatabaseUnavailable`, SQLSTATE class 08 (`PostgresConnectionError`, incl.
-    `ConnectionDoesNotExistError`), 57P01-57P05, asyncpg's `InterfaceError` about the
-    connection (closed, pool closing) but not about the caller's values, and a plain
-    `InternalClientError` (a connection caught between its server's last words and EOF). A
-    group counts when every exception in it does. A bare `OSError` does not: a failed connect
-    is already raised as `DatabaseUnavailable` by the pool's connect hook, and elsewhere an
-    OSError may be anything.
-    """
-    if isinstance(exc, BaseExceptionGroup):
-        return all(is_connection_failure(inner) for inner in exc.exceptions)
-    if isinstance(exc, (DatabaseUnavailable, asyncpg.PostgresConnectionError, *_SERVER_GONE)):
-        return True
-    if type(exc) is asyncpg.exceptions.InternalClientError:
-        # What a pooled connection says when it is used after its server sent a last FATAL
-        # (the postmaster died) but before the end of its socket was read; not its subclasses.
-        return True
-    return isinstance(exc, asyncpg.InterfaceError) and not isinstance(exc, _MISUSE)
-
-
-def as_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
-    """`exc` as a `DatabaseUnavailable` when it is a connection failure, else None.
-
-    The doors' boundaries call this on exceptions they do not otherwise know, and answer a
-    non-None result as `unavailable` (HTTP 503) without logging a traceback.
-    """
-    if isinstance(exc, DatabaseUnavailable):
-        return exc
-    if not is_connection_failure(exc):
-        return None
-    outage = DatabaseUnavailable()
-    outage.__cause__ = exc
-    return outage
 
 
 class Database:

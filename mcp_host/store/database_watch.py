@@ -19,7 +19,7 @@ What it does:
   ends the host (a supervisor restarts the process).
 
 Requests do not wait for the watch: each one tries the pool (which replaces connections the
-server cut), and during an outage is refused as `unavailable` (`database.as_unavailable`).
+server cut), and during an outage is refused as `unavailable` (`errors.as_unavailable`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import asyncpg
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.errors import InvalidArguments, Unavailable, as_unavailable
 from mcp_host.plugins import PluginKind
 from mcp_host_kit.contract import Record, SearchHit  # what a query and a search return, as plugins read them
 
@@ -56,7 +56,6 @@ from .checks import (
     quota_cap,
     stamped,
 )
-from .database import as_unavailable
 from .search import ALL_TEXT, search_sql
 
 if TYPE_CHECKING:

@@ -3,21 +3,37 @@
 Above: `edge.ProtocolSessions` (through its `SessionRecords` protocol, given by wiring). Below:
 asyncpg and the `mcp_host.protocol_sessions` table (migration 011).
 
-A row is keyed by the sha256 of the session id (`edge.record_key`), so the table never holds an
+A row is keyed by the sha256 of the session id (`record_key`), so the table never holds an
 id a reader could present. It lives while some replica has the session open (`touch`, every
 quarter of the idle timeout) and `idle_s` after that; a DELETE of the session removes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
-
-from mcp_host.edge import SessionRecord
 
 from .database import PgPool
 
-__all__ = ["ProtocolSessionRecords"]
+__all__ = ["ProtocolSessionRecords", "SessionRecord", "record_key"]
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What opening a client's protocol session again on another replica takes."""
+
+    principal: str
+    """The credential that opened it (`scope["user"]`'s client id): only that one may adopt it."""
+    path: str
+    initialize: dict[str, Any]
+    """The initialize request's params (protocolVersion, capabilities, clientInfo)."""
+
+
+def record_key(session_id: bytes) -> bytes:
+    """A record's key: the sha256 of the session id (the id itself is never stored)."""
+    return hashlib.sha256(session_id).digest()
 
 
 class ProtocolSessionRecords:

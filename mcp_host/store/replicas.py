@@ -26,7 +26,9 @@ from typing import Any
 
 import anyio
 
-from .database import PgPool, is_connection_failure
+from mcp_host.errors import is_connection_failure
+
+from .database import PgPool
 
 __all__ = ["CHANGES_CHANNEL", "ChangeChannel", "MAX_NOTICE_BYTES", "Replicas", "new_replica_id"]
 

@@ -27,9 +27,10 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from mcp_host.errors import is_connection_failure
 from mcp_host.settings import RetentionSettings
 
-from .database import PgPool, is_connection_failure
+from .database import PgPool
 
 __all__ = ["Retention", "RetentionPolicy", "Swept"]
 

@@ -10,7 +10,7 @@ from .exchange import ModernExchange
 from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
-from .node import NODE_PATH, REQUEST_ID_KEY, NodeDoor, NodeMCPEndpoint, build_node_server
+from .node import NODE_PATH, NodeDoor, NodeMCPEndpoint, build_node_server
 from .owner_review import OwnerReview
 from .server import build_visitor_server
 from .tasks import TaskBook
@@ -18,7 +18,6 @@ from .tool_search import ToolSearch
 
 __all__ = [
     "NODE_PATH",
-    "REQUEST_ID_KEY",
     "Bindings",
     "ChangeFeed",
     "Fleet",

@@ -35,10 +35,9 @@ import anyio
 import mcp.types as types
 
 from mcp_host.children import ChildSource
-from mcp_host.errors import HostError
+from mcp_host.errors import HostError, is_connection_failure
 from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema, shown
 from mcp_host.policy import PinBook, collision_key
-from mcp_host.store import is_connection_failure
 
 __all__ = ["Binding", "Bindings", "Toolset"]
 

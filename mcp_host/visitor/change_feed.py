@@ -43,7 +43,14 @@ from mcp.server.subscriptions import (
 )
 
 from mcp_host.access import Session
-from mcp_host.children import ListChange
+from mcp_host.children import (
+    Changed,
+    ListChange,
+    PromptsChanged,
+    ResourceContentChanged,
+    ResourcesChanged,
+    ToolsChanged,
+)
 
 __all__ = ["Answering", "ChangeFeed", "SessionBus"]
 
@@ -75,14 +82,16 @@ class Answering:
     """The session's own tool list changed meanwhile: the request tells its connection itself."""
 
 
-def _event(what: str) -> ServerEvent:
-    if what == "tools":
-        return ToolsListChanged()
-    if what == "prompts":
-        return PromptsListChanged()
-    if what == "resources":
-        return ResourcesListChanged()
-    return ResourceUpdated(uri=what.removeprefix("resource:"))
+def _event(what: Changed) -> ServerEvent:
+    match what:
+        case ToolsChanged():
+            return ToolsListChanged()
+        case PromptsChanged():
+            return PromptsListChanged()
+        case ResourcesChanged():
+            return ResourcesListChanged()
+        case ResourceContentChanged(uri=uri):
+            return ResourceUpdated(uri=uri)
 
 
 def _notification(event: ServerEvent) -> types.ServerNotification:
@@ -173,9 +182,8 @@ class ChangeFeed:
         return unsubscribe
 
     def publish(self, change: ListChange) -> None:
-        """A child said its `change.what` changed ("tools", "prompts", "resources",
-        "resource:<uri>"): told to the sessions whose lists come from that child, here and
-        (through `relay`) on the other replicas."""
+        """A child said its `change.what` changed (a list, or one resource): told to the sessions
+        whose lists come from that child, here and (through `relay`) on the other replicas."""
         if self._relay is not None:
             self._relay(change)
         self.publish_remote(change)
@@ -237,14 +245,14 @@ class ChangeFeed:
     def announce(self, plugin_id: str) -> None:
         """A plugin was added, or is about to be removed (call it first: it tells the sessions
         that see the plugin now): its tools, prompts and resources lists changed for them."""
-        for what in ("tools", "prompts", "resources"):
+        for what in (ToolsChanged(), PromptsChanged(), ResourcesChanged()):
             self.publish(ListChange(plugin_id, what))
 
     def _hears(self, session: Session, change: ListChange) -> bool:
         if session.credential_revoked or not self._sees(session, change.plugin_id):
             return False
         if change.owner_context:
-            is_update = change.what.startswith("resource:")
+            is_update = isinstance(change.what, ResourceContentChanged)
             return not is_update and not self._runs_own(change.plugin_id, session.id)
         return True
 

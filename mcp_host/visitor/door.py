@@ -44,8 +44,15 @@ from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child, ChildSource
 from mcp_host.connectors import RequirementGate
-from mcp_host.edge import HostMetrics
-from mcp_host.errors import DatabaseUnavailable, QuotaExhausted, Unavailable, UnknownTool, explained, tool_error
+from mcp_host.errors import (
+    QuotaExhausted,
+    Unavailable,
+    UnknownTool,
+    at_boundary,
+    log_unless_outage,
+    tool_error,
+)
+from mcp_host.observe import HostMetrics
 from mcp_host.plugins import ClaimGate, Plugin, Registry, schema_validator
 from mcp_host.policy import (
     HoldBook,
@@ -58,7 +65,6 @@ from mcp_host.policy import (
     receipt_ok,
     visitor_call,
 )
-from mcp_host.store import as_unavailable
 from mcp_host.wire import (
     LimitedLog,
     MetaCaps,
@@ -277,12 +283,7 @@ class VisitorDoor:
             outcome = "tool_error" if result.is_error else "ok"
             return result
         except Exception as exc:
-            known = explained(exc) or as_unavailable(exc)
-            if known is None:
-                logger.exception("session %s: %s failed unexpectedly", session.id, name[:80])
-            elif not isinstance(known, DatabaseUnavailable):  # an outage: the database watch logs it, once
-                line = "session %s: %s -> %s: %s"
-                self._refusals.log(known.code, logging.INFO, line, session.id, name[:80], known.code, known.message)
+            known = at_boundary(exc, logger, "session %s: %s", session.id, name[:80], refusals=self._refusals)
             refusal = tool_error(known or exc, structured=False)
             outcome = known.code if known is not None else "internal"
             return tool_error(known or exc) if called.accepts(refusal) else refusal
@@ -389,14 +390,8 @@ class VisitorDoor:
         try:
             await self._turns.record(session.id, capability, tool, receipt_ok(result))
         except Exception as exc:
-            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
-            logger.log(
-                logging.DEBUG if outage else logging.WARNING,
-                "session %s: the receipt of %s/%s was not recorded",
-                session.id,
-                capability,
-                tool[:80],
-                exc_info=not outage,
+            log_unless_outage(
+                exc, logger, "session %s: the receipt of %s/%s was not recorded", session.id, capability, tool[:80]
             )
 
     @staticmethod
@@ -419,14 +414,13 @@ class VisitorDoor:
         try:
             return await self._quota.state(plugin, session.owner_id, session.subject)
         except Exception as exc:
-            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
-            logger.log(
-                logging.DEBUG if outage else logging.WARNING,
+            log_unless_outage(
+                exc,
+                logger,
                 "%s: quota of subject %s could not be read; %s",
                 plugin.manifest.id,
                 session.subject,
                 consequence,
-                exc_info=not outage,
             )
             return _UNREADABLE
 

@@ -26,7 +26,14 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.types import ASGIApp
 
-from mcp_host.children import ListChange
+from mcp_host.children import (
+    Changed,
+    ListChange,
+    PromptsChanged,
+    ResourceContentChanged,
+    ResourcesChanged,
+    ToolsChanged,
+)
 from mcp_host.store import MAX_NOTICE_BYTES, ChangeChannel, PgPool, Replicas, new_replica_id
 
 from .replica_forward import ReplicaForward, client, forward_key
@@ -97,7 +104,7 @@ class Fleet:
         notice = _Notice(
             origin=self.id,
             plugin=change.plugin_id,
-            what=change.what,
+            what=_text(change.what),
             session=change.session_id,
             owner_context=change.owner_context,
         )
@@ -115,4 +122,20 @@ class Fleet:
             return
         if notice.origin == self.id:
             return
-        deliver(ListChange(notice.plugin, notice.what, notice.session, notice.owner_context))
+        deliver(ListChange(notice.plugin, _changed(notice.what), notice.session, notice.owner_context))
+
+
+_LISTS: dict[str, Changed] = {"tools": ToolsChanged(), "prompts": PromptsChanged(), "resources": ResourcesChanged()}
+
+
+def _text(what: Changed) -> str:
+    """A change as a notice carries it: "tools", "prompts", "resources" or "resource:<uri>"."""
+    if isinstance(what, ResourceContentChanged):
+        return f"resource:{what.uri}"
+    return next(text for text, listed in _LISTS.items() if listed == what)
+
+
+def _changed(text: str) -> Changed:
+    """A notice's change (its `what`, checked by `_Notice`'s pattern)."""
+    listed = _LISTS.get(text)
+    return listed if listed is not None else ResourceContentChanged(text.removeprefix("resource:"))

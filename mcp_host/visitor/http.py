@@ -37,8 +37,6 @@ import logging
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
@@ -47,21 +45,21 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Access, Session, SessionStore, Visitor, principal_of
 from mcp_host.edge import (
-    Asking,
     FailureThrottle,
     MethodNotAllowed,
-    Principal,
     PrincipalPace,
     PrincipalRate,
     TooFast,
     TooLarge,
     Unauthorized,
+    authenticated,
     drain_limit,
     read_body,
     rest_response,
 )
 from mcp_host.errors import InvalidArguments, UnknownTool
 from mcp_host.policy import TurnStore, TurnTooLarge, UnknownTurn, judge
+from mcp_host.principal import Asking, Principal
 
 from .door import VisitorDoor
 from .server import SCOPE_KEY
@@ -136,7 +134,7 @@ class VisitorMCPEndpoint:
         scope[SCOPE_KEY] = session
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
         # session presenting it gets 404. The token itself never goes into the scope.
-        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=session.id, scopes=[]))
+        authenticated(scope, session.id)
         principal = principal_of(session, scope.get("client"))
         if self._pace is not None:
             wait = self._pace.turn(principal)

@@ -30,37 +30,34 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import ChildSource
-from mcp_host.edge import Unauthorized, rest_response, untraced
-from mcp_host.errors import UnknownTool, explained, tool_error
+from mcp_host.edge import Unauthorized, authenticated, rest_response
+from mcp_host.errors import UnknownTool, at_boundary, tool_error
+from mcp_host.observe import untraced
 from mcp_host.plugins import Plugin, Registry
 from mcp_host.policy import NodeGrant, NodeGrants
 from mcp_host.wire import forwarded_meta, without_host_keys
+from mcp_host_kit.contract import CALL_KEY, CAPABILITY_KEY, REQUEST_ID_KEY
 
 from .bindings import Bindings
 from .http import bearer_token
 
-__all__ = ["CAPABILITY_KEY", "NODE_PATH", "REQUEST_ID_KEY", "NodeDoor", "NodeMCPEndpoint", "build_node_server"]
+__all__ = ["NODE_PATH", "NodeDoor", "NodeMCPEndpoint", "build_node_server"]
 
 logger = logging.getLogger(__name__)
 
 NODE_PATH = "/v1/node/mcp"
-CAPABILITY_KEY = "mcp-host/capability"
-REQUEST_ID_KEY = "mcp-host/request-id"
 _SCOPE_KEY = "mcp_host.node"
-_NODE_CALL_KEY = "mcp-host/call"
 
 
 def request_id_of(meta: Any) -> str:
     """The node's request id from a call's `_meta` (a short printable string): its
     `mcp-host/request-id`, else the id a node host's forwarded call carries (`mcp-host/call`,
     which the node's child routing names the call by); else a new one."""
-    for key in (REQUEST_ID_KEY, _NODE_CALL_KEY):
+    for key in (REQUEST_ID_KEY, CALL_KEY):
         given = meta.get(key) if isinstance(meta, dict) else None
         if isinstance(given, str) and 0 < len(given) <= 100 and given.isprintable():
             return given
@@ -113,9 +110,7 @@ class NodeDoor:
         try:
             return await self._call(token, only, name, arguments, request_id)
         except Exception as exc:
-            known = explained(exc)
-            if known is None:
-                logger.exception("node call %s (request %s) failed unexpectedly", name[:80], request_id)
+            known = at_boundary(exc, logger, "node call %s (request %s)", name[:80], request_id)
             return tool_error(known or exc, structured=False)
 
     async def _call(
@@ -196,5 +191,5 @@ class NodeMCPEndpoint:
             return
         only = scope.get("path_params", {}).get("capability")
         scope[_SCOPE_KEY] = (token, grant, only if isinstance(only, str) else None)
-        scope["user"] = AuthenticatedUser(AccessToken(token="-", client_id=f"node:{grant.id}", scopes=[]))
+        authenticated(scope, f"node:{grant.id}")
         await self._mcp_app(scope, receive, send)

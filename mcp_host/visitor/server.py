@@ -52,17 +52,16 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope
-from mcp_host.edge import untraced
 from mcp_host.errors import (
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
     HostError,
     Unavailable,
-    explained,
+    at_boundary,
     rpc_error,
     tool_error,
 )
-from mcp_host.store import as_unavailable
+from mcp_host.observe import untraced
 from mcp_host.wire import MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
 
 from .change_feed import ChangeFeed
@@ -300,9 +299,7 @@ class VisitorServer:
         except MCPError:
             raise
         except Exception as exc:
-            known = explained(exc) or as_unavailable(exc)
-            if known is None:
-                logger.error("session %s: a task-augmented call failed unexpectedly", session.id, exc_info=exc)
+            known = at_boundary(exc, logger, "session %s: a task-augmented call", session.id, refusals=False)
             return tool_error(known or exc).model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams) -> types.Result:
@@ -517,12 +514,8 @@ class VisitorServer:
 
 
 def _rpc_error(exc: Exception, what: str, *, not_found: int = INVALID_PARAMS) -> MCPError:
-    """`exc`, met while answering `what`, as a JSON-RPC error; logged with its traceback when it
-    is neither a `HostError` nor a database outage (the database watch logs those, once), or is
-    an `InternalError` (`errors.explained`)."""
-    known = explained(exc) or as_unavailable(exc)
-    if known is None:
-        logger.error("%s failed unexpectedly", what, exc_info=exc)
+    """`exc`, met while answering `what`, as a JSON-RPC error (`errors.at_boundary` logs it)."""
+    known = at_boundary(exc, logger, "%s", what, refusals=False)
     return rpc_error(known or exc, f"{what} failed inside the host", not_found=not_found)
 
 

@@ -13,7 +13,7 @@ requests about a task reach the visitor on the stream of their `tasks/result`, w
 a call of the child's `CallRouter` bound to the task (so a shared child's request names the task,
 a per-session child's need not); the first result of a task is recorded as a turn receipt, as a
 plain call's is. What it remembers is bounded per session, per principal (who is asking:
-`edge.Asking`) and in total, a further task-augmented call refused `unavailable` with a retry
+`principal.Asking`) and in total, a further task-augmented call refused `unavailable` with a retry
 hint before the child is called — never another principal's task forgotten to make room (issue
 26, defect 4) — and each task for its ttl (capped at `max_ttl_s`; a task with no ttl is kept
 that long), after which it is forgotten and cancelled in its child (`TaskBook.keep`, run for
@@ -47,8 +47,8 @@ from pydantic import ValidationError
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, named_ops
 from mcp_host.children import Child
-from mcp_host.edge import Asking, Principal
 from mcp_host.errors import INVALID_PARAMS, CallTimeout, TransportFailure, Unavailable
+from mcp_host.principal import Asking, Principal
 from mcp_host.wire import MetaCaps, VisitorClient, forwarded_meta, visitor_meta, without_host_keys
 from mcp_host_kit.contract import CALL_KEY
 
@@ -164,7 +164,7 @@ class TaskBook:
         self._wake: anyio.Event | None = None
 
     def principal_of(self, session_id: str) -> Principal:
-        """Who is asking for `session_id` now (`edge.Asking`)."""
+        """Who is asking for `session_id` now (`principal.Asking`)."""
         return Principal("session", session_id) if self._asking is None else self._asking.of(session_id)
 
     @contextmanager

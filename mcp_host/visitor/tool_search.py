@@ -37,8 +37,7 @@ import tantivy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_host.access import Session
-from mcp_host.errors import InvalidArguments
-from mcp_host.store import as_unavailable
+from mcp_host.errors import InvalidArguments, log_unless_outage
 from mcp_host.wire import check_json_object, without_host_keys
 
 __all__ = [
@@ -369,12 +368,11 @@ class ToolSearch:
         try:
             value = await self._threshold_of(owner_id)
         except Exception as exc:
-            outage = as_unavailable(exc) is not None  # the database watch logs an outage, once
-            logger.log(
-                logging.DEBUG if outage else logging.WARNING,
+            log_unless_outage(
+                exc,
+                logger,
                 "the tool search threshold could not be read; %s",
                 "the last one read holds" if kept is not None else "no session lists through search for now",
-                exc_info=not outage,
             )
             value = kept.value if kept is not None else _NO_SEARCH
         self._thresholds[owner_id] = _Threshold(value, now + _THRESHOLD_TTL_S)

@@ -54,11 +54,13 @@ from .codes import (
 )
 from .meta import (
     CALL_KEY,
+    CAPABILITY_KEY,
     CONNECTION_KEY,
     ERROR_KEY,
     GRANT_KEY,
     HOST_PREFIX,
     QUOTA_KEY,
+    REQUEST_ID_KEY,
     RESERVED_LABELS,
     SERVER_INFO_KEY,
     SESSION_KEY,
@@ -108,6 +110,7 @@ from .yaml12 import MANIFEST_NAME, MAX_MANIFEST_BYTES, YamlProblem, loc_part, re
 __all__ = [
     "ArgumentError",
     "CALL_KEY",
+    "CAPABILITY_KEY",
     "CONNECTION_KEY",
     "ClaimResult",
     "ConfigGet",
@@ -145,6 +148,7 @@ __all__ = [
     "QueryResult",
     "QuotaCheck",
     "REFUSAL_CODES",
+    "REQUEST_ID_KEY",
     "RESERVED_LABELS",
     "Record",
     "Refusal",

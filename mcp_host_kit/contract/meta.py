@@ -11,11 +11,13 @@ from __future__ import annotations
 
 __all__ = [
     "CALL_KEY",
+    "CAPABILITY_KEY",
     "CONNECTION_KEY",
     "ERROR_KEY",
     "GRANT_KEY",
     "HOST_PREFIX",
     "QUOTA_KEY",
+    "REQUEST_ID_KEY",
     "RESERVED_LABELS",
     "SERVER_INFO_KEY",
     "SESSION_KEY",
@@ -37,6 +39,12 @@ not the result also carries them as structured content (it does not for a tool t
 never carries it: the host drops a child's copy, so it cannot pass for the host's refusal."""
 QUOTA_KEY = "mcp-host/quota"
 """On a visitor's `tools/list` result: the quota left per tool."""
+CAPABILITY_KEY = "mcp-host/capability"
+"""On each tool a parent's node endpoint lists: the lent capability it belongs to (the node
+groups its tools by it)."""
+REQUEST_ID_KEY = "mcp-host/request-id"
+"""On a node's call to its parent's node endpoint: the node's request id, so both hosts' audits
+name the call."""
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 """A protocol key a child's result may carry; the host drops it before a visitor sees it."""
 RESERVED_LABELS = frozenset({"modelcontextprotocol", "mcp"})

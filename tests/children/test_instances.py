@@ -23,9 +23,9 @@ import pytest
 from mcp_host.children import Child
 from mcp_host.children.instances import InstanceShares, SessionInstances
 from mcp_host.children.pool import ChildPool
-from mcp_host.edge import Principal
 from mcp_host.errors import Unavailable
 from mcp_host.plugins.loading import load_plugins
+from mcp_host.principal import Principal
 from mcp_host.sandbox.launch import Launch, launch_for
 from mcp_host.settings import Settings
 from tests.hosting import PLUGINS, RunningHost, host_settings, refusal, running_host, wait_until

@@ -22,10 +22,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 
-from mcp_host.edge import record_key
 from mcp_host.edge.protocol_sessions import ProtocolSessionLimits
 from mcp_host.settings import Settings
-from mcp_host.store import open_database
+from mcp_host.store import open_database, record_key
 from mcp_host.store.protocol_records import ProtocolSessionRecords
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host, wait_until

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mcp_host.edge import Principal, PrincipalPace, PrincipalRate
+from mcp_host.edge import PrincipalPace, PrincipalRate
+from mcp_host.principal import Principal
 
 ADA = Principal("address", "192.0.2.1")
 BOB = Principal("address", "192.0.2.2")

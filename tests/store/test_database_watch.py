@@ -22,9 +22,9 @@ import asyncpg.exceptions
 import pytest
 from inline_snapshot import snapshot
 
-from mcp_host.errors import DatabaseUnavailable, Unavailable
+from mcp_host.errors import DatabaseUnavailable, Unavailable, as_unavailable, is_connection_failure
 from mcp_host.settings import Settings
-from mcp_host.store.database import Database, as_unavailable, is_connection_failure, open_database
+from mcp_host.store.database import Database, open_database
 from mcp_host.store.database_watch import DatabaseLost, DatabaseWatch, RecoveryLimits
 from mcp_host.store.embedded_postgres import embedded_server
 from tests.hosting import RunningHost, free_port, host_settings, running_host, wait_serving, wait_until

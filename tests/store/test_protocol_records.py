@@ -9,9 +9,8 @@ import anyio
 import pytest
 from pydantic import SecretStr
 
-from mcp_host.edge import SessionRecord, record_key
 from mcp_host.settings import Settings
-from mcp_host.store import PgPool, ProtocolSessionRecords, open_database
+from mcp_host.store import PgPool, ProtocolSessionRecords, SessionRecord, open_database, record_key
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ import pytest
 from mcp.server.subscriptions import ResourceUpdated, ServerEvent, ToolsListChanged
 
 from mcp_host.access.sessions import RoleSnapshot, Session
-from mcp_host.children import ListChange
+from mcp_host.children import ListChange, PromptsChanged, ResourceContentChanged, ToolsChanged
 from mcp_host.visitor.change_feed import ChangeFeed
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +60,7 @@ async def test_only_sessions_that_see_the_child_hear_of_it() -> None:
             feed.bus(session).subscribe(heard[name].append)
         feed.keep_connection(seeing, "c1", connections["seeing"])  # type: ignore[arg-type]
         feed.keep_connection(blind, "c2", connections["blind"])  # type: ignore[arg-type]
-        feed.publish(ListChange("a", "tools"))
+        feed.publish(ListChange("a", ToolsChanged()))
         await anyio.wait_all_tasks_blocked()
     assert heard == {"seeing": [ToolsListChanged()], "blind": [], "revoked": []}
     assert connections["seeing"].sent == ["notifications/tools/list_changed"]
@@ -73,13 +73,13 @@ async def test_a_resource_update_reaches_a_legacy_connection_only_when_subscribe
     async with anyio.create_task_group() as tg:
         feed = ChangeFeed(_sees, tg)
         feed.keep_connection(session, "c1", connection)  # type: ignore[arg-type]
-        feed.publish(ListChange("a", "resource:test://one"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one")))
         await anyio.wait_all_tasks_blocked()
         feed.subscribe_uri(session, "test://one")
-        feed.publish(ListChange("a", "resource:test://one"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one")))
         await anyio.wait_all_tasks_blocked()
         feed.unsubscribe_uri(session, "test://one")
-        feed.publish(ListChange("a", "resource:test://one"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one")))
         await anyio.wait_all_tasks_blocked()
     assert connection.sent == ["notifications/resources/updated"]
 
@@ -90,7 +90,7 @@ async def test_a_broken_connection_is_forgotten() -> None:
         feed = ChangeFeed(_sees, tg)
         feed.keep_connection(session, "c1", _Connection(broken=True))  # type: ignore[arg-type]
         assert feed.listening_count() == 1
-        feed.publish(ListChange("a", "prompts"))
+        feed.publish(ListChange("a", PromptsChanged()))
         await anyio.wait_all_tasks_blocked()
         assert feed.listening_count() == 0
 
@@ -111,7 +111,7 @@ async def test_a_connection_that_ended_in_the_sdk_is_let_go_and_its_sessions_sub
         feed.forget_connection(other.id, b"c2")  # told twice, or of a connection never kept: nothing
         assert feed.listening_count() == 0
         feed.keep_connection(session, "c3", woken)  # type: ignore[arg-type]
-        feed.publish(ListChange("a", "resource:test://one"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one")))
         await anyio.wait_all_tasks_blocked()
     assert woken.sent == ["notifications/resources/updated"]
 
@@ -127,7 +127,7 @@ async def test_listeners_are_capped_per_session() -> None:
         for unsubscribe in unsubscribes:
             unsubscribe()
         assert feed.listening_count() == 0
-        feed.publish(ListChange("a", "resource:test://x"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://x")))
     assert sink == []
     assert ResourceUpdated(uri="test://x") not in sink
 
@@ -142,7 +142,7 @@ async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch:
         feed.keep_connection(second, "c2", _Connection())  # type: ignore[arg-type]
         feed.keep_connection(third, "c3", _Connection())  # type: ignore[arg-type]
         assert feed.listening_count() == 2
-        feed.publish(ListChange("a", "tools"))
+        feed.publish(ListChange("a", ToolsChanged()))
         await anyio.wait_all_tasks_blocked()
         feed.bus(_session(4, ("a",))).subscribe(streamed.append)  # evicts third
         with pytest.raises(OverflowError):  # both left hold a listen stream
@@ -173,9 +173,9 @@ async def test_a_per_session_instances_change_reaches_its_own_session_only() -> 
         feed.keep_connection(other, "c2", connections["other"])  # type: ignore[arg-type]
         for session in (mine, other):
             feed.subscribe_uri(session, "test://one")
-        feed.publish(ListChange("a", "resource:test://one", session_id=mine.id))
-        feed.publish(ListChange("a", "tools", session_id=mine.id))
-        feed.publish(ListChange("a", "tools", session_id=blind.id))  # a session that no longer sees it
+        feed.publish(ListChange("a", ResourceContentChanged("test://one"), session_id=mine.id))
+        feed.publish(ListChange("a", ToolsChanged(), session_id=mine.id))
+        feed.publish(ListChange("a", ToolsChanged(), session_id=blind.id))  # a session that no longer sees it
         await anyio.wait_all_tasks_blocked()
     assert heard == {"mine": [ResourceUpdated(uri="test://one"), ToolsListChanged()], "other": [], "blind": []}
     assert connections["mine"].sent == ["notifications/resources/updated", "notifications/tools/list_changed"]
@@ -195,11 +195,11 @@ async def test_an_owner_context_instances_lists_reach_the_sessions_listing_throu
         for name, session in (("own", own), ("through", through)):
             feed.bus(session).subscribe(heard[name].append)
             feed.subscribe_uri(session, "test://one")
-        feed.publish(ListChange("a", "tools", owner_context=True))
-        feed.publish(ListChange("a", "resource:test://one", owner_context=True))
+        feed.publish(ListChange("a", ToolsChanged(), owner_context=True))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one"), owner_context=True))
         # A shared child (not owner context) of a plugin: every session that sees it, as before.
         feed.bus(_session(3, ("a",))).subscribe(shared_heard.append)
-        feed.publish(ListChange("a", "resource:test://one"))
+        feed.publish(ListChange("a", ResourceContentChanged("test://one")))
         await anyio.wait_all_tasks_blocked()
     assert heard == {
         "own": [ResourceUpdated(uri="test://one")],

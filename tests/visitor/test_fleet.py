@@ -16,7 +16,7 @@ import mcp.types as types
 import pytest
 from mcp.client.context import ClientRequestContext
 
-from mcp_host.children import ListChange
+from mcp_host.children import ListChange, ResourceContentChanged, ToolsChanged
 from mcp_host.settings import Settings
 from mcp_host.store import load_host_key, open_database
 from mcp_host.visitor import Fleet
@@ -173,8 +173,11 @@ async def test_a_notice_reaches_the_other_replicas_not_its_origin_and_an_oversiz
 ) -> None:
     heard_a: list[ListChange] = []
     heard_b: list[ListChange] = []
-    huge = ListChange("test.relay", "resource:relay://" + "x" * 9000)
-    sent = [ListChange("test.relay", "tools"), ListChange("test.relay", "resource:relay://note", "s1")]
+    huge = ListChange("test.relay", ResourceContentChanged("relay://" + "x" * 9000))
+    sent = [
+        ListChange("test.relay", ToolsChanged()),
+        ListChange("test.relay", ResourceContentChanged("relay://note"), "s1"),
+    ]
     async with (
         open_database(Settings(data_dir=tmp_path, database_url=database_url)) as database,
         anyio.create_task_group() as tg,

@@ -6,19 +6,24 @@ request id in the parent's audit."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import asyncpg
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_host.visitor import NODE_PATH, REQUEST_ID_KEY
+from mcp_host.errors import DatabaseUnavailable
+from mcp_host.visitor import NODE_PATH
+from mcp_host.visitor.node import NodeDoor
+from mcp_host_kit.contract import REQUEST_ID_KEY
 from tests.hosting import RunningHost, host_settings, refusal, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
@@ -169,3 +174,25 @@ async def test_a_destructive_tool_is_held_by_default_for_a_node(tmp_path: Path, 
     assert wipe is not None and wipe["code"] == "held"
     assert counts.structured_content == {"wipe": 0, "peek": 0}
     assert listed["grants"][0]["budget"]["used"] == 1  # the held wipe spent nothing
+
+
+class _DatabaseAway:
+    """Node grants whose database is away (a connection-class failure, as asyncpg raises it)."""
+
+    async def genuine(self, token: str) -> None:
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+
+async def test_a_database_outage_at_the_node_door_answers_unavailable_like_the_visitor_door(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The node door's boundary is every door's (`errors.at_boundary`): an outage is answered
+    `unavailable` with the outage's message and no traceback (the database watch logs it once)."""
+    away: Any = _DatabaseAway()
+    door = NodeDoor(
+        cast(Any, None), cast(Any, None), cast(Any, None), grants=cast(Any, None), node_grants=away, call_timeout_s=5.0
+    )
+    with caplog.at_level(logging.DEBUG, logger="mcp_host.visitor.node"):
+        result = await door.call_tool("token", None, "echo", {"text": "hi"}, None)
+    assert refusal(result) == {"code": "unavailable", "message": DatabaseUnavailable().message}
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_host.visitor.node"] == []

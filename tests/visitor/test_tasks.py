@@ -28,10 +28,10 @@ import httpx2
 import pytest
 from mcp.types import TextContent
 
-from mcp_host.edge import Principal
 from mcp_host.errors import Unavailable, UnknownTool
 from mcp_host.policy import PostgresTurns
 from mcp_host.policy.turns import Receipt
+from mcp_host.principal import Principal
 from mcp_host.visitor import TaskBook
 from mcp_host_kit.contract import ERROR_KEY
 from tests.hosting import PLUGINS, RunningHost, host_settings, refusal, running_host, wait_until

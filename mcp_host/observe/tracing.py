@@ -7,7 +7,7 @@ The SDK's low-level `Server` wraps every message in an OpenTelemetry span, even 
 records it: about 5% of the host's CPU per call. `untraced` takes that middleware off a server
 when no tracer provider is configured (or always, for a server whose messages are not worth a
 span). The middleware's class lives in a private module of the SDK, so it is known here by its
-name; `tests/edge/test_tracing.py` fails if the SDK renames it.
+name; `tests/observe/test_tracing.py` fails if the SDK renames it.
 
 The provider is set (or not) by `app.telemetry` from the `OTEL_*` variables before any server
 is built. When it is, the middleware's span per message is the host's span for a visitor's

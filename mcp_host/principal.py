@@ -2,8 +2,9 @@
 
 Above: `access.principals` (a visitor session's principal, from its credential or its request's
 address), the visitor endpoint (which says who is asking while a request of a session runs:
-`Asking`) and `children.instances` (each principal's share of the per-session instances).
-Below: `ipaddress`.
+`Asking`), `children.instances` (each principal's share of the per-session instances) and the
+edge's caps kept per principal (`edge.rates`, `edge.protocol_sessions`). Below: `ipaddress` only:
+a word of the whole host, it sits at the root beside `errors`, below every sub-package.
 
 A principal is the access code or the API key a session was opened with, or for a public
 session the client address its request comes from — behind a proxy uvicorn trusts (its

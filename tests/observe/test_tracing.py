@@ -6,8 +6,7 @@ from typing import Any
 
 from mcp.server import Server
 
-from mcp_host.edge import untraced
-from mcp_host.edge.tracing import tracing_configured
+from mcp_host.observe import tracing_configured, untraced
 
 
 def test_the_sdks_tracing_middleware_is_taken_off_and_nothing_else() -> None:

@@ -3,7 +3,7 @@
 Above: the parts that count (`children.ChildPool`: starts, crashes, restarts;
 `visitor.VisitorDoor`: tool calls and quota refusals; `backchannel.BackChannel`: host ops),
 the composition root (which makes one `HostMetrics` per host and registers the gauges read at
-scrape time) and `app.asgi` (the route). Below: `prometheus_client`.
+scrape time) and `app.host_metrics` (the route). Below: `prometheus_client`.
 
 One `CollectorRegistry` per host, never the library's global one: the tests run several hosts
 in one process, and each host's `/metrics` shows its own figures only.

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from mcp_host.access import Session, Subject, principal_of
 from mcp_host.access.sessions import public_role
-from mcp_host.edge import Asking, Principal
+from mcp_host.principal import Asking, Principal
 
 
 def test_a_client_address_is_its_principal_an_ipv6_one_by_its_64() -> None:
