@@ -314,7 +314,7 @@ async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
 
 
 async def _started_and_listed(plugin: Plugin, settings: Settings) -> list[str]:
-    from .wiring import child_limits  # the composition root's limits; imported only here
+    from .limits import child_limits  # the composition root's limits; imported only here
 
     env = await _config_env(plugin, settings)
     async with ChildPool(child_limits(settings), max_children=1) as pool:
