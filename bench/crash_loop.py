@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from mcp_host.app.wiring import child_limits
+from mcp_host.app.limits import child_limits
 from mcp_host.children.lifecycle import ChildState
 from mcp_host.children.pool import ChildPool
 from mcp_host.errors import HostError

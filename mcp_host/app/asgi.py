@@ -2,8 +2,9 @@
 
 Above: uvicorn (`mcp-host serve`, `tests/hosting.py`). Below: `lifespan` (which puts the
 running host in `app.state.host`; None while it starts or stops, answered 503 here), the
-doors `wiring` built, `health` (the health routes and the answer to a database outage) and
-`edge.HostOriginGuard` (the MCP endpoints' Host and Origin rules on the plain routes).
+doors `wiring` built (`doors.Doors`; their Host and Origin rules, `early.security`), `health`
+(the health routes and the answer to a database outage) and `edge.HostOriginGuard` (the MCP
+endpoints' Host and Origin rules on the plain routes).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from mcp_host.errors import Unavailable
 from mcp_host.plugins import Installer
 from mcp_host.settings import Settings
 
+from .doors import Doors
 from .drain import Drain
+from .early import security
 from .health import OutageGuard, answer_outages, healthz, readyz
 from .host_metrics import metrics
 from .lifespan import host_lifespan
-from .wiring import NODE_PATH, OWNER_PATH, Doors, Host, security
+from .wiring import NODE_PATH, OWNER_PATH, Host
 
 __all__ = ["HostApp", "create_app"]
 

@@ -1,8 +1,8 @@
 """The host's lifespan: the order its parts start and stop in, and the task group they share.
 
-Above: `asgi.create_app`, whose Starlette lifespan is `host_lifespan`. Below: `wiring`, which
-builds the parts between the lifetimes opened here, and `host_file` (where the command line
-finds a running host).
+Above: `asgi.create_app`, whose Starlette lifespan is `host_lifespan`. Below: `early` (the parts
+made before the database opens), `wiring`, which builds the rest between the lifetimes opened
+here, and `host_file` (where the command line finds a running host).
 
 Start, in order: the plugins are loaded (no bubblewrap with the sandbox on: refused here);
 sandboxes left by a host that did not stop cleanly are killed; the back-channel's sockets,
@@ -35,8 +35,9 @@ from mcp_host.sandbox import SandboxLedger, host_cgroups, plugin_layer_available
 from mcp_host.settings import Settings
 from mcp_host.store import Retention, open_database
 
+from .early import early_parts, load
 from .host_file import listen_url, remove_host_file, write_host_file
-from .wiring import OWNER_PATH, Host, early_parts, load, wired
+from .wiring import OWNER_PATH, Host, wired
 
 __all__ = ["host_lifespan", "running_host"]
 

@@ -314,7 +314,7 @@ async def _listed(plugin: Plugin, settings: Settings) -> list[str]:
 
 
 async def _started_and_listed(plugin: Plugin, settings: Settings) -> list[str]:
-    from .wiring import child_limits  # the composition root's limits; imported only here
+    from .limits import child_limits  # the composition root's limits; imported only here
 
     env = await _config_env(plugin, settings)
     async with ChildPool(child_limits(settings), max_children=1) as pool:
@@ -473,6 +473,14 @@ def add_plugin_commands(
 ) -> None:
     """Add `plugin add|list|remove|upgrade` and `tools approve` to the command line's
     sub-commands `sub`; with no host running, `installer` installs the plugins added or upgraded."""
+    _add_plugin_parsers(sub, data_dir_help, installer)
+    _add_tools_parsers(sub, data_dir_help)
+
+
+def _add_plugin_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str, installer: Installer
+) -> None:
+    """`plugin add|list|remove|upgrade`."""
     plugin = sub.add_parser(
         "plugin",
         help="install MCP servers from npm, PyPI, an .mcpb, a server.json or an https:// URL as plugins (on the"
@@ -523,6 +531,9 @@ def add_plugin_commands(
         " server.json (default: the one it was added from, read again)",
     )
 
+
+def _add_tools_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str) -> None:
+    """`tools approve`."""
     tools = sub.add_parser("tools", help="tools waiting for your approval (on the running host)")
     tool_commands = tools.add_subparsers(dest="tools_command", required=True)
     approve = tool_commands.add_parser(

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_host.app import lifespan, wiring
+from mcp_host.app import early, lifespan, wiring
 from mcp_host.sandbox import overlay
 from tests.conftest import _host_tasks
 from tests.hosting import host_settings, running_host
@@ -60,7 +60,7 @@ async def test_a_host_that_fails_leaves_no_loop_running_into_its_closed_pool(
     before = _host_tasks()
     began = anyio.current_time()
     with pytest.RaisesGroup(_Refused, allow_unwrapped=True, flatten_subgroups=True):
-        async with lifespan.running_host(settings, wiring.security(settings)):
+        async with lifespan.running_host(settings, early.security(settings)):
             assert fails == "while serving", "the host started"
             await anyio.sleep(0.2)  # the loops run
             raise _Refused

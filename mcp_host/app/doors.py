@@ -1,0 +1,198 @@
+"""The doors and what stands in front of them: the visitor, owner and node doors, the MCP
+session managers that run their servers, the caps on their protocol sessions, and the
+endpoints the HTTP routes hand requests to (`Doors`).
+
+Above: `wiring` (which builds them in order) and `asgi` (which routes to `Doors`). Below:
+`early`, `shared`, `limits`, the parts, and the owner's facade and console (with `wiring`,
+the only modules that import them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from mcp_host.connectors import RequirementGate
+from mcp_host.edge import FailureThrottle, FastPath, ProtocolSessions, RpcEdge
+from mcp_host.owner import Catalogue, OwnerCalls
+from mcp_host.plugins import Installer
+from mcp_host.principal import Asking
+from mcp_host.settings import Settings
+from mcp_host.store import Database, ProtocolSessionRecords
+from mcp_host.visitor import (
+    ChangeFeed,
+    Fleet,
+    NodeDoor,
+    NodeMCPEndpoint,
+    SessionsEndpoint,
+    ToolSearch,
+    TurnsEndpoint,
+    VisitorDoor,
+    VisitorMCPEndpoint,
+)
+from mcp_host.wire import MetaCaps
+from owner_console import OwnerConsole
+from owner_facade import OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginParts
+
+from .early import Early
+from .limits import protocol_session_limits, public_sessions_rate, throttle_limits, turns_rate, visitor_pace
+from .shared import Shared
+
+__all__ = [
+    "Doors",
+    "doors",
+    "node_door",
+    "owner_door",
+    "protocol_sessions",
+    "session_manager",
+    "visitor_door",
+]
+
+
+@dataclass(frozen=True)
+class Doors:
+    """What the HTTP routes hand requests to."""
+
+    sessions: SessionsEndpoint
+    visitor: VisitorMCPEndpoint
+    owner: OwnerMCPEndpoint
+    turns: TurnsEndpoint
+    node: NodeMCPEndpoint | None = None
+    """`/v1/node/mcp`: what the owner lends to nodes (`visitor.node`)."""
+    console: OwnerConsole | None = None
+    """`/owner/`: the owner's web console, a browser's client of the owner door (`owner_console`)."""
+
+
+def session_manager(
+    server: Server[Any], settings: Settings, rules: TransportSecuritySettings
+) -> StreamableHTTPSessionManager:
+    return StreamableHTTPSessionManager(
+        server,
+        security_settings=rules,
+        max_request_body_size=settings.http.max_body_bytes,
+        max_sessions=settings.principals.max_protocol_sessions,
+        session_idle_timeout=settings.protocol_sessions.idle_s,  # the idle time ProtocolSessions counts on
+    )
+
+
+def visitor_door(
+    settings: Settings, early: Early, shared: Shared, meta_caps: MetaCaps, search: ToolSearch
+) -> VisitorDoor:
+    return VisitorDoor(
+        early.plugins,
+        shared.bindings,
+        early.children,
+        grants=early.grants,
+        quota=shared.quota,
+        requirements=RequirementGate(shared.connections, shared.connectors),
+        meta_caps=meta_caps,
+        call_timeout_s=settings.children.call_timeout_s,
+        holds=shared.holds if settings.policy.hold_destructive_tools else None,
+        turns=shared.turns,
+        metrics=early.metrics,
+        rules=shared.rules,
+        search=search,
+    )
+
+
+def owner_door(
+    settings: Settings,
+    early: Early,
+    shared: Shared,
+    catalogue: Catalogue,
+    database: Database,
+    feed: ChangeFeed,
+    installer: Installer,
+) -> OwnerDoor:
+    calls = OwnerCalls(
+        early.plugins,
+        early.children,
+        grants=early.grants,
+        call_timeout_s=settings.children.call_timeout_s,
+        rules=shared.rules,
+    )
+    return OwnerDoor(
+        OwnerServices(
+            plugins=early.plugins,
+            catalogue=catalogue,
+            config=shared.config,
+            access=shared.access,
+            sessions=shared.sessions,
+            connections=shared.connections,
+            connectors=shared.connectors,
+            calls=calls,
+            audit=shared.audit,
+            holds=shared.holds,
+            owners=shared.owners,
+            pins=shared.pins,
+            review=shared.review,
+            # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
+            admin=PluginParts(installer, settings.data_dir, early.pool, database.pool, feed.announce, settings),
+            rules=shared.rules,
+            node_grants=shared.node_grants,
+        )
+    )
+
+
+def node_door(settings: Settings, early: Early, shared: Shared) -> NodeDoor:
+    return NodeDoor(
+        early.plugins,
+        shared.bindings,
+        early.children,
+        grants=early.grants,
+        node_grants=shared.node_grants,
+        call_timeout_s=settings.children.call_timeout_s,
+    )
+
+
+def protocol_sessions(
+    settings: Settings,
+    manager: StreamableHTTPSessionManager,
+    records: ProtocolSessionRecords,
+    fleet: Fleet | None = None,
+    fast: FastPath | None = None,
+    asking: Asking | None = None,
+    on_ended: Callable[[str, bytes], None] | None = None,
+) -> ProtocolSessions:
+    """The caps on a door's protocol sessions, in front of its JSON-RPC edge and SDK manager
+    (for the visitor door, with the forward of retries parked on other replicas between, and
+    each session's principal from `asking`); a session born on another replica is adopted
+    through `records`, and one idle a while rests (`on_ended`: told as each ends in the SDK)."""
+    cap = settings.http.max_body_bytes
+    app = manager.handle_request if fleet is None else fleet.forward(manager.handle_request, max_body_bytes=cap)
+    edge = RpcEdge(app, max_body_bytes=cap, fast=fast)
+    return ProtocolSessions(edge, protocol_session_limits(settings), records, asking, on_ended)
+
+
+def doors(
+    settings: Settings,
+    shared: Shared,
+    door: VisitorDoor,
+    protocol: Mapping[str, ProtocolSessions],
+    asking: Asking,
+    console: OwnerConsole,
+) -> Doors:
+    """The endpoints in front of the doors: `protocol` holds each door's protocol sessions
+    (`visitor`, `owner`, `node`)."""
+    return Doors(
+        sessions=SessionsEndpoint(
+            shared.access,
+            FailureThrottle(throttle_limits(settings)),
+            shared.owner_id,
+            settings.base_url,
+            settings.http.max_rest_body_bytes,
+            public_sessions_rate(settings),
+        ),
+        visitor=VisitorMCPEndpoint(shared.sessions, protocol["visitor"], asking, visitor_pace(settings)),
+        owner=OwnerMCPEndpoint(shared.owners, protocol["owner"]),
+        turns=TurnsEndpoint(
+            shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes, turns_rate(settings)
+        ),
+        node=NodeMCPEndpoint(shared.node_grants, protocol["node"]),
+        console=console,
+    )

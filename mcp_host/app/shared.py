@@ -1,0 +1,209 @@
+"""The parts both doors share, each built once the database is open (`Shared`): the owner,
+the tool listings and their review, the sessions, the plugin stores, the config and the host
+key that seals it, access, connectors, turns, holds, the audit log and the owner's rules.
+
+Above: `wiring` (which builds the doors on these). Below: `limits`, `parent` (a node's lent
+capabilities, linked to the audit before any child is made) and the parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from anyio.abc import TaskGroup
+
+from mcp_host.access import (
+    OWNER_TOKEN_FILE,
+    Access,
+    CachedSessionStore,
+    OwnerStore,
+    PostgresSessionStore,
+    ensure_owner_token,
+)
+from mcp_host.backchannel import named_ops
+from mcp_host.connectors import Connections, ConnectorGateway
+from mcp_host.plugins import Plugin, Registry
+from mcp_host.policy import AuditLog, Holds, NodeGrants, Pins, PostgresTurns, QuotaGate, RuleGate
+from mcp_host.settings import Settings
+from mcp_host.store import (
+    ConfigStore,
+    Database,
+    NodeGrantStore,
+    OwnerEnv,
+    PluginStores,
+    RuleStore,
+    SecretBox,
+    load_host_key,
+)
+from mcp_host.visitor import Bindings, OwnerReview
+
+from .early import Early
+from .limits import hold_caps, store_limits, turn_caps
+from .parent import audit_parent_calls
+
+__all__ = ["Shared", "shared_parts"]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The parts both doors share, built once the database is open."""
+
+    owners: OwnerStore
+    owner_id: str
+    owner_token_file: Path | None
+    owner_token_new: bool
+    pins: Pins | None
+    bindings: Bindings
+    review: OwnerReview | None
+    sessions: CachedSessionStore
+    stores: PluginStores
+    config: ConfigStore
+    access: Access
+    quota: QuotaGate
+    connections: Connections
+    connectors: ConnectorGateway
+    turns: PostgresTurns
+    holds: Holds
+    audit: AuditLog
+    rules: RuleGate
+    node_grants: NodeGrants
+    host_key: bytes
+    """Loaded once: it seals the config and the connections, and keys the replicas' forwards."""
+
+
+async def shared_parts(
+    settings: Settings, early: Early, database: Database, background: TaskGroup, lent: Sequence[str] = ()
+) -> Shared:
+    """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
+    built once; once the pins are loaded, every capability's tools are listed for the owner's
+    review (pinning on) and the prestarted children's lists vetted, in the background. `lent`:
+    the parent's capabilities (`parent.lent_by_parent`), linked to the parent before any is listed."""
+    rule_store = RuleStore(database.pool)
+    owners = OwnerStore(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
+    owner = await owners.ensure_single_owner()
+    audit = AuditLog(database.pool)
+    # Before the review below lists any child: a child is made once, and one of a lent
+    # capability made without its link to the parent would pass the parent's bare refusal to
+    # visitors (defect 8) and leave no `parent_call` rows.
+    audit_parent_calls(early.children, audit, owner.id, lent)
+    pins, bindings, review = await _listings(settings, early, database, background)
+    first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
+    token_file = await ensure_owner_token(owners, owner, settings.data_dir)
+    sessions = _session_store(settings, early, database, background)
+    stores = PluginStores(database.pool, store_limits(settings))
+    await _ensure_stores(stores, early.plugins)
+    host_key = load_host_key(settings.data_dir, _secret(settings))
+    config, access, connections = await _config_and_access(settings, early, database, owner.id, sessions, host_key)
+    holds = Holds(
+        database.pool,
+        ttl_s=settings.policy.hold_ttl_s,
+        caps=hold_caps(settings),
+        principal_of=lambda session_id: str(early.pool.asking.of(session_id)),  # who asks for it now
+    )
+    # The owner's rules: every visitor, owner-context and node call, before its child.
+    rules = RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
+    return Shared(
+        owners=owners,
+        owner_id=owner.id,
+        owner_token_file=token_file,
+        owner_token_new=first_token and token_file is not None,
+        pins=pins,
+        bindings=bindings,
+        review=review,
+        sessions=sessions,
+        stores=stores,
+        config=config,
+        access=access,
+        quota=QuotaGate(stores, config, limit_ttl_s=settings.policy.quota_limit_ttl_s),
+        connections=connections,
+        connectors=ConnectorGateway(
+            connections,
+            early.children,
+            call_timeout_s=settings.children.call_timeout_s,
+            can_perform_ttl_s=settings.connectors.can_perform_ttl_s,
+        ),
+        turns=PostgresTurns(database.pool, caps=turn_caps(settings)),
+        holds=holds,
+        audit=audit,
+        rules=rules,
+        node_grants=NodeGrants(NodeGrantStore(database.pool), rules, audit),
+        host_key=host_key,
+    )
+
+
+async def _listings(
+    settings: Settings, early: Early, database: Database, background: TaskGroup
+) -> tuple[Pins | None, Bindings, OwnerReview | None]:
+    """Tool pinning (a child's tool whose definition the owner has not approved stays hidden),
+    the listings over it, and the owner's review of them (pinning on); the first lists start
+    in the background."""
+    pins = Pins(database.pool) if settings.policy.pin_tools else None
+    if pins is not None:
+        await pins.load()
+    bindings = Bindings(early.children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
+    review = OwnerReview(bindings, early.plugins, background) if pins is not None else None
+    if review is not None or early.prestart:  # prestarted children booted while the database started
+        background.start_soon(_first_lists, bindings, review, early.plugins.capabilities, early.prestart)
+    return pins, bindings, review
+
+
+async def _first_lists(
+    bindings: Bindings, review: OwnerReview | None, capabilities: Sequence[Plugin], prestart: Sequence[Plugin]
+) -> None:
+    """Once the pins are loaded: every capability's tools listed for the owner's review (so
+    `tools_pending` shows them before any visitor lists them, whatever their `acl`), then the
+    prestarted children's lists vetted as the toolset every session sees."""
+    if review is not None:
+        await review.all(capabilities)
+    if prestart:
+        await bindings.assemble(prestart, fresh=False)
+
+
+def _session_store(settings: Settings, early: Early, database: Database, background: TaskGroup) -> CachedSessionStore:
+    """The visitor sessions in the database, their authentications cached (and kept through a
+    short outage); an abandoned session's entry goes, in the background, once its grace is over."""
+    sessions = CachedSessionStore(
+        # An ended session's per-session child instances stop at once (on this replica).
+        PostgresSessionStore(
+            database.pool, on_ended=early.pool.end_session, public_idle_s=settings.retention.public_session_idle_s
+        ),
+        ttl_s=settings.access.auth_cache_ttl_s,
+        outage_grace_s=settings.access.auth_outage_grace_s,
+    )
+    background.start_soon(sessions.expire)
+    return sessions
+
+
+async def _ensure_stores(stores: PluginStores, plugins: Registry) -> None:
+    """Create the store of every plugin that uses one (named a store op, or counts a quota)."""
+    for plugin in plugins:
+        uses_store = any(op.startswith("store.") for op in named_ops(plugin))
+        if uses_store or plugin.manifest.quota_gate() is not None:
+            await stores.ensure(plugin.manifest.kind, plugin.manifest.id)
+
+
+def _secret(settings: Settings) -> str | None:
+    return settings.connectors.secret_key.get_secret_value() if settings.connectors.secret_key is not None else None
+
+
+async def _config_and_access(
+    settings: Settings, early: Early, database: Database, owner_id: str, sessions: CachedSessionStore, host_key: bytes
+) -> tuple[ConfigStore, Access, Connections]:
+    """The owner's config and connections, sealed under the host key; the children's
+    environment read from that config; access over it, its default roles ensured."""
+    box = SecretBox(host_key)
+    # A write to a setting a child's environment is made from restarts the plugin's children.
+    config = ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
+    early.children.use_env(OwnerEnv(config, owner_id))
+    # Revoking a code or key here drops its sessions' cached authentications at once.
+    access = Access(database.pool, config, early.plugins, sessions, on_revoked=sessions.forget_subject)
+    await access.ensure_defaults(owner_id)
+    connections = Connections(
+        database.pool,
+        box,
+        {p.manifest.id: p for p in early.plugins.connectors},
+        ttl_s=settings.connectors.connections_ttl_s,
+    )
+    return config, access, connections
