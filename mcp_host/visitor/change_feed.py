@@ -111,12 +111,15 @@ class ChangeFeed:
         task_group: TaskGroup,
         runs_own: Callable[[str, str], bool] = lambda plugin_id, session_id: False,
         relay: Callable[[ListChange], None] | None = None,
+        in_all: int = _IN_ALL,
     ) -> None:
         """`sees(session, plugin_id)`: whether the session can see that child now;
         `runs_own(plugin_id, session_id)`: whether the session has a running per-session
         instance of that plugin (`ChildPool.runs_own`); `relay(change)`: tells the other
-        replicas of a change said here (`Fleet.relay`)."""
+        replicas of a change said here (`Fleet.relay`); `in_all`: the visitor sessions kept
+        (and resource subscriptions of one), the least recently seen forgotten first."""
         self._relay = relay
+        self._in_all = in_all
         self._sees = sees
         self._runs_own = runs_own
         self._tg = task_group
@@ -126,7 +129,7 @@ class ChangeFeed:
     def _listeners(self, session: Session) -> _Listeners:
         listeners = self._by_session.get(session.id)
         if listeners is None:
-            if len(self._by_session) >= _IN_ALL:
+            if len(self._by_session) >= self._in_all:
                 self._evict()
             listeners = self._by_session[session.id] = _Listeners(session)
         self._by_session.move_to_end(session.id)
@@ -155,7 +158,7 @@ class ChangeFeed:
 
     def subscribe_uri(self, session: Session, uri: str) -> None:
         listeners = self._listeners(session)
-        if len(listeners.subscribed) < _IN_ALL:
+        if len(listeners.subscribed) < self._in_all:
             listeners.subscribed.add(uri)
 
     def unsubscribe_uri(self, session: Session, uri: str) -> None:

@@ -132,12 +132,11 @@ async def test_listeners_are_capped_per_session() -> None:
     assert ResourceUpdated(uri="test://x") not in sink
 
 
-async def test_the_least_recently_seen_sessions_are_forgotten_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("mcp_host.visitor.change_feed._IN_ALL", 2)
+async def test_the_least_recently_seen_sessions_are_forgotten_first() -> None:
     first, second, third = _session(1, ("a",)), _session(2, ("a",)), _session(3, ("a",))
     streamed: list[ServerEvent] = []
     async with anyio.create_task_group() as tg:
-        feed = ChangeFeed(_sees, tg)
+        feed = ChangeFeed(_sees, tg, in_all=2)
         feed.bus(first).subscribe(streamed.append)  # a listen stream: never evicted
         feed.keep_connection(second, "c2", _Connection())  # type: ignore[arg-type]
         feed.keep_connection(third, "c3", _Connection())  # type: ignore[arg-type]
