@@ -278,7 +278,7 @@ class PrincipalSettings(_Group):
 
     max_session_instances: int = Field(default=32, ge=1, validation_alias="max_session_instances")
     session_instances: int = Field(default=4, ge=1, validation_alias="principal_session_instances")
-    instance_starts_per_minute: int = Field(default=12, ge=1, validation_alias="principal_instance_starts_per_minute")
+    instance_starts_per_minute: int = Field(default=4, ge=1, validation_alias="principal_instance_starts_per_minute")
     # Public sessions one client address opens a minute (a bucket of that size, refilled over a
     # minute): each is a row and a token, kept until it expires.
     public_sessions_per_minute: int = Field(default=60, ge=1, validation_alias="principal_public_sessions_per_minute")

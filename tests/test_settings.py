@@ -208,7 +208,7 @@ DEFAULTS: dict[str, Any] = {
     "child_session_idle_timeout_s": 300.0,
     "max_session_instances": 32,
     "principal_session_instances": 4,
-    "principal_instance_starts_per_minute": 12,
+    "principal_instance_starts_per_minute": 4,
     "principal_public_sessions_per_minute": 60,
     "principal_turns_per_minute": 60,
     "principal_requests_per_s": 20.0,

@@ -58,7 +58,7 @@ class InstanceShares:
 
     host: int = 32
     per_principal: int = 4
-    starts_per_minute: int = 12
+    starts_per_minute: int = 4
 
 
 class _Health(Protocol):
