@@ -16,6 +16,7 @@ run of failures) and `stderr.ChildLog` (what its runs said).
 
 from __future__ import annotations
 
+import abc
 import enum
 import logging
 import time
@@ -107,7 +108,7 @@ class Start:
     setting unset, the remote server refusing the host's credentials)."""
 
 
-class ChildLife:
+class ChildLife(abc.ABC):
     """When one child runs: its starts, its idle stop, its backoff and its health; safe to share
     between many concurrent callers. What a run opens is a subclass's (`_run`).
 
@@ -273,10 +274,10 @@ class ChildLife:
             ended.set()
             self._on_ended(self)
 
+    @abc.abstractmethod
     async def _run(self, start: Start) -> None:
         """One run: open what the child runs over, hold its session until it ends, then tell
         `_finish` (through `_ended`) why. A subclass's."""
-        raise NotImplementedError
 
     async def _prepared(
         self, start: Start, started_at: float, prepare: Callable[[], Awaitable[_T]], what: str
@@ -323,7 +324,7 @@ class ChildLife:
             self._forget_tools()
         self._finish(start, reason, started_at, crashed=crashed)
 
-    def _forget_tools(self) -> None:
+    def _forget_tools(self) -> None:  # noqa: B027 - a hook; only a child that keeps tools overrides it
         """A clean end: the next run is listed again (`mcp_session.Child.tools`)."""
 
     async def _supervise(self, exited: Callable[[], Awaitable[object]] | None) -> str:
