@@ -480,7 +480,7 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="run the host",
         description="Run the host: its HTTP endpoints, its embedded PostgreSQL and its plugins.",
         epilog="Every other setting comes from the environment, one MCP_HOST_<NAME> variable each;"
-        " mcp_host/settings.py lists them by group, each with its variable's name"
+        " mcp_host/settings/ lists them by group, each with its variable's name"
         " (e.g. MCP_HOST_DATABASE_URL, MCP_HOST_PUBLIC_URL, MCP_HOST_SANDBOX=off)."
         " A flag overrides its variable.",
     )

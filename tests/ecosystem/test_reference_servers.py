@@ -130,7 +130,7 @@ OUTSIDE = {
     "/plugin/manifest.yaml": "eco.filesystem",
     "/etc/passwd": "root:",
     str(REPO / "pyproject.toml"): "[project]",
-    str(REPO / "mcp_host" / "settings.py"): "BaseSettings",
+    str(REPO / "mcp_host" / "settings" / "host.py"): "BaseSettings",
     str(REPO / ".venv" / "pyvenv.cfg"): "home",
     str(sys.prefix) + "/pyvenv.cfg": "home",
 }

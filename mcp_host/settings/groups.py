@@ -1,33 +1,15 @@
-"""The host's settings: one `BaseSettings`, the only code that reads the environment.
-
-Every limit the host enforces is a named setting here, so a test can pin its default and an
-operator can tune it. The command line overrides the environment.
-
-The process's own settings (where it listens, its data and plugin folders) sit at the top; the
-rest are grouped by the part of the host that uses them, one model per group, read as
-`settings.children.idle_timeout_s`. Each setting is still read from one flat variable,
-`MCP_HOST_<FLAT NAME>`, where the flat name is the field's `validation_alias` when it has one
-(`child_idle_timeout_s`), else its name; `Settings(child_idle_timeout_s=3)` works the same
-way, and a bad value is reported under its flat name (`children.child_idle_timeout_s`).
-`flat_names()` lists them all.
+"""The groups of settings, one model per part of the host that uses them (`settings.children`,
+`settings.http`, ...), each setting read from its one flat variable (its `validation_alias` when
+it has one, else its name). `host.Settings` holds one of each.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 __all__ = [
     "AccessSettings",
@@ -36,41 +18,28 @@ __all__ = [
     "ChildrenSettings",
     "ConnectorSettings",
     "DatabaseSettings",
+    "Group",
     "HttpSettings",
+    "MiB",
     "PolicySettings",
     "PrincipalSettings",
     "ProtocolSessionSettings",
     "RetentionSettings",
     "SandboxSettings",
-    "Settings",
     "StoreSettings",
     "WireSettings",
-    "OtelSettings",
-    "default_data_dir",
-    "flat_names",
 ]
 
 MiB = 1024 * 1024
 
 
-def default_data_dir() -> Path:
-    """`$XDG_DATA_HOME/mcp-host`, else `~/.local/share/mcp-host`."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "mcp-host"
-
-
-def _default_builtin_dir() -> Path | None:
-    candidate = Path(__file__).resolve().parent.parent / "capabilities"
-    return candidate if candidate.is_dir() else None
-
-
-class _Group(BaseModel):
+class Group(BaseModel):
     # Read by field name or by flat name (the validation alias): the environment and
     # `Settings(<flat name>=…)` give flat names, code and tests may give field names.
     model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True)
 
 
-class WireSettings(_Group):
+class WireSettings(Group):
     """What travels (wire/): caps on the `_meta` a visitor's request carries."""
 
     meta_max_keys: int = Field(default=16, ge=1)
@@ -78,7 +47,7 @@ class WireSettings(_Group):
     meta_max_bytes: int = Field(default=4096, ge=256)
 
 
-class HttpSettings(_Group):
+class HttpSettings(Group):
     """HTTP requests and connections (edge/http_server.py: the uvicorn config of `serve` and the tests)."""
 
     # Visitor input caps: an MCP request body, and a REST body (sessions, turns).
@@ -129,7 +98,7 @@ class HttpSettings(_Group):
         return self
 
 
-class ProtocolSessionSettings(_Group):
+class ProtocolSessionSettings(Group):
     """2025-11-25 `Mcp-Session-Id`s on the MCP endpoints (edge/protocol_sessions/): one that
     had no request in flight for `idle_s` is closed. How many one visitor session, one principal
     and the whole endpoint may hold: `PrincipalSettings`.
@@ -141,7 +110,7 @@ class ProtocolSessionSettings(_Group):
     rest_s: float = Field(default=60.0, gt=0, validation_alias="protocol_session_rest_s")
 
 
-class DatabaseSettings(_Group):
+class DatabaseSettings(Group):
     """PostgreSQL (store/database.py), and its outages (store/database_watch.py, app/health.py)."""
 
     # A server by URL; unset, an embedded one in the data dir.
@@ -159,7 +128,7 @@ class DatabaseSettings(_Group):
     readiness_timeout_s: float = Field(default=1.0, gt=0, le=30)
 
 
-class StoreSettings(_Group):
+class StoreSettings(Group):
     """The argument checks of every plugin store (store/checks.py)."""
 
     max_doc_bytes: int = Field(default=256 * 1024, ge=1024, validation_alias="store_max_doc_bytes")
@@ -167,7 +136,7 @@ class StoreSettings(_Group):
     max_query_limit: int = Field(default=500, ge=1, validation_alias="store_max_query_limit")
 
 
-class SandboxSettings(_Group):
+class SandboxSettings(Group):
     """Sandboxing a child (sandbox/): on or off, and its resource limits (per child)."""
 
     mode: Literal["on", "off"] = Field(default="on", validation_alias="sandbox")
@@ -204,7 +173,7 @@ class SandboxSettings(_Group):
         return self
 
 
-class ChildrenSettings(_Group):
+class ChildrenSettings(Group):
     """A child's life (children/lifecycle.py) and the calls forwarded to it."""
 
     call_timeout_s: float = Field(default=30.0, gt=0)
@@ -239,7 +208,7 @@ class ChildrenSettings(_Group):
     prestart: bool = Field(default=True, validation_alias="prestart_children")
 
 
-class PrincipalSettings(_Group):
+class PrincipalSettings(Group):
     """What one principal (principal.py: an access code, an API key, or a public session's
     client address) may hold at once and how fast it may start it, beside the host-wide caps it
     shares with every other principal. Past its share a principal is refused `unavailable` with
@@ -331,7 +300,7 @@ class PrincipalSettings(_Group):
         return self
 
 
-class ChildLogSettings(_Group):
+class ChildLogSettings(Group):
     """What of a child's stderr reaches the log and the owner (children/stderr.py, issue 12)."""
 
     stderr_lines_per_s: int = Field(default=20, ge=1, validation_alias="child_stderr_lines_per_s")
@@ -344,7 +313,7 @@ class ChildLogSettings(_Group):
     errors_logged_burst: int = Field(default=10, ge=1, validation_alias="child_errors_logged_burst")
 
 
-class AccessSettings(_Group):
+class AccessSettings(Group):
     """Who may open which session (access/), and slowing down wrong codes and keys (edge/throttle.py)."""
 
     # How long a verified session token is trusted without asking the database again
@@ -364,7 +333,7 @@ class AccessSettings(_Group):
     failure_clients_max: int = Field(default=10_000, ge=1, validation_alias="access_failure_clients_max")
 
 
-class ConnectorSettings(_Group):
+class ConnectorSettings(Group):
     """What an owner connected (connectors/)."""
 
     # The host key that seals connector secrets: base64 of 32 bytes, shared by replicas;
@@ -376,7 +345,7 @@ class ConnectorSettings(_Group):
     connections_ttl_s: float = Field(default=1.0, ge=0)
 
 
-class PolicySettings(_Group):
+class PolicySettings(Group):
     """What a call must pass beyond access (policy/): pins, holds, quota."""
 
     # Tool pinning (pins.py, docs/security.md E8): a plugin tool whose definition the owner has not
@@ -392,7 +361,7 @@ class PolicySettings(_Group):
     quota_limit_ttl_s: float = Field(default=1.0, ge=0, le=60)
 
 
-class RetentionSettings(_Group):
+class RetentionSettings(Group):
     """How long the host keeps what visitors and the owner leave in the database
     (store/retention.py: one sweep every `retention_sweep_interval_s` on each replica, each
     table in batches of `retention_sweep_batch` rows, safe to run on several replicas at once).
@@ -417,7 +386,7 @@ class RetentionSettings(_Group):
     sweep_batch: int = Field(default=5000, ge=1, validation_alias="retention_sweep_batch")
 
 
-class BackchannelSettings(_Group):
+class BackchannelSettings(Group):
     """Children asking the host for things (backchannel/)."""
 
     # Each plugin that names ops gets one unix socket under `runtime_dir` (a fresh private
@@ -433,175 +402,3 @@ class BackchannelSettings(_Group):
     denials_logged_per_s: float = Field(default=1.0, gt=0, validation_alias="host_op_denials_logged_per_s")
     # Host ops one forwarded call may make (its grant's budget).
     grant_op_budget: int = Field(default=256, ge=1)
-
-
-class Settings(BaseSettings):
-    """Host settings; environment prefix `MCP_HOST_`, one flat variable per setting."""
-
-    model_config = SettingsConfigDict(env_prefix="MCP_HOST_", extra="ignore", frozen=True)
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8765, ge=0, le=65535)
-    data_dir: Path = Field(default_factory=default_data_dir)
-    plugins: Annotated[list[Path], NoDecode] = Field(default_factory=list)
-    # The builtin plugins; by default the `capabilities/` folder beside the package.
-    builtin_dir: Path | None = Field(default_factory=lambda: _default_builtin_dir())
-    # The URL visitors are told to use; derived from host and port when unset.
-    public_url: str | None = None
-    # Extra Host header values the HTTP endpoints accept (DNS-rebinding protection).
-    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # The URL other replicas on the same database reach this one at (a retry parked here is
-    # forwarded to it); unset, the address the host listens on (`host_file.listen_url`).
-    replica_url: str | None = None
-    # A bearer token `GET /metrics` accepts besides the owner token (for a Prometheus that
-    # should hold nothing more); unset, only the owner token.
-    metrics_token: SecretStr | None = None
-    # `json`: log lines as JSON objects (time, level, logger, message, trace_id when a span is
-    # current) for a log pipeline; `text`: the plain lines (app/telemetry.py).
-    log_format: Literal["text", "json"] = "text"
-    # A node (issue 17): the parent host's base URL (`serve --parent URL`) and the node grant's
-    # token its owner minted (`grant_create`); the parent's granted capabilities become this
-    # host's remote capabilities. Unset: this host has no parent.
-    parent_url: str | None = None
-    parent_token: SecretStr | None = None
-
-    wire: WireSettings = Field(default_factory=WireSettings)
-    http: HttpSettings = Field(default_factory=HttpSettings)
-    protocol_sessions: ProtocolSessionSettings = Field(default_factory=ProtocolSessionSettings)
-    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    children: ChildrenSettings = Field(default_factory=ChildrenSettings)
-    principals: PrincipalSettings = Field(default_factory=PrincipalSettings)
-    child_logs: ChildLogSettings = Field(default_factory=ChildLogSettings)
-    access: AccessSettings = Field(default_factory=AccessSettings)
-    connectors: ConnectorSettings = Field(default_factory=ConnectorSettings)
-    policy: PolicySettings = Field(default_factory=PolicySettings)
-    retention: RetentionSettings = Field(default_factory=RetentionSettings)
-    backchannel: BackchannelSettings = Field(default_factory=BackchannelSettings)
-
-    if TYPE_CHECKING:
-        # What `BaseSettings.__init__` takes: fields, groups (models or mappings) and flat names
-        # (`child_idle_timeout_s=3`), all checked when the settings are built. Without this, a
-        # type checker would allow only the fields, as the generated signature lists them.
-        def __init__(self, **values: Any) -> None: ...
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Keyword arguments first, then MCP_HOST_* (no dotenv file or secrets dir is configured).
-        return _GroupedInit(settings_cls, init_settings), _FlatEnvironment(settings_cls)
-
-    @field_validator("plugins", mode="before")
-    @classmethod
-    def _split_paths(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [Path(p) for p in value.split(os.pathsep) if p]
-        return value
-
-    @field_validator("allowed_hosts", mode="before")
-    @classmethod
-    def _split_hosts(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [h.strip() for h in value.split(",") if h.strip()]
-        return value
-
-    @property
-    def base_url(self) -> str:
-        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
-
-
-@cache
-def _groups() -> dict[str, dict[str, str]]:
-    """Each group → its fields → their flat names."""
-    groups: dict[str, dict[str, str]] = {}
-    for group, info in Settings.model_fields.items():
-        model = info.annotation
-        if isinstance(model, type) and issubclass(model, _Group):
-            flats = groups[group] = {}
-            for name, field in model.model_fields.items():
-                alias = field.validation_alias
-                assert alias is None or isinstance(alias, str)
-                flats[name] = alias or name
-    return groups
-
-
-def flat_names() -> dict[str, tuple[str | None, str]]:
-    """Each flat name (`MCP_HOST_<FLAT NAME>`, `Settings(<flat name>=…)`) → (its group or None, field)."""
-    groups = _groups()
-    names: dict[str, tuple[str | None, str]] = {
-        name: (None, name) for name in Settings.model_fields if name not in groups
-    }
-    for group, flats in groups.items():
-        names.update({flat: (group, name) for name, flat in flats.items()})
-    return names
-
-
-def _grouped(values: Mapping[str, Any]) -> dict[str, Any]:
-    """`values` with every grouped setting under its group, keyed by its flat name.
-
-    Settings may come flat (`child_idle_timeout_s=3`) or as a group (a mapping or a model,
-    keyed by field name or flat name); a flat one wins over the same one in a group. One key
-    for each setting, whatever the source, so sources merge key by key and an error names
-    the variable. `sandbox` is both a group and the flat name of its mode: a mapping or a
-    model is the group, anything else the mode.
-    """
-    out = dict(values)
-    for group, flats in _groups().items():
-        members: dict[str, Any] = {}
-        given = out.get(group)
-        if isinstance(given, (Mapping, BaseModel)):
-            whole: dict[str, Any] = dict(given)
-            members = {flats.get(key, key): value for key, value in whole.items()}
-            del out[group]
-        members.update({flat: out.pop(flat) for flat in flats.values() if flat in out})
-        if members:
-            out[group] = members
-    return out
-
-
-class _GroupedInit(PydanticBaseSettingsSource):
-    """The keyword arguments of `Settings(...)`, flat names moved into their groups."""
-
-    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
-        super().__init__(settings_cls)
-        self._init = init
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # unused: __call__ hands over every value at once
-
-    def __call__(self) -> dict[str, Any]:
-        return _grouped(self._init())
-
-
-class _FlatEnvironment(EnvSettingsSource):
-    """`MCP_HOST_<FLAT NAME>` for every setting, into its group; strings as given."""
-
-    def __call__(self) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for flat in flat_names():
-            value = self.env_vars.get(self._apply_case_sensitive(f"{self.env_prefix}{flat}"))
-            if value is not None:
-                found[flat] = value
-        return _grouped(found)
-
-
-class OtelSettings(BaseSettings):
-    """The OpenTelemetry variables that decide whether the host traces (app/telemetry.py);
-    the SDK and its exporter read the rest themselves (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,
-    OTEL_BSP_*, OTEL_TRACES_SAMPLER, OTEL_RESOURCE_ATTRIBUTES). Unset, nothing is traced."""
-
-    model_config = SettingsConfigDict(env_prefix="OTEL_", extra="ignore", frozen=True)
-
-    sdk_disabled: bool = False
-    # `otlp` (OTLP over HTTP/protobuf), `console` (stderr, to try it) or `none`; unset, `otlp`
-    # when an OTLP endpoint is set.
-    traces_exporter: str | None = None
-    exporter_otlp_endpoint: str | None = None
-    exporter_otlp_traces_endpoint: str | None = None
