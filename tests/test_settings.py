@@ -160,7 +160,7 @@ DEFAULTS: dict[str, Any] = {
     "http_body_min_bytes_per_s": 1024,
     "http_body_rate_window_s": 5.0,
     "http_max_connections": 1000,
-    "http_keep_alive_s": 5,
+    "http_keep_alive_s": 65,
     "http_max_connections_per_client": 64,
     "http_reserved_share": 0.25,
     "http_reserved_per_client": 4,

@@ -58,7 +58,10 @@ class HttpSettings(Group):
     # 431 and closed. A request body that sends nothing for `http_body_timeout_s` (per read) is
     # answered 408 and closed. Past `http_max_connections` open connections (or requests in
     # progress) every new request is answered 503 (uvicorn's `limit_concurrency`). An idle
-    # keep-alive connection is closed after `http_keep_alive_s`.
+    # keep-alive connection is closed after `http_keep_alive_s`: longer than the clients' own
+    # idle expiry (httpx 5 s, undici 4 s, aiohttp 15 s) and a load balancer's (60 s), so the
+    # client, not the host, closes an idle connection. When both sides waited 5 s, a request sent
+    # as the host closed the connection met a closed socket (a ReadError, no answer).
     header_timeout_s: float = Field(default=10.0, gt=0, validation_alias="http_header_timeout_s")
     max_head_bytes: int = Field(default=64 * 1024, ge=4096, validation_alias="http_max_head_bytes")
     body_timeout_s: float = Field(default=30.0, gt=0, validation_alias="http_body_timeout_s")
@@ -71,7 +74,7 @@ class HttpSettings(Group):
     body_min_bytes_per_s: int = Field(default=1024, ge=0, validation_alias="http_body_min_bytes_per_s")
     body_rate_window_s: float = Field(default=5.0, gt=0, validation_alias="http_body_rate_window_s")
     max_connections: int = Field(default=1000, ge=2, validation_alias="http_max_connections")
-    keep_alive_s: int = Field(default=5, ge=1, validation_alias="http_keep_alive_s")
+    keep_alive_s: int = Field(default=65, ge=1, validation_alias="http_keep_alive_s")
     # Past `http_max_connections_per_client` connections open from one client address, a new
     # one is answered 503 and closed before it is read, so one address cannot hold the
     # host-wide cap (it must be below it). 64: a browser opens at most 6 per host, an MCP client

@@ -47,7 +47,7 @@ def test_defaults_are_pinned(tmp_path: Path) -> None:
             "max_connections_per_client": 64,
             "reserved_share": 0.25,
             "reserved_per_client": 4,
-            "keep_alive_s": 5,
+            "keep_alive_s": 65,
         }
     )
     assert HttpLimits() == HttpLimits(**{name: pinned[name] for name in LIMITS})
@@ -141,6 +141,28 @@ async def _dribbled(
         tg.cancel_scope.cancel()
     await stream.aclose()
     return answer, anyio.current_time() - started
+
+
+async def test_an_idle_keep_alive_connection_outlives_a_clients_own_idle_expiry(
+    tmp_path: Path, database_url: str
+) -> None:
+    """httpx keeps an idle connection 5 s: the host keeps it longer, so a request sent on it
+    after 5.5 s idle is answered (on a 5 s keep-alive the host had closed it, and a client
+    sending just then got a ReadError; seen in a loaded suite run)."""
+    expiry = httpx2.Limits().keepalive_expiry
+    assert expiry is not None
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    async with _host(tmp_path, database_url) as host:
+        stream = await _connect(host)
+        async with stream:
+            answers = []
+            for _ in range(2):
+                await stream.send(request)
+                with anyio.fail_after(10):
+                    answer = await stream.receive()
+                answers.append(answer.split(b"\r\n", 1)[0])
+                await anyio.sleep(expiry + 0.5)
+    assert answers == [b"HTTP/1.1 200 OK"] * 2
 
 
 async def test_a_connection_dribbling_its_headers_is_closed_after_the_header_timeout(
