@@ -6,14 +6,16 @@ Below: `owner_facade.OwnerDoor` (every read and change, with its audit rows) and
 public surface (each package's `__all__`).
 """
 
-from .app import CONSOLE_PATH, SESSION_TTL, OwnerConsole
-from .sessions import ConsoleSessions, MemoryConsoleSessions, PostgresConsoleSessions
+from .app import CONSOLE_PATH, SESSION_TTL, SIGN_IN_THROTTLE, OwnerConsole
+from .sessions import ConsoleSessions, MemoryConsoleSessions, PostgresConsoleSessions, cookie_owner
 
 __all__ = [
     "CONSOLE_PATH",
     "SESSION_TTL",
+    "SIGN_IN_THROTTLE",
     "ConsoleSessions",
     "MemoryConsoleSessions",
     "OwnerConsole",
     "PostgresConsoleSessions",
+    "cookie_owner",
 ]

@@ -17,9 +17,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from starlette.requests import Request
+
 from mcp_host.store import PgPool
 
-__all__ = ["COOKIE_MAX_CHARS", "ConsoleSessions", "MemoryConsoleSessions", "PostgresConsoleSessions", "new_cookie"]
+from .guard import COOKIE_NAME
+
+__all__ = [
+    "COOKIE_MAX_CHARS",
+    "ConsoleSessions",
+    "MemoryConsoleSessions",
+    "PostgresConsoleSessions",
+    "cookie_owner",
+    "new_cookie",
+]
 
 COOKIE_MAX_CHARS = 64
 """Longer cookie values are refused before any lookup (ours are 43 characters)."""
@@ -122,3 +133,9 @@ class MemoryConsoleSessions:
     async def end(self, cookie: str) -> bool:
         digest = _digest(cookie)
         return digest is not None and self._rows.pop(digest, None) is not None
+
+
+async def cookie_owner(sessions: ConsoleSessions, request: Request) -> str | None:
+    """The owner whose live console session `request`'s cookie is; None without one (the front
+    desk's owner sign-in reads it: a browser sends the cookie only under `COOKIE_PATH`)."""
+    return await sessions.owner_of(request.cookies.get(COOKIE_NAME, ""))

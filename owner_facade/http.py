@@ -1,4 +1,6 @@
-"""The owner's MCP endpoint over HTTP: `/v1/owner/mcp`, with the owner token as bearer.
+"""The owner's MCP endpoint over HTTP: `/v1/owner/mcp`, with the owner token as bearer, or an
+OAuth access token bound to this door whose grant the owner made at the front desk (subject
+`owner:<owner id>`; a token for the visitor door is refused here).
 
 Above: the composition root (`mcp_host.app.wiring`), which builds the server and routes the path
 here. Below: `door` (the tools) and `mcp_host.access.owners` (whose token this is).
@@ -16,6 +18,7 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.provider import TokenVerifier
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_host.access import Owner, OwnerStore
@@ -69,21 +72,42 @@ def build_owner_server(door: OwnerDoor) -> Server[Any]:
 
 
 class OwnerMCPEndpoint:
-    """ASGI endpoint of `/v1/owner/mcp`: verify the owner token, then hand to the SDK."""
+    """ASGI endpoint of `/v1/owner/mcp`: verify the owner token (or an OAuth access token the
+    owner let a client have), then hand to the SDK."""
 
-    def __init__(self, owners: OwnerStore, mcp_app: ASGIApp) -> None:
+    def __init__(
+        self,
+        owners: OwnerStore,
+        mcp_app: ASGIApp,
+        tokens: TokenVerifier | None = None,
+        resource_metadata: str | None = None,
+    ) -> None:
+        """`tokens`: the OAuth access tokens bound to this door (None: the owner token only);
+        `resource_metadata`: the URL of the door's protected-resource metadata, named in a 401."""
         self._owners = owners
         self._mcp_app = mcp_app
         """The SDK's session manager behind the JSON-RPC edge (`mcp_host.app.wiring` composes them)."""
+        self._tokens = tokens
+        self._resource_metadata = resource_metadata
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)
-        owner = await self._owners.verify_token(token) if token else None
+        owner = await self._owner_of(token) if token else None
         if owner is None:  # in the REST endpoints' words (401 `denied`, with the bearer challenge)
-            refusal = Unauthorized("the owner endpoint needs the owner token", realm="mcp-host-owner")
+            refusal = Unauthorized(
+                "the owner endpoint needs the owner token", "mcp-host-owner", resource_metadata=self._resource_metadata
+            )
             await rest_response(refusal)(scope, receive, send)
             return
         scope[SCOPE_KEY] = owner
         # The token itself never goes into the scope.
         authenticated(scope, f"owner:{owner.id}")
         await self._mcp_app(scope, receive, send)
+
+    async def _owner_of(self, token: str) -> Owner | None:
+        owner = await self._owners.verify_token(token)
+        if owner is not None or self._tokens is None:
+            return owner
+        granted = await self._tokens.verify_token(token)  # an OAuth grant's subject is `owner:<id>`
+        kind, _, owner_id = (granted.subject or "").partition(":") if granted is not None else ("", "", "")
+        return await self._owners.get(owner_id) if kind == "owner" and owner_id else None

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 import httpx2
@@ -46,7 +47,17 @@ CLASSES = (
     "headers",
     "forged_meta",
 )
-ENDPOINTS = ("visitor-legacy", "visitor-modern", "owner-legacy", "owner-modern", "rest", "backchannel")
+ENDPOINTS = (
+    "visitor-legacy",
+    "visitor-modern",
+    "oneurl-legacy",
+    "oneurl-modern",
+    "owner-legacy",
+    "owner-modern",
+    "rest",
+    "oauth",
+    "backchannel",
+)
 
 
 # -- JSON with the things json.dumps will not write ----------------------------------------
@@ -171,12 +182,14 @@ class Case:
     body: bytes
     headers: list[tuple[str, str]] = field(default_factory=list)
     path: str = ""
-    """For `rest`: which route (`sessions`, `turns`, `answer`)."""
+    """For `rest`: which route (`sessions`, `turns`, `answer`); for `oauth`, which of its routes
+    (`register`, `token`, `revoke`, `authorize`, `desk`)."""
 
 
 def _message(rng: random.Random, endpoint: str) -> dict[str, Any]:
     table = {
         "visitor": _VISITOR_CALLS,
+        "oneurl": _VISITOR_CALLS,
         "owner": _OWNER_CALLS,
         "backchannel": _BACKCHANNEL_CALLS,
     }[endpoint.split("-")[0]]
@@ -200,6 +213,50 @@ def _rest_body(rng: random.Random) -> tuple[str, dict[str, Any]]:
     if route == "turns":
         return route, {"message": "hello there"}
     return route, {"text": "I've done it"}
+
+
+_OAUTH_CALLBACK = "http://127.0.0.1:5173/callback"
+_OAUTH_MESSAGES: dict[str, dict[str, Any]] = {
+    "register": {"redirect_uris": [_OAUTH_CALLBACK], "client_name": "fuzz", "token_endpoint_auth_method": "none"},
+    "token": {
+        "grant_type": "authorization_code",
+        "code": "c0de",
+        "client_id": "fuzz",
+        "code_verifier": "v" * 43,
+        "redirect_uri": _OAUTH_CALLBACK,
+        "resource": "http://127.0.0.1/mcp",
+    },
+    "revoke": {"token": "t0ken", "client_id": "fuzz"},
+    "authorize": {
+        "response_type": "code",
+        "client_id": "fuzz",
+        "redirect_uri": _OAUTH_CALLBACK,
+        "code_challenge": "c" * 43,
+        "code_challenge_method": "S256",
+        "state": "s",
+        "resource": "http://127.0.0.1/mcp",
+    },
+    "desk": {"request": "r3quest", "decision": "allow", "name": "Ada", "email": "a@b.c", "code": "c0de"},
+}
+
+
+def _oauth_case(rng: random.Random, cls: str) -> Case:
+    """A hostile body for one of the OAuth routes: JSON for `/register`, else a form made of the
+    mutated message when it is still a flat object (the form parsers see hostile values), else
+    the mutated bytes as they are."""
+    route = rng.choice(sorted(_OAUTH_MESSAGES))
+    body, headers = _mutate(rng, cls, json.loads(json.dumps(_OAUTH_MESSAGES[route])))
+    json_type = [("Content-Type", "application/json")]
+    if route == "register":
+        return Case("oauth", cls, body, headers or json_type, route)
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and all(isinstance(v, str | int | float) for v in parsed.values()):
+        form = urlencode({str(k): str(v) for k, v in parsed.items()}).encode()
+        return Case("oauth", cls, form, [("Content-Type", "application/x-www-form-urlencoded")], route)
+    return Case("oauth", cls, body, headers or [("Content-Type", "application/x-www-form-urlencoded")], route)
 
 
 def _headers(endpoint: str, message: Any) -> list[tuple[str, str]]:
@@ -469,6 +526,9 @@ def cases(endpoint: str, n: int, seed: int) -> Iterator[Case]:
     rng = random.Random(f"{seed}:{endpoint}")
     for i in range(n):
         cls = CLASSES[i % len(CLASSES)]
+        if endpoint == "oauth":
+            yield _oauth_case(rng, cls)
+            continue
         if endpoint == "rest":
             route, message = _rest_body(rng)
             body, headers = _mutate(rng, cls, message)
@@ -586,6 +646,11 @@ class Fuzzer:
         headers = list(case.headers)
         if case.endpoint == "rest":
             url, headers = self._rest_route(case, headers)
+        elif case.endpoint == "oauth":
+            url = f"{t.url}/oauth/desk" if case.path == "desk" else f"{t.url}/{case.path}"
+        elif case.endpoint.startswith("oneurl"):  # the one visitor URL, with the session's own token
+            url = f"{t.url}/mcp"
+            headers.append(("Authorization", f"Bearer {t.session['token']}"))
         elif case.endpoint.startswith("owner"):
             url = f"{t.url}/v1/owner/mcp"
             headers.append(("Authorization", f"Bearer {t.owner_token}"))

@@ -2,8 +2,9 @@
 
 Each class of docs/security.md §A (invalid JSON, wrong types, huge numbers, deep nesting, batches,
 invalid UTF-8, lone surrogates in every string position, duplicate keys, JSON-RPC shape,
-header games, forged `_meta`) goes to the visitor endpoint and the owner door in both eras,
-to the REST routes and to a plugin's host-op socket. The host passes when no answer is a 5xx,
+header games, forged `_meta`) goes to the visitor endpoint, the one visitor URL `/mcp` and the
+owner door in both eras, to the REST routes, the OAuth routes and the front desk, and to a
+plugin's host-op socket. The host passes when no answer is a 5xx,
 none is missing past its timeout, every JSON answer parses, nothing is logged with a
 traceback, its memory stays bounded, and after each class it still serves a normal session.
 `scripts/fuzz` runs the same with ten thousand cases per endpoint against `mcp-host serve`.
@@ -28,6 +29,9 @@ PER_ENDPOINT = {
     "owner-legacy": 150,
     "owner-modern": 150,
     "rest": 150,
+    "oneurl-legacy": 60,
+    "oneurl-modern": 60,
+    "oauth": 150,
     "backchannel": 190,
 }
 

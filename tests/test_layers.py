@@ -41,6 +41,7 @@ LAYERS = [
     "oauth",
     "backchannel",
     "visitor",
+    "desk",
     "owner",
     "app",
 ]

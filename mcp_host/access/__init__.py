@@ -3,7 +3,7 @@ Below: `store`. Above: connectors, policy, the doors.
 """
 
 from .admission import Access
-from .credentials import is_code_id, is_key_id
+from .credentials import is_code_id, is_key_id, looks_like_api_key
 from .owners import OWNER_TOKEN_FILE, Owner, OwnerStore, ensure_owner_token, write_owner_token_file
 from .principals import principal_of
 from .session_cache import CachedSessionStore
@@ -23,6 +23,7 @@ __all__ = [
     "ensure_owner_token",
     "is_code_id",
     "is_key_id",
+    "looks_like_api_key",
     "principal_of",
     "write_owner_token_file",
 ]

@@ -1,7 +1,8 @@
 """Access: who may open a session, under which role, and the owner's side of that.
 
 Above: the sessions endpoint (`POST /v1/sessions`, which calls `open_with_code`,
-`open_with_key` or `open_public`) and the owner door (roles, codes, keys, host settings).
+`open_with_key` or `open_public`; the front desk calls the same), the one visitor URL (`/mcp`:
+`key_session`) and the owner door (roles, codes, keys, host settings).
 Below: `roles`, `credentials`, `sessions` (the session is opened with its role frozen into
 a `RoleSnapshot`) and asyncpg (table `mcp_host.host_settings`, migration 003).
 
@@ -238,6 +239,22 @@ class Access:
         if verified is None:
             return None
         return await self._open(owner_id, "api_key", Subject(kind="api_key", id=verified.id), verified.role, visitor)
+
+    async def key_session(self, owner_id: str, key: str) -> Session | None:
+        """The session an API key uses at the one visitor URL (`/mcp`), where a client shows
+        the key on every request and names no session: the key's oldest live session without
+        visitor fields, opened as `open_with_key` opens one when there is none. None when the
+        key is not accepted. Two first requests at once may open two; both then use the older."""
+        verified = await self.credentials.verify_api_key(owner_id, key)
+        if verified is None:
+            return None
+        subject = Subject(kind="api_key", id=verified.id)
+        kept = await self._sessions.live_of(owner_id, subject)
+        if kept is not None:
+            return kept
+        opened, _ = await self._open(owner_id, "api_key", subject, verified.role, None)
+        logger.info("session %s opened for API key %s at the one visitor URL", opened.id, verified.id)
+        return await self._sessions.live_of(owner_id, subject) or opened
 
     async def open_public(self, owner_id: str, visitor: Visitor | None) -> tuple[Session, str] | None:
         """Open a public session under the owner's public role; None while public sessions are off."""

@@ -41,6 +41,7 @@ __all__ = [
     "Redeemed",
     "is_code_id",
     "is_key_id",
+    "looks_like_api_key",
 ]
 
 _CODE_ID = re.compile(r"\Ac_[0-9a-f]{16}\Z")
@@ -60,6 +61,11 @@ def is_code_id(value: object) -> bool:
 
 def is_key_id(value: object) -> bool:
     return isinstance(value, str) and _KEY_ID.match(value) is not None
+
+
+def looks_like_api_key(text: str) -> bool:
+    """Whether `text` has an API key's prefix (what a key is, only `verify_api_key` says)."""
+    return text.startswith(_KEY_PREFIX)
 
 
 def _digest(text: str) -> bytes | None:

@@ -186,6 +186,15 @@ class CachedSessionStore:
     async def get(self, session_id: str) -> Session | None:
         return await self._store.get(session_id)
 
+    async def by_token(self, token: str) -> Session | None:
+        return await self._store.by_token(token)
+
+    async def live(self, session_id: str) -> Session | None:
+        return await self._store.live(session_id)
+
+    async def live_of(self, owner_id: str, subject: Subject) -> Session | None:
+        return await self._store.live_of(owner_id, subject)
+
     async def end(self, session_id: str) -> bool:
         self._hits.pop(session_id, None)
         return await self._store.end(session_id)

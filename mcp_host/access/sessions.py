@@ -170,6 +170,21 @@ class SessionStore(Protocol):
         """The session `session_id`, live or ended, with `credential_revoked`; None if none."""
         ...
 
+    async def by_token(self, token: str) -> Session | None:
+        """The live session whose bearer token `token` is, without its id (the one visitor URL);
+        like `authenticate`, a request's activity."""
+        ...
+
+    async def live(self, session_id: str) -> Session | None:
+        """The live session `session_id`, for a request whose credential was checked elsewhere
+        (an OAuth grant that stands for the session); like `authenticate`, its activity."""
+        ...
+
+    async def live_of(self, owner_id: str, subject: Subject) -> Session | None:
+        """The oldest live session opened with `subject` and no visitor fields (the session an
+        API key uses at the one visitor URL); None when there is none."""
+        ...
+
     async def end(self, session_id: str) -> bool:
         """End a live session; True if this call ended it, False if unknown or already ended."""
         ...
@@ -276,19 +291,48 @@ class PostgresSessionStore:
         digest = _token_hash(token)
         if digest is None or not is_session_id(session_id):
             return None
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS}, token_hash, {_REVOKED},"
-            " coalesce(s.last_seen_at, s.created_at) <= now() - make_interval(secs => $3) AS stale"
-            f" FROM mcp_host.sessions s WHERE id = $1 AND {_LIVE.format(idle='$2')}",
-            session_id,
-            self._idle_s,
-            self._touch_s,
-        )
+        row = await self._live_row("id = $3", session_id)
         if row is None or not hmac.compare_digest(row["token_hash"], digest):
             return None
+        return await self._seen(row)
+
+    async def by_token(self, token: str) -> Session | None:
+        digest = _token_hash(token)
+        row = None if digest is None else await self._live_row("token_hash = $3", digest)
+        return None if row is None else await self._seen(row)
+
+    async def live(self, session_id: str) -> Session | None:
+        row = await self._live_row("id = $3", session_id) if is_session_id(session_id) else None
+        return None if row is None else await self._seen(row)
+
+    async def live_of(self, owner_id: str, subject: Subject) -> Session | None:
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS}, {_REVOKED} FROM mcp_host.sessions s"
+            " WHERE owner_id = $1 AND subject ->> 'id' = $2 AND subject ->> 'kind' = $3 AND visitor IS NULL"
+            " AND ended_at IS NULL ORDER BY created_at, id LIMIT 1",
+            owner_id,
+            subject.id,
+            subject.kind,
+        )
+        return None if row is None else _session_from_row(row)
+
+    async def _live_row(self, where: str, key: object) -> asyncpg.Record | None:
+        """The live session's row where `where` (on `$3`, `key`) holds, with its token's digest
+        and whether its activity is stale."""
+        return await self._pool.fetchrow(
+            f"SELECT {_COLUMNS}, token_hash, {_REVOKED},"
+            " coalesce(s.last_seen_at, s.created_at) <= now() - make_interval(secs => $2) AS stale"
+            f" FROM mcp_host.sessions s WHERE {where} AND {_LIVE.format(idle='$1')}",
+            self._idle_s,
+            self._touch_s,
+            key,
+        )
+
+    async def _seen(self, row: asyncpg.Record) -> Session:
+        """The session of `row`, its activity written when stale."""
         if row["stale"]:
             await self._pool.execute(
-                "UPDATE mcp_host.sessions SET last_seen_at = now() WHERE id = $1 AND ended_at IS NULL", session_id
+                "UPDATE mcp_host.sessions SET last_seen_at = now() WHERE id = $1 AND ended_at IS NULL", row["id"]
             )
         return _session_from_row(row)
 
@@ -413,6 +457,32 @@ class InMemorySessionStore:
             return None
         entry.seen = self._clock()
         return self._as_stored(entry.session)
+
+    async def by_token(self, token: str) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        digest = _token_hash(token)
+        found = [e for e in self._entries.values() if digest is not None and hmac.compare_digest(e.token_hash, digest)]
+        return await self.live(found[0].session.id) if found else None
+
+    async def live(self, session_id: str) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        entry = self._entries.get(session_id) if is_session_id(session_id) else None
+        if entry is None or not self._live(entry):
+            return None
+        entry.seen = self._clock()
+        return self._as_stored(entry.session)
+
+    async def live_of(self, owner_id: str, subject: Subject) -> Session | None:
+        await anyio.lowlevel.checkpoint()
+        live = [
+            e.session
+            for e in self._entries.values()
+            if e.session.owner_id == owner_id
+            and e.session.subject == subject
+            and e.session.visitor is None
+            and e.session.ended_at is None
+        ]
+        return self._as_stored(min(live, key=lambda s: (s.created_at, s.id))) if live else None
 
     async def get(self, session_id: str) -> Session | None:
         await anyio.lowlevel.checkpoint()

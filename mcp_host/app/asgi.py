@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_host.desk import DESK_PATH
 from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_response
 from mcp_host.errors import Unavailable
+from mcp_host.oauth import OAUTH_PATHS, RESOURCE_METADATA_PREFIX
 from mcp_host.plugins import Installer
 from mcp_host.settings import Settings
+from mcp_host.visitor import ONE_URL_PATH
 
 from .doors import Doors
 from .drain import Drain
@@ -112,6 +116,9 @@ class HostApp:
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
         host: Host | None = self.state.host
+        if host is not None and path == ONE_URL_PATH:
+            await answer_outages(host.doors.one_url, scope, receive, send, self._retry_after_s)
+            return
         if host is not None and path.startswith(self._PREFIX) and path.endswith(self._SUFFIX):
             session_id = path[len(self._PREFIX) : -len(self._SUFFIX)]
             if session_id and "/" not in session_id:
@@ -149,35 +156,44 @@ def create_app(
         parked=lambda: _parked(_running(app)),
     )
     app.state.drain = drain
+    app.router.routes.extend(_routes(app, rules))
+    return HostApp(app, drain, retry_after_s=settings.database.retry_after_s)
+
+
+def _routes(app: Starlette, rules: TransportSecuritySettings) -> list[BaseRoute]:
+    """The plain routes; every door's endpoint is the running host's (503 while it starts or stops)."""
     # The MCP endpoints' Host and Origin rules (the SDK checks those) on the plain routes too.
     same_site = [Middleware(HostOriginGuard, security=rules)]
-    app.router.routes.extend(
-        [
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            # The operator's; a bearer token, no Host check, like /readyz (host_metrics.py).
-            Route("/metrics", _with_host(metrics), methods=["GET"]),
-            Route("/v1/catalogue", _with_host(_catalogue), methods=["GET"], middleware=same_site),
-            Route("/v1/sessions", _ToDoor(app, lambda d: d.sessions), methods=["POST"], middleware=same_site),
-            Route("/v1/sessions/{session_id}/turns", _with_host(_open_turn), methods=["POST"], middleware=same_site),
-            Route(
-                "/v1/sessions/{session_id}/turns/{n}/answer",
-                _with_host(_answer_turn),
-                methods=["POST"],
-                middleware=same_site,
-            ),
-            Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
-            # The owner's web console (owner_console): its own Host/Origin, session and CSRF checks.
-            Route("/owner{path:path}", _ToDoor(app, _console_door), methods=["GET", "POST"]),
-            # A node's calls under a node grant (visitor/node.py); its own bearer, like the owner's.
-            Route(NODE_PATH, _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
-            Route(NODE_PATH + "/{capability}", _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
-            Route(
-                "/v1/sessions/{session_id}/mcp", _ToDoor(app, lambda d: d.visitor), methods=["GET", "POST", "DELETE"]
-            ),
-        ]
-    )
-    return HostApp(app, drain, retry_after_s=settings.database.retry_after_s)
+    oauth = _ToDoor(app, lambda d: d.oauth)
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        # The operator's; a bearer token, no Host check, like /readyz (host_metrics.py).
+        Route("/metrics", _with_host(metrics), methods=["GET"]),
+        Route("/v1/catalogue", _with_host(_catalogue), methods=["GET"], middleware=same_site),
+        Route("/v1/sessions", _ToDoor(app, lambda d: d.sessions), methods=["POST"], middleware=same_site),
+        Route("/v1/sessions/{session_id}/turns", _with_host(_open_turn), methods=["POST"], middleware=same_site),
+        Route(
+            "/v1/sessions/{session_id}/turns/{n}/answer",
+            _with_host(_answer_turn),
+            methods=["POST"],
+            middleware=same_site,
+        ),
+        Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
+        # The owner's web console (owner_console): its own Host/Origin, session and CSRF checks.
+        Route("/owner{path:path}", _ToDoor(app, _console_door), methods=["GET", "POST"]),
+        # A node's calls under a node grant (visitor/node.py); its own bearer, like the owner's.
+        Route(NODE_PATH, _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
+        Route(NODE_PATH + "/{capability}", _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),
+        Route("/v1/sessions/{session_id}/mcp", _ToDoor(app, lambda d: d.visitor), methods=["GET", "POST", "DELETE"]),
+        # The one visitor URL (served by `HostApp`'s fast path once the host runs).
+        Route(ONE_URL_PATH, _ToDoor(app, lambda d: d.one_url), methods=["GET", "POST", "DELETE"]),
+        # OAuth: the front desk (its own Host/Origin checks), the authorization server, the
+        # doors' protected-resource metadata (`oauth.routes`, `desk`).
+        Route(DESK_PATH, _ToDoor(app, lambda d: d.desk), methods=["GET", "POST"]),
+        *(Route(path, oauth, methods=["GET", "POST", "OPTIONS"]) for path in OAUTH_PATHS),
+        Route(RESOURCE_METADATA_PREFIX + "/{door:path}", oauth, methods=["GET", "OPTIONS"]),
+    ]
 
 
 def _console_door(doors: Doors) -> ASGIApp:

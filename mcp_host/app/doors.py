@@ -1,6 +1,7 @@
 """The doors and what stands in front of them: the visitor, owner and node doors, the MCP
-session managers that run their servers, the caps on their protocol sessions, and the
-endpoints the HTTP routes hand requests to (`Doors`).
+session managers that run their servers, the caps on their protocol sessions, the endpoints
+the HTTP routes hand requests to (`Doors`), and the OAuth routes and front desk that let any
+MCP client in at the one visitor URL and the owner door.
 
 Above: `wiring` (which builds them in order) and `asgi` (which routes to `Doors`). Below:
 `early`, `shared`, `limits`, the parts, and the owner's facade and console (with `wiring`,
@@ -16,19 +17,27 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.routing import Router
+from starlette.types import ASGIApp
 
 from mcp_host.connectors import RequirementGate
-from mcp_host.edge import FailureThrottle, FastPath, ProtocolSessions, RpcEdge
+from mcp_host.desk import FrontDeskEndpoint
+from mcp_host.edge import FailureThrottle, FastPath, ProtocolSessions, RpcEdge, client_address
+from mcp_host.oauth import DoorTokenVerifier, oauth_routes, resource_metadata_url
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer
 from mcp_host.principal import Asking
 from mcp_host.settings import Settings
 from mcp_host.store import Database, ProtocolSessionRecords
 from mcp_host.visitor import (
+    ONE_URL_PATH,
     ChangeFeed,
     Fleet,
     NodeDoor,
     NodeMCPEndpoint,
+    OneURLEndpoint,
+    SessionOpener,
     SessionsEndpoint,
     ToolSearch,
     TurnsEndpoint,
@@ -36,8 +45,8 @@ from mcp_host.visitor import (
     VisitorMCPEndpoint,
 )
 from mcp_host.wire import MetaCaps
-from owner_console import OwnerConsole
-from owner_facade import OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginParts
+from owner_console import ConsoleSessions, OwnerConsole, cookie_owner
+from owner_facade import OWNER_PATH, OwnerDoor, OwnerMCPEndpoint, OwnerServices, PluginParts
 
 from .early import Early
 from .limits import protocol_session_limits, public_sessions_rate, throttle_limits, turns_rate, visitor_pace
@@ -46,10 +55,12 @@ from .shared import Shared
 __all__ = [
     "Doors",
     "doors",
+    "front_desk",
     "node_door",
     "owner_door",
     "protocol_sessions",
     "session_manager",
+    "session_opener",
     "visitor_door",
 ]
 
@@ -62,6 +73,12 @@ class Doors:
     visitor: VisitorMCPEndpoint
     owner: OwnerMCPEndpoint
     turns: TurnsEndpoint
+    one_url: OneURLEndpoint
+    """`/mcp`: the one visitor URL any MCP client adds (`visitor.one_url`)."""
+    desk: FrontDeskEndpoint
+    """`/oauth/desk`: where a person lets an OAuth client in (`desk`)."""
+    oauth: ASGIApp
+    """The authorization server's routes: metadata, `/authorize`, `/token`, `/register`, `/revoke`."""
     node: NodeMCPEndpoint | None = None
     """`/v1/node/mcp`: what the owner lends to nodes (`visitor.node`)."""
     console: OwnerConsole | None = None
@@ -169,6 +186,43 @@ def protocol_sessions(
     return ProtocolSessions(edge, protocol_session_limits(settings), records, asking, on_ended)
 
 
+def session_opener(settings: Settings, shared: Shared) -> SessionOpener:
+    """How visitor sessions open, one for `POST /v1/sessions` and the front desk: one throttle
+    of wrong codes and keys, one pace of public sessions."""
+    throttle = FailureThrottle(throttle_limits(settings))
+    return SessionOpener(shared.access, throttle, shared.owner_id, public_sessions_rate(settings))
+
+
+def front_desk(
+    settings: Settings,
+    early: Early,
+    shared: Shared,
+    opener: SessionOpener,
+    rules: TransportSecuritySettings,
+    console: ConsoleSessions,
+    sign_ins: FailureThrottle,
+) -> FrontDeskEndpoint:
+    """The front desk; `console`: the console's sessions (a signed-in owner needs no token
+    there); `sign_ins`: the console's throttle of wrong owner tokens, shared."""
+
+    async def console_owner(request: Request) -> str | None:
+        return await cookie_owner(console, request)
+
+    return FrontDeskEndpoint(
+        shared.oauth,
+        opener,
+        shared.access,
+        shared.sessions,
+        shared.owners,
+        early.plugins,
+        rules,
+        base_url=settings.base_url,
+        owner_door=f"{settings.base_url}{OWNER_PATH}",
+        sign_ins=sign_ins,
+        console_owner=console_owner,
+    )
+
+
 def doors(
     settings: Settings,
     shared: Shared,
@@ -176,23 +230,36 @@ def doors(
     protocol: Mapping[str, ProtocolSessions],
     asking: Asking,
     console: OwnerConsole,
+    opener: SessionOpener,
+    desk: FrontDeskEndpoint,
 ) -> Doors:
     """The endpoints in front of the doors: `protocol` holds each door's protocol sessions
     (`visitor`, `owner`, `node`)."""
+    visitor = VisitorMCPEndpoint(shared.sessions, protocol["visitor"], asking, visitor_pace(settings))
+    one_url, owner_url = f"{settings.base_url}{ONE_URL_PATH}", f"{settings.base_url}{OWNER_PATH}"
+    routes = oauth_routes(shared.oauth, names={one_url: "Visitors", owner_url: "The owner"}, address_of=client_address)
     return Doors(
-        sessions=SessionsEndpoint(
-            shared.access,
-            FailureThrottle(throttle_limits(settings)),
-            shared.owner_id,
-            settings.base_url,
-            settings.http.max_rest_body_bytes,
-            public_sessions_rate(settings),
+        sessions=SessionsEndpoint(opener, settings.base_url, settings.http.max_rest_body_bytes),
+        visitor=visitor,
+        owner=OwnerMCPEndpoint(
+            shared.owners,
+            protocol["owner"],
+            DoorTokenVerifier(shared.oauth, owner_url),
+            resource_metadata_url(owner_url),
         ),
-        visitor=VisitorMCPEndpoint(shared.sessions, protocol["visitor"], asking, visitor_pace(settings)),
-        owner=OwnerMCPEndpoint(shared.owners, protocol["owner"]),
         turns=TurnsEndpoint(
             shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes, turns_rate(settings)
         ),
         node=NodeMCPEndpoint(shared.node_grants, protocol["node"]),
         console=console,
+        one_url=OneURLEndpoint(
+            visitor,
+            shared.sessions,
+            shared.access,
+            shared.owner_id,
+            DoorTokenVerifier(shared.oauth, one_url),
+            resource_metadata_url(one_url),
+        ),
+        desk=desk,
+        oauth=Router(routes=list(routes)),
     )

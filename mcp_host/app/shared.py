@@ -1,6 +1,7 @@
 """The parts both doors share, each built once the database is open (`Shared`): the owner,
 the tool listings and their review, the sessions, the plugin stores, the config and the host
-key that seals it, access, connectors, turns, holds, the audit log and the owner's rules.
+key that seals it, access, connectors, turns, holds, the audit log, the owner's rules and the
+OAuth authorization server of the doors.
 
 Above: `wiring` (which builds the doors on these). Below: `limits`, `parent` (a node's lent
 capabilities, linked to the audit before any child is made) and the parts.
@@ -24,6 +25,8 @@ from mcp_host.access import (
 )
 from mcp_host.backchannel import named_ops
 from mcp_host.connectors import Connections, ConnectorGateway
+from mcp_host.desk import DeskAddress
+from mcp_host.oauth import AuthorizationServer
 from mcp_host.plugins import Plugin, Registry
 from mcp_host.policy import AuditLog, Holds, NodeGrants, Pins, PostgresTurns, QuotaGate, RuleGate
 from mcp_host.settings import Settings
@@ -37,7 +40,7 @@ from mcp_host.store import (
     SecretBox,
     load_host_key,
 )
-from mcp_host.visitor import Bindings, OwnerReview
+from mcp_host.visitor import ONE_URL_PATH, Bindings, OwnerReview
 
 from .early import Early
 from .limits import hold_caps, store_limits, turn_caps
@@ -71,15 +74,24 @@ class Shared:
     node_grants: NodeGrants
     host_key: bytes
     """Loaded once: it seals the config and the connections, and keys the replicas' forwards."""
+    oauth: AuthorizationServer
+    """The OAuth authorization server of the visitor door `/mcp` and the owner door."""
 
 
 async def shared_parts(
-    settings: Settings, early: Early, database: Database, background: TaskGroup, lent: Sequence[str] = ()
+    settings: Settings,
+    early: Early,
+    database: Database,
+    background: TaskGroup,
+    lent: Sequence[str] = (),
+    *,
+    owner_path: str,
 ) -> Shared:
     """The owner, pins, sessions, stores, config, access, quota, connectors and the rest, each
     built once; once the pins are loaded, every capability's tools are listed for the owner's
     review (pinning on) and the prestarted children's lists vetted, in the background. `lent`:
-    the parent's capabilities (`parent.lent_by_parent`), linked to the parent before any is listed."""
+    the parent's capabilities (`parent.lent_by_parent`), linked to the parent before any is listed.
+    `owner_path`: the owner door's path (an OAuth resource, as `/mcp` is)."""
     rule_store = RuleStore(database.pool)
     owners = OwnerStore(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
@@ -96,14 +108,7 @@ async def shared_parts(
     await _ensure_stores(stores, early.plugins)
     host_key = load_host_key(settings.data_dir, _secret(settings))
     config, access, connections = await _config_and_access(settings, early, database, owner.id, sessions, host_key)
-    holds = Holds(
-        database.pool,
-        ttl_s=settings.policy.hold_ttl_s,
-        caps=hold_caps(settings),
-        principal_of=lambda session_id: str(early.pool.asking.of(session_id)),  # who asks for it now
-    )
-    # The owner's rules: every visitor, owner-context and node call, before its child.
-    rules = RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
+    holds, rules = _holds_and_rules(settings, early, database, rule_store, audit)
     return Shared(
         owners=owners,
         owner_id=owner.id,
@@ -130,6 +135,35 @@ async def shared_parts(
         rules=rules,
         node_grants=NodeGrants(NodeGrantStore(database.pool), rules, audit),
         host_key=host_key,
+        oauth=_authorization_server(settings, database, host_key, owner_path),
+    )
+
+
+def _holds_and_rules(
+    settings: Settings, early: Early, database: Database, rule_store: RuleStore, audit: AuditLog
+) -> tuple[Holds, RuleGate]:
+    """The holds, and the owner's rules: every visitor, owner-context and node call, before its child."""
+    holds = Holds(
+        database.pool,
+        ttl_s=settings.policy.hold_ttl_s,
+        caps=hold_caps(settings),
+        principal_of=lambda session_id: str(early.pool.asking.of(session_id)),  # who asks for it now
+    )
+    return holds, RuleGate(rule_store, holds, audit, hold_destructive=settings.policy.hold_destructive_tools)
+
+
+def _authorization_server(
+    settings: Settings, database: Database, host_key: bytes, owner_path: str
+) -> AuthorizationServer:
+    """The host's OAuth authorization server, its issuer the host's public URL, for the one
+    visitor URL and the owner door; a client's browser is sent to the front desk (`desk`)."""
+    base = settings.base_url
+    return AuthorizationServer(
+        database.pool,
+        SecretBox(host_key),  # a client's secret sealed with the host key, as the config is
+        issuer=base,
+        resources=[f"{base}{ONE_URL_PATH}", f"{base}{owner_path}"],
+        desk=DeskAddress(base),
     )
 
 

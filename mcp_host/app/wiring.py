@@ -33,7 +33,7 @@ from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets
 from mcp_host.children import ChildPool, ListChange, ParentLink, PromptsChanged, ResourcesChanged, ToolsChanged
 from mcp_host.connectors import Connections
-from mcp_host.edge import ProtocolSessions
+from mcp_host.edge import FailureThrottle, ProtocolSessions
 from mcp_host.observe import HostMetrics
 from mcp_host.owner import Catalogue
 from mcp_host.plugins import Installer, LoadReport
@@ -53,10 +53,20 @@ from mcp_host.visitor import (
     build_node_server,
     build_visitor_server,
 )
-from owner_console import SESSION_TTL, OwnerConsole, PostgresConsoleSessions
-from owner_facade import OWNER_PATH, build_owner_server
+from owner_console import SESSION_TTL, SIGN_IN_THROTTLE, OwnerConsole, PostgresConsoleSessions
+from owner_facade import OWNER_PATH, OwnerDoor, build_owner_server
 
-from .doors import Doors, doors, node_door, owner_door, protocol_sessions, session_manager, visitor_door
+from .doors import (
+    Doors,
+    doors,
+    front_desk,
+    node_door,
+    owner_door,
+    protocol_sessions,
+    session_manager,
+    session_opener,
+    visitor_door,
+)
 from .early import Early
 from .host_file import listen_url
 from .host_metrics import watch
@@ -226,7 +236,7 @@ async def wired(
     managers, and yield the host; calls parked between input rounds end when it exits.
     `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's)."""
     lent = await lent_by_parent(settings, early.plugins)
-    shared = await shared_parts(settings, early, database, background, lent)
+    shared = await shared_parts(settings, early, database, background, lent, owner_path=OWNER_PATH)
     channel = _back_channel(settings, early, shared, lent)
     visitor = _visitor_side(settings, early, shared, database, background, rules)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
@@ -234,9 +244,7 @@ async def wired(
     owner_manager = session_manager(build_owner_server(owner), settings, rules)
     node_manager = session_manager(build_node_server(node_door(settings, early, shared)), settings, rules)
     protocol = _all_protocol_sessions(settings, early, database, visitor, owner_manager, node_manager, rules)
-    # The web console: the same owner door (handlers, audit), its sessions in the database.
-    console = OwnerConsole(owner, shared.owners, PostgresConsoleSessions(database.pool, SESSION_TTL), rules)
-    built = doors(settings, shared, visitor.door, protocol, early.pool.asking, console)
+    built = _doors(settings, early, shared, database, visitor.door, protocol, owner, rules)
     watch(
         early.metrics,
         pool=early.pool,
@@ -256,6 +264,27 @@ async def wired(
         _running(shared, visitor, protocol, background),
     ):
         yield _host(settings, report, early, database, shared, catalogue, built, visitor.rounds)
+
+
+def _doors(
+    settings: Settings,
+    early: Early,
+    shared: Shared,
+    database: Database,
+    door: VisitorDoor,
+    protocol: Mapping[str, ProtocolSessions],
+    owner: OwnerDoor,
+    rules: TransportSecuritySettings,
+) -> Doors:
+    """The endpoints, with the web console (the same owner door: handlers, audit; its sessions
+    in the database) and the front desk, which share the console's throttle of wrong owner
+    tokens, and the sessions endpoint and the desk one `SessionOpener`."""
+    sessions = PostgresConsoleSessions(database.pool, SESSION_TTL)
+    sign_ins = FailureThrottle(SIGN_IN_THROTTLE)
+    console = OwnerConsole(owner, shared.owners, sessions, rules, throttle=sign_ins)
+    opener = session_opener(settings, shared)
+    desk = front_desk(settings, early, shared, opener, rules, sessions, sign_ins)
+    return doors(settings, shared, door, protocol, early.pool.asking, console, opener, desk)
 
 
 def _host(

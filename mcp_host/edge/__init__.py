@@ -11,7 +11,7 @@ from .jsonrpc import FastPath, RpcEdge, drain_limit, read_body
 from .protocol_sessions import ProtocolSessionLimits, ProtocolSessions, SessionRecords
 from .rates import PrincipalPace, PrincipalRate
 from .rest_errors import REST_ERRORS, MethodNotAllowed, TooFast, TooLarge, Unauthorized, rest_response
-from .throttle import FailureThrottle, ThrottleLimits
+from .throttle import FailureThrottle, ThrottleLimits, client_address
 
 __all__ = [
     "REST_ERRORS",
@@ -30,6 +30,7 @@ __all__ = [
     "TooLarge",
     "Unauthorized",
     "authenticated",
+    "client_address",
     "credential_of",
     "drain_limit",
     "read_body",

@@ -41,11 +41,13 @@ __all__ = ["REST_ERRORS", "MethodNotAllowed", "Misdirected", "TooFast", "TooLarg
 
 
 class Unauthorized(Denied):
-    """No credential, or one that was not accepted: 401 with a bearer challenge of `realm`."""
+    """No credential, or one that was not accepted: 401 with a bearer challenge of `realm`,
+    naming the door's protected-resource metadata (RFC 9728 §5.1) when it is an OAuth resource."""
 
-    def __init__(self, message: str, realm: str = "mcp-host") -> None:
+    def __init__(self, message: str, realm: str = "mcp-host", resource_metadata: str | None = None) -> None:
         super().__init__(message)
         self.realm = realm
+        self.resource_metadata = resource_metadata
 
 
 class Misdirected(Denied):
@@ -96,7 +98,10 @@ def rest_response(exc: HostError) -> Response:
     status = next((status for cls, status in _STATUS if isinstance(exc, cls)), 503)
     headers: dict[str, str] = {}
     if isinstance(exc, Unauthorized):
-        headers["WWW-Authenticate"] = f'Bearer realm="{exc.realm}"'
+        challenge = f'Bearer realm="{exc.realm}"'
+        if exc.resource_metadata is not None:
+            challenge += f', resource_metadata="{exc.resource_metadata}"'
+        headers["WWW-Authenticate"] = challenge
     elif isinstance(exc, MethodNotAllowed):
         headers["Allow"] = exc.allowed
     elif isinstance(exc, TooFast):

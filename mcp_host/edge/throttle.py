@@ -21,10 +21,20 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["FailureThrottle", "ThrottleLimits"]
+from mcp_host.principal import Principal
+
+__all__ = ["FailureThrottle", "ThrottleLimits", "client_address"]
+
+
+def client_address(scope: Mapping[str, Any]) -> str:
+    """The address a request's failures and paces are counted by: its ASGI client's (behind a
+    proxy uvicorn trusts, the forwarded one it put there), an IPv6 one by its /64, as every
+    per-principal cap counts it (`Principal.of_client`)."""
+    return Principal.of_client(scope.get("client")).id
 
 
 @dataclass(frozen=True)

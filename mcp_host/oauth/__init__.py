@@ -1,15 +1,18 @@
 """The host as an OAuth 2.1 authorization server for its own doors (issue 28, item 1), built on
 the MCP SDK's `mcp.server.auth`: clients, grants, codes and tokens in PostgreSQL, resource
-indicators, the front desk seam, and the routes. Not yet served by the host.
-Below: `store` (the pool, the host key's `SecretBox`). Above: nothing yet (the composition root).
+indicators, the front desk seam, and the routes.
+Below: `store` (the pool, the host key's `SecretBox`). Above: `visitor` and `owner_facade` (the
+doors check tokens with a `DoorTokenVerifier`), `desk` (the front desk), `app` (serves the routes).
 """
 
 from .front_desk import FrontDesk, PendingAuthorization
 from .resources import DoorTokenVerifier, canonical_resource, token_fits
-from .routes import oauth_routes, resource_metadata_url
+from .routes import OAUTH_PATHS, RESOURCE_METADATA_PREFIX, oauth_routes, resource_metadata_url
 from .server import AuthorizationServer, GrantedAccessToken, GrantedCode, GrantedRefreshToken, Lifetimes, digest
 
 __all__ = [
+    "OAUTH_PATHS",
+    "RESOURCE_METADATA_PREFIX",
     "AuthorizationServer",
     "DoorTokenVerifier",
     "FrontDesk",

@@ -6,7 +6,8 @@ Above: the host (later: the visitor front desk and the owner's consent page impl
 The contract, in the order it happens:
 1. `/authorize` checks the client, its redirect URI, PKCE and the resource, keeps the request
    (in PostgreSQL, so any replica can finish it) and asks the desk for the URL of its page,
-   passing a `PendingAuthorization`. The client's browser is sent there.
+   passing a `PendingAuthorization`. The client's browser is sent there; the page reads the
+   request again by its id (`AuthorizationServer.pending`).
 2. The desk's page asks whatever it asks (a name, an access code), opens what the grant will
    stand for (a visitor session) and calls `AuthorizationServer.approve(request_id, subject)`,
    `subject` being an opaque string naming it (the session id). The answer is the URL to send
@@ -39,6 +40,8 @@ class PendingAuthorization:
     client_name: str | None
     resource: str
     scopes: tuple[str, ...]
+    redirect_uri: str = ""
+    """Where the browser goes back to once the person decided (the desk shows its host)."""
 
 
 class FrontDesk(Protocol):

@@ -1,7 +1,8 @@
 """The OAuth routes: the SDK's authorization-server routes and a protected-resource metadata
 document per door, with what the SDK leaves out added here.
 
-Above: the composition root (not yet: the host does not serve these routes). Below:
+Above: the composition root (`app.doors` builds the routes, `app.asgi` routes `OAUTH_PATHS`
+and `RESOURCE_METADATA_PREFIX` to them). Below:
 `server.AuthorizationServer`, the SDK's `create_auth_routes` (RFC 8414 metadata,
 `/authorize`, `/token`, `/register` (RFC 7591), `/revoke` (RFC 7009)) and
 `create_protected_resource_routes` (RFC 9728).
@@ -35,6 +36,8 @@ from mcp.server.auth.provider import construct_redirect_uri
 from mcp.server.auth.routes import (
     AUTHORIZATION_PATH,
     REGISTRATION_PATH,
+    REVOCATION_PATH,
+    TOKEN_PATH,
     build_metadata,
     build_resource_metadata_url,
     cors_middleware,
@@ -51,11 +54,23 @@ from mcp_host.errors import as_unavailable
 
 from .server import AuthorizationServer
 
-__all__ = ["METADATA_PATH", "REGISTRATION_LIMITS", "oauth_routes", "peer_address", "resource_metadata_url"]
+__all__ = [
+    "METADATA_PATH",
+    "OAUTH_PATHS",
+    "REGISTRATION_LIMITS",
+    "RESOURCE_METADATA_PREFIX",
+    "oauth_routes",
+    "peer_address",
+    "resource_metadata_url",
+]
 
 _logger = logging.getLogger("mcp_host.oauth.routes")
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
+OAUTH_PATHS = (METADATA_PATH, AUTHORIZATION_PATH, TOKEN_PATH, REGISTRATION_PATH, REVOCATION_PATH)
+"""The authorization server's paths (its issuer having no path), for an app to route to `oauth_routes`."""
+RESOURCE_METADATA_PREFIX = "/.well-known/oauth-protected-resource"
+"""Each door's protected-resource metadata is this followed by the door's path (RFC 9728 §3.1)."""
 _OUTAGE_RETRY_S = 5.0
 _AUTH_METHODS = ["client_secret_post", "client_secret_basic", "none"]
 # A client registers once per install; 20 an hour from one address is generous, and past that

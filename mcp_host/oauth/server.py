@@ -187,8 +187,30 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
             client_name=client.client_name,
             resource=resource,
             scopes=tuple(params.scopes or ()),
+            redirect_uri=str(params.redirect_uri),
         )
         return await self._desk.page_for(pending)
+
+    async def pending(self, request_id: str) -> PendingAuthorization | None:
+        """The request `request_id` still waiting for a person, as the desk's page shows it;
+        None when it is unknown, decided already or expired."""
+        record = await self._pool.fetchrow(
+            "SELECT r.client_id, r.params, c.metadata ->> 'client_name' AS client_name"
+            " FROM mcp_host.oauth_requests r JOIN mcp_host.oauth_clients c USING (client_id)"
+            " WHERE r.request_sha256 = $1 AND r.expires_at > now()",
+            digest(request_id),
+        )
+        if record is None:
+            return None
+        params = AuthorizationParams.model_validate(record["params"])
+        return PendingAuthorization(
+            request_id=request_id,
+            client_id=record["client_id"],
+            client_name=record["client_name"],
+            resource=params.resource or "",
+            scopes=tuple(params.scopes or ()),
+            redirect_uri=str(params.redirect_uri),
+        )
 
     async def approve(self, request_id: str, subject: str) -> str | None:
         """Grant the waiting request to `subject`: the URL that brings the browser back to the

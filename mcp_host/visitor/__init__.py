@@ -11,6 +11,8 @@ from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
 from .node import NODE_PATH, NodeDoor, NodeMCPEndpoint, build_node_server
+from .one_url import ONE_URL_PATH, OneURLEndpoint
+from .opening import SessionOpener
 from .owner_review import OwnerReview
 from .server import build_visitor_server
 from .tasks import TaskBook
@@ -25,7 +27,10 @@ __all__ = [
     "ModernExchange",
     "NodeDoor",
     "NodeMCPEndpoint",
+    "ONE_URL_PATH",
+    "OneURLEndpoint",
     "OwnerReview",
+    "SessionOpener",
     "SessionsEndpoint",
     "TaskBook",
     "ToolSearch",

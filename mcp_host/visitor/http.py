@@ -1,8 +1,9 @@
 """The visitor face over HTTP: `POST /v1/sessions` and each session's MCP endpoint.
 
-Above: `app` (the composition root mounts these routes). Below: `visitor.door` (what a
-session may list and call), `sessions` (who a bearer token is), `access` (which credential
-opens which session) and `throttle` (slowing down wrong credentials).
+Above: `app` (the composition root mounts these routes) and `one_url` (`/mcp`, which serves
+a session through `VisitorMCPEndpoint.serve`). Below: `visitor.door` (what a session may list
+and call), `sessions` (who a bearer token is) and `opening` (which credential opens which
+session, wrong ones throttled).
 
 `POST /v1/sessions` takes `{code?, visitor?}` and an optional `Authorization: Bearer <API
 key>`: a code opens a code session, a key an API-key session, neither a public session while
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
@@ -43,9 +44,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.access import Access, Session, SessionStore, Visitor, principal_of
+from mcp_host.access import Session, SessionStore, Visitor, principal_of
 from mcp_host.edge import (
-    FailureThrottle,
     MethodNotAllowed,
     PrincipalPace,
     PrincipalRate,
@@ -59,9 +59,11 @@ from mcp_host.edge import (
 )
 from mcp_host.errors import InvalidArguments, UnknownTool
 from mcp_host.policy import TurnStore, TurnTooLarge, UnknownTurn, judge
-from mcp_host.principal import Asking, Principal
+from mcp_host.principal import Asking
 
+from . import opening
 from .door import VisitorDoor
+from .opening import SessionOpener
 from .server import SCOPE_KEY
 
 __all__ = [
@@ -77,11 +79,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # The one answer to a code or key that was not accepted, whatever was wrong with it (its 401 body).
-REFUSED = {"error": Unauthorized.code, "message": "the access code or API key was not accepted"}
-NO_CREDENTIAL = {
-    "error": Unauthorized.code,
-    "message": "this host opens sessions only with an access code or an API key",
-}
+REFUSED = {"error": Unauthorized.code, "message": opening.REFUSED}
+NO_CREDENTIAL = {"error": Unauthorized.code, "message": opening.NO_CREDENTIAL}
 _WRONG_TOKEN = "unknown session or wrong bearer token"
 _TOO_FAST = "too many requests from this visitor (its access code, API key or address)"
 
@@ -131,6 +130,11 @@ class VisitorMCPEndpoint:
         if session is None:  # outside Starlette (the app's fast path): answered here, in the same words
             await rest_response(Unauthorized(_WRONG_TOKEN))(scope, receive, send)
             return
+        await self.serve(session, scope, receive, send)
+
+    async def serve(self, session: Session, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request of `session`, authenticated by the caller (this endpoint, or the one
+        visitor URL `/mcp`): the principal's pace, who is asking, then the SDK."""
         scope[SCOPE_KEY] = session
         # The SDK binds a 2025-11-25 Mcp-Session-Id to this principal: another visitor
         # session presenting it gets 404. The token itself never goes into the scope.
@@ -154,30 +158,14 @@ class _NewSession(BaseModel):
     visitor: Visitor | None = None
 
 
-def _client(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
-
-
 class SessionsEndpoint:
     """`POST /v1/sessions`: open a code, API-key or public visitor session."""
 
-    def __init__(
-        self,
-        access: Access,
-        throttle: FailureThrottle,
-        owner_id: str,
-        base_url: str,
-        max_body_bytes: int,
-        public_rate: PrincipalRate | None = None,
-    ) -> None:
-        """`public_rate`: how fast one client address may open public sessions (None: no limit)."""
-        self._access = access
-        self._throttle = throttle
-        self._owner_id = owner_id
+    def __init__(self, opener: SessionOpener, base_url: str, max_body_bytes: int) -> None:
+        """`opener`: shared with the front desk (one throttle of wrong codes, one public pace)."""
+        self._opener = opener
         self._base_url = base_url
         self._max_body_bytes = max_body_bytes
-        self._public_rate = public_rate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refusals are raised as `HostError`s, answered by the app's `REST_ERRORS` handler."""
@@ -192,20 +180,8 @@ class SessionsEndpoint:
         has_key = "authorization" in request.headers
         if has_key and payload.code is not None:
             raise InvalidArguments("give an access code or an API key, not both")
-        if payload.code is not None:
-            opened = await self._access.open_with_code(self._owner_id, payload.code, payload.visitor)
-        elif has_key:
-            key = bearer_token(request.scope)
-            opened = None if key is None else await self._access.open_with_key(self._owner_id, key, payload.visitor)
-        else:
-            self._pace_public(request)
-            opened = await self._access.open_public(self._owner_id, payload.visitor)
-            if opened is None:
-                raise Unauthorized(NO_CREDENTIAL["message"])
-        if opened is None:
-            await self._refused(request)
-        session, token = opened
-        logger.info("session %s opened (%s)", session.id, session.mode)
+        key = (bearer_token(request.scope) or "") if has_key else None
+        session, token = await self._opener.open(request.scope, payload.visitor, code=payload.code, key=key)
         return JSONResponse(
             {
                 "session_id": session.id,
@@ -215,23 +191,6 @@ class SessionsEndpoint:
             status_code=201,
             headers={"Cache-Control": "no-store"},
         )
-
-    def _pace_public(self, request: Request) -> None:
-        if self._public_rate is None:
-            return
-        principal = Principal.of_client(request.scope.get("client"))
-        wait = self._public_rate.wait(principal)
-        if wait > 0:
-            logger.info("public session refused: %s opens them faster than its share", principal)
-            raise TooFast("this address opens public sessions faster than the host allows", wait)
-
-    async def _refused(self, request: Request) -> NoReturn:
-        client = _client(request.scope)
-        delay = self._throttle.failed(client)
-        logger.info("session refused: a code or key from %s was not accepted (answered after %.2f s)", client, delay)
-        if delay > 0:
-            await anyio.sleep(delay)
-        raise Unauthorized(REFUSED["message"])
 
 
 def _no_nul(value: str) -> str:

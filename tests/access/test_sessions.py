@@ -154,6 +154,33 @@ async def test_an_ended_session_is_refused_but_still_readable(store: SessionStor
     assert ended.model_copy(update={"ended_at": None}) == session
 
 
+async def test_a_token_alone_finds_its_live_session_and_an_id_alone_a_live_one(
+    store: SessionStore, owner_id: str
+) -> None:
+    session, token = await _open_public(store, owner_id)
+    other, other_token = await _open_public(store, owner_id)
+    found = (await store.by_token(token), await store.by_token(other_token), await store.live(other.id))
+    assert found == (session, other, other)
+    assert await store.by_token("not-a-token") is None and await store.by_token("x" * 300) is None
+    assert await store.live("0" * 32) is None and await store.live("not-an-id") is None
+    await store.end(session.id)
+    assert (await store.by_token(token), await store.live(session.id)) == (None, None)
+
+
+async def test_a_subjects_kept_session_is_its_oldest_live_one_without_visitor_fields(
+    request: pytest.FixtureRequest, store: SessionStore, owner_id: str
+) -> None:
+    subject, _ = await _credential(request, store, owner_id, "api_key")
+    assert await store.live_of(owner_id, subject) is None
+    await store.open(owner_id=owner_id, mode="api_key", visitor=Visitor(name="Named"), subject=subject, role=ROLE)
+    first, _ = await store.open(owner_id=owner_id, mode="api_key", visitor=None, subject=subject, role=ROLE)
+    second, _ = await store.open(owner_id=owner_id, mode="api_key", visitor=None, subject=subject, role=ROLE)
+    assert await store.live_of(owner_id, subject) == first
+    await store.end(first.id)
+    assert await store.live_of(owner_id, subject) == second
+    assert await store.live_of("someone-else", subject) is None
+
+
 async def test_a_code_session_keeps_its_subject_visitor_and_role_snapshot(
     request: pytest.FixtureRequest, store: SessionStore, owner_id: str
 ) -> None:

@@ -16,7 +16,7 @@ import pytest
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import OAuthClientMetadata
 from pydantic import AnyUrl
 from starlette.applications import Starlette
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -33,6 +33,7 @@ from mcp_host.oauth import (
     resource_metadata_url,
 )
 from mcp_host.store import PgPool, SecretBox
+from tests.desk.walk_in import MemoryTokens
 from tests.hosting import free_port, serving
 
 from .conftest import query
@@ -95,26 +96,6 @@ async def _served(pool: PgPool) -> AsyncIterator[tuple[str, AuthorizationServer]
 
 
 @dataclass
-class _Storage:
-    """The SDK client's `TokenStorage`, in memory."""
-
-    tokens: OAuthToken | None = None
-    client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
-
-
-@dataclass
 class _Browser:
     """The person's browser: follows the authorize URL through the desk to the callback."""
 
@@ -135,7 +116,7 @@ class _Browser:
 
 
 def _client(
-    door: str, storage: _Storage, browser: _Browser, method: Literal["none", "client_secret_post"] | None = None
+    door: str, storage: MemoryTokens, browser: _Browser, method: Literal["none", "client_secret_post"] | None = None
 ) -> OAuthClientProvider:
     """The SDK's client; `method`: the token endpoint auth method it registers (None: the
     server's choice, `client_secret_post`)."""
@@ -150,7 +131,7 @@ async def test_the_sdk_client_signs_in_headlessly_and_calls_the_door(
     pool: PgPool, method: Literal["none"] | None
 ) -> None:
     async with _served(pool) as (issuer, server):
-        storage, browser = _Storage(), _Browser()
+        storage, browser = MemoryTokens(), _Browser()
         async with httpx2.AsyncClient(auth=_client(f"{issuer}/mcp", storage, browser, method), timeout=30) as http:
             response = await http.get(f"{issuer}/mcp")
         assert storage.client is not None
@@ -180,7 +161,7 @@ async def test_the_sdk_client_signs_in_headlessly_and_calls_the_door(
 
 async def test_the_sdk_client_refreshes_an_expired_token_and_keeps_the_session(pool: PgPool) -> None:
     async with _served(pool) as (issuer, server):
-        storage, browser = _Storage(), _Browser()
+        storage, browser = MemoryTokens(), _Browser()
         provider = _client(f"{issuer}/mcp", storage, browser)
         async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
             assert (await http.get(f"{issuer}/mcp")).status_code == 200
