@@ -286,7 +286,9 @@ async def test_wrong_codes_at_the_desk_are_throttled_with_post_sessions_and_logg
     assert not [r for r in caplog.records if any(w in r.getMessage() for w in wrong)]  # no code in the log
 
 
-async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, database_url: str) -> None:
+async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rotates(
+    tmp_path: Path, database_url: str
+) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
         token = await running.host.owners.issue_token(running.host.owner_id)
         refused = DeskBrowser({"owner_token": "not-the-token"})
@@ -300,6 +302,8 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, data
         assert tokens.tokens is not None
         bearer = {"Authorization": f"Bearer {tokens.tokens.access_token}"}
         at_visitor_door = await running.http.post(_door(running), headers=bearer, json={})
+        await running.host.owners.issue_token(running.host.owner_id)  # rotation ends what the old token let in
+        after_rotation = await running.http.post(owner_door, headers=bearer, json={})
 
     page = browser.pages[0].text
     assert set(read_form(page).inputs) == {"request", "owner_token"}
@@ -307,6 +311,7 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, data
     assert refused.pages[-1].status_code == 401 and "That is not the owner token." in refused.pages[-1].text
     assert "capabilities_list" in tools and listed.is_error is not True
     assert at_visitor_door.status_code == 401
+    assert after_rotation.status_code == 401
 
 
 async def test_the_hosts_oauth_tokens_reach_no_child_and_no_remote_server(tmp_path: Path, database_url: str) -> None:
