@@ -279,6 +279,7 @@ async def test_wrong_codes_at_the_desk_are_throttled_with_post_sessions_and_logg
     assert all("That access code was not accepted." in a.text for a in answers)
     assert set(read_form(page.text).inputs) == {"request", "name", "email", "code"}
     assert 'name="code" maxlength="256" autocomplete="off" required' in page.text  # no public sessions
+    assert "Echo (test)" not in page.text  # nothing of the tools shown before a code
     assert throttled.status_code == 401 and throttled.elapsed.total_seconds() >= 0.3  # the third failure waits
     assert still.status_code == 200  # a wrong code does not spend the request
     refusals = [r.getMessage() for r in caplog.records if "was not accepted" in r.getMessage()]
