@@ -251,10 +251,11 @@ def _oauth_case(rng: random.Random, cls: str) -> Case:
         return Case("oauth", cls, body, headers or json_type, route)
     try:
         parsed = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         parsed = None
     if isinstance(parsed, dict) and all(isinstance(v, str | int | float) for v in parsed.values()):
-        form = urlencode({str(k): str(v) for k, v in parsed.items()}).encode()
+        # A lone surrogate becomes bytes that are no UTF-8 (`%ED%B8%80`): hostile to the form parser too.
+        form = urlencode({str(k): str(v) for k, v in parsed.items()}, errors="surrogatepass").encode()
         return Case("oauth", cls, form, [("Content-Type", "application/x-www-form-urlencoded")], route)
     return Case("oauth", cls, body, headers or [("Content-Type", "application/x-www-form-urlencoded")], route)
 

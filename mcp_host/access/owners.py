@@ -76,6 +76,16 @@ TIMEZONE_MAX_CHARS = 64
 _NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
+_END_OWNER_GRANTS = """
+WITH ended AS (
+    UPDATE mcp_host.oauth_grants SET revoked_at = now() WHERE subject = $1 AND revoked_at IS NULL RETURNING id
+), tokens AS (
+    DELETE FROM mcp_host.oauth_tokens WHERE grant_id IN (SELECT id FROM ended)
+)
+DELETE FROM mcp_host.oauth_codes WHERE grant_id IN (SELECT id FROM ended)
+"""
+
+
 class OwnerError(InternalError):
     """The owners table is not what this call expects (an unknown owner, several owners)."""
 
@@ -128,8 +138,9 @@ class OwnerStore:
         return _owner_from_row(rows[0])
 
     async def issue_token(self, owner_id: str) -> str:
-        """A new token for `owner_id` (rotation): every earlier token of the owner is revoked and
-        every console session of the owner ended.
+        """A new token for `owner_id` (rotation): every earlier token of the owner is revoked,
+        every console session of the owner ended, and every OAuth grant the owner made at the
+        owner door (subject `owner:<id>`, migration 018) revoked with its codes and tokens.
 
         Raises `OwnerError` for an unknown owner.
         """
@@ -144,6 +155,9 @@ class OwnerStore:
             # inserts after the commit and then finds its token revoked (owner_console's sign-in
             # checks the token again once its session is stored).
             ended = await conn.execute("DELETE FROM mcp_host.console_sessions WHERE owner_id = $1", owner_id)
+            # What the old token let in goes with it: a client let in at the owner door by
+            # whoever held it. Revoked as `oauth.AuthorizationServer.revoke_grant` does.
+            await conn.execute(_END_OWNER_GRANTS, f"owner:{owner_id}")
             token = await _insert_token(conn, owner_id)
         _logger.info("the owner token of %s was rotated; %s console session(s) ended", owner_id, ended.split()[-1])
         return token

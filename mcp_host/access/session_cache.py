@@ -14,6 +14,9 @@ sessions at once (`forget_subject`, called by the revoking path through the comp
 so their next request reads the revocation; another replica may serve the stale "live" answer
 for at most `ttl_s`.
 
+`by_token`, `live` and `live_of` (the one visitor URL `/mcp`: a token without its session id,
+a session an OAuth grant stands for, an API key's kept session) pass through uncached.
+
 During a database outage (the store raises a connection failure, `errors.as_unavailable`),
 a token this replica verified within the last `outage_grace_s` is still accepted, so a known
 visitor keeps reaching tools that do not need the database and gets `unavailable` from those

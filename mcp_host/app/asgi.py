@@ -93,8 +93,9 @@ async def _answer_turn(host: Host, request: Request) -> Response:
 class HostApp:
     """The outermost ASGI app.
 
-    Visitor MCP requests — the hot path, one per MCP message — go straight to their
-    endpoint; everything else goes through Starlette's router and middleware.
+    Visitor MCP requests — the hot path, one per MCP message, at `/v1/sessions/{id}/mcp` or
+    the one visitor URL `/mcp` — go straight to their endpoint; everything else goes through
+    Starlette's router and middleware.
     """
 
     _PREFIX = "/v1/sessions/"

@@ -237,6 +237,11 @@ class FrontDeskEndpoint:
                 return await self._again(request, pending, 401, "That is not the owner token.")
             owner_id = owner.id
         back = await self._server.approve(pending.request_id, f"owner:{owner_id}")
+        if back is not None and "owner_token" in form and await self._owners.verify_token(form["owner_token"]) is None:
+            # Rotated while the grant was made: the rotation may not have seen it, so it ends
+            # here (every grant of the owner's: the new token's holder signs in again).
+            await self._server.revoke_subject(f"owner:{owner_id}")
+            back = None
         if back is None:
             return _notice(400, "Start again", _START_AGAIN)
         logger.warning("front desk: OAuth client %s let in at the owner door", pending.client_id)

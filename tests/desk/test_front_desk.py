@@ -279,6 +279,7 @@ async def test_wrong_codes_at_the_desk_are_throttled_with_post_sessions_and_logg
     assert all("That access code was not accepted." in a.text for a in answers)
     assert set(read_form(page.text).inputs) == {"request", "name", "email", "code"}
     assert 'name="code" maxlength="256" autocomplete="off" required' in page.text  # no public sessions
+    assert "Echo (test)" not in page.text  # nothing of the tools shown before a code
     assert throttled.status_code == 401 and throttled.elapsed.total_seconds() >= 0.3  # the third failure waits
     assert still.status_code == 200  # a wrong code does not spend the request
     refusals = [r.getMessage() for r in caplog.records if "was not accepted" in r.getMessage()]
@@ -286,7 +287,9 @@ async def test_wrong_codes_at_the_desk_are_throttled_with_post_sessions_and_logg
     assert not [r for r in caplog.records if any(w in r.getMessage() for w in wrong)]  # no code in the log
 
 
-async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, database_url: str) -> None:
+async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rotates(
+    tmp_path: Path, database_url: str
+) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
         token = await running.host.owners.issue_token(running.host.owner_id)
         refused = DeskBrowser({"owner_token": "not-the-token"})
@@ -300,6 +303,11 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, data
         assert tokens.tokens is not None
         bearer = {"Authorization": f"Bearer {tokens.tokens.access_token}"}
         at_visitor_door = await running.http.post(_door(running), headers=bearer, json={})
+        await running.host.owners.issue_token(running.host.owner_id)  # rotation ends what the old token let in
+        after_rotation = await running.http.post(owner_door, headers=bearer, json={})
+        page = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
+        form = {"request": _request_id(page), "decision": "allow", "owner_token": "wrong"}
+        guesses = [(await running.http.post(page.url.copy_with(query=None), data=form)).status_code for _ in range(6)]
 
     page = browser.pages[0].text
     assert set(read_form(page).inputs) == {"request", "owner_token"}
@@ -307,6 +315,9 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door(tmp_path: Path, data
     assert refused.pages[-1].status_code == 401 and "That is not the owner token." in refused.pages[-1].text
     assert "capabilities_list" in tools and listed.is_error is not True
     assert at_visitor_door.status_code == 401
+    assert after_rotation.status_code == 401
+    # The console's sign-in throttle: 5 wrong tokens free (the first was `refused`'s), then a wait.
+    assert guesses == [401, 401, 401, 401, 401, 429]
 
 
 async def test_the_hosts_oauth_tokens_reach_no_child_and_no_remote_server(tmp_path: Path, database_url: str) -> None:
@@ -332,3 +343,20 @@ async def test_the_hosts_oauth_tokens_reach_no_child_and_no_remote_server(tmp_pa
     headers = json.dumps(remote.seen)
     assert len(remote.seen) >= 2 and "authorization" not in {k for h in remote.seen for k in h}
     assert [s for s in secrets_issued if s in child or s in headers] == []
+
+
+async def test_registrations_are_counted_by_the_address_every_throttle_uses(tmp_path: Path, database_url: str) -> None:
+    """Behind a proxy the host trusts (uvicorn's default: loopback), the forwarded address, an
+    IPv6 one by its /64, as the host's other throttles count it."""
+
+    async def register(address: str) -> int:
+        body = {"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none"}
+        headers = {"X-Forwarded-For": address}
+        return (await running.http.post(f"{running.url}/register", json=body, headers=headers)).status_code
+
+    async with running_host(_settings(tmp_path, database_url)) as running:
+        first = [await register("2001:db8:0:1::1") for _ in range(21)]  # 20 free, the 21st earns a delay
+        same_64 = await register("2001:db8:0:1::2")
+        other_64 = await register("2001:db8:0:2::1")
+
+    assert (set(first), same_64, other_64) == ({201}, 429, 201)
