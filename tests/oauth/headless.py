@@ -165,6 +165,13 @@ def _same_origin(one: str, other: str) -> bool:
     return (a.scheme, a.netloc) == (b.scheme, b.netloc)
 
 
+def _as_a_browser_posts(page_url: str, action: str) -> dict[str, str]:
+    """The headers a browser adds to a form's POST: where the page came from, and whether
+    that is the form's own origin (the desk refuses a POST from another site's page)."""
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(page_url))
+    return {"Origin": origin, "Sec-Fetch-Site": "same-origin" if _same_origin(page_url, action) else "cross-site"}
+
+
 async def _to_desk(http: httpx2.AsyncClient, url: str, visit: DeskVisit) -> httpx2.Response:
     """GET `url` and follow its redirects to the first page that answers 200."""
     for _ in range(_MAX_HOPS):
@@ -178,9 +185,7 @@ async def _to_desk(http: httpx2.AsyncClient, url: str, visit: DeskVisit) -> http
     raise DeskError(f"more than {_MAX_HOPS} redirects from {visit.visited[0]}")
 
 
-async def sign_in(
-    url: str, answers: DeskAnswers, *, visit_callback: bool = True, timeout_s: float = 30.0
-) -> DeskVisit:
+async def sign_in(url: str, answers: DeskAnswers, *, visit_callback: bool = True, timeout_s: float = 30.0) -> DeskVisit:
     """Go from the authorize `url` through the desk to the client's redirect URI (see the
     module's docstring). Raises DeskError when the desk does not end with a redirect away from
     itself, or when the page lacks a field `answers` fills."""
@@ -199,7 +204,7 @@ async def sign_in(
             if form.method != "POST":
                 raise DeskError(f"the desk's form is sent with {form.method}, not POST")
             visit.visited.append(form.action)
-            answer = await http.post(form.action, data=body)
+            answer = await http.post(form.action, data=body, headers=_as_a_browser_posts(str(page.url), form.action))
             if answer.status_code not in _REDIRECTS:
                 raise DeskError(f"the desk answered {answer.status_code}, not a redirect: {answer.text[:300]}")
             visit.landed = urljoin(form.action, answer.headers["location"])
@@ -242,8 +247,7 @@ def write_browser_program(path: Path, python: str, repo: Path) -> Path:
     """An executable at `path` that runs this module on its first argument: what a client's
     `BROWSER` variable names. The answers come from the client's environment (`MCP_DESK_*`)."""
     path.write_text(
-        "#!/bin/sh\n"
-        f"cd {shlex.quote(str(repo))} && exec {shlex.quote(python)} -m tests.oauth.headless \"$1\"\n",
+        f'#!/bin/sh\ncd {shlex.quote(str(repo))} && exec {shlex.quote(python)} -m tests.oauth.headless "$1"\n',
         encoding="utf-8",
     )
     path.chmod(0o755)
