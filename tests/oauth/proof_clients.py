@@ -78,7 +78,12 @@ class Desk:
             "MCP_DESK_OWNER_TOKEN": answers.owner_token,
         }
         found = {key: value for key, value in typed.items() if value is not None}
-        return {"BROWSER": str(self.program), "MCP_DESK_LOG": str(self.log), **found}
+        return {
+            "BROWSER": str(self.program),
+            "MCP_DESK_LOG": str(self.log),
+            "MCP_DESK_DECISION": answers.decision,
+            **found,
+        }
 
     def visits(self) -> list[dict[str, Any]]:
         """What the browser did, one entry per URL it was given (`headless.main`)."""

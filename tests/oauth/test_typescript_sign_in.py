@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from owner_facade import OWNER_PATH
-from tests.ecosystem.support import owner_token
+from tests.ecosystem.support import owner_call, owner_client, owner_token
 from tests.hosting import RunningHost, host_fixture
 from tests.oauth.headless import DeskAnswers
 from tests.oauth.proof_clients import TYPESCRIPT, Desk, access_code, missing_typescript, session_of, typescript_sign_in
@@ -88,3 +88,31 @@ async def test_the_typescript_sdk_signs_in_at_the_owner_door_with_the_owner_toke
     assert {"roles_list", "code_create", "sessions_list"} <= set(answer["tools"])
     (call,) = answer["calls"]
     assert not call["result"].get("isError") and "roles" in call["result"]["structuredContent"], call
+
+
+async def test_the_typescript_sdk_is_told_access_denied_when_the_person_declines(
+    host: RunningHost, tmp_path: Any
+) -> None:
+    package, _ = TYPESCRIPT["client-2.x-auto"]
+    desk = Desk.in_folder(tmp_path)
+
+    answer = await typescript_sign_in(package, f"{host.url}/mcp", ECHO, desk, DeskAnswers(decision="deny"))
+
+    assert "tools" not in answer  # it never got a token
+    assert (answer["callback"]["error"], answer["callback"]["iss"]) == ("access_denied", host.url)
+    assert "code" not in answer["callback"]
+
+
+async def test_a_wrong_access_code_at_the_desk_sends_the_client_nothing(host: RunningHost, tmp_path: Any) -> None:
+    package, _ = TYPESCRIPT["client-2.x-auto"]
+    desk = Desk.in_folder(tmp_path)
+    name = f"TS wrong code {secrets.token_hex(3)}"
+
+    answer = await typescript_sign_in(package, f"{host.url}/mcp", ECHO, desk, DeskAnswers(name=name, code="not-a-code"))
+
+    assert "tools" not in answer and answer["callback"] == {"error": "the browser program exited 1"}
+    (visit,) = desk.visits()
+    assert visit["error"].startswith("DeskError: the desk answered 4"), visit  # its page again, with the error
+    async with owner_client(host) as owner:
+        _, listed = await owner_call(owner, "sessions_list")
+    assert all((s.get("visitor") or {}).get("name") != name for s in listed["sessions"])  # no session opened
