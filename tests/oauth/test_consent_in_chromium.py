@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from owner_facade import OWNER_PATH
-from tests.ecosystem.support import owner_token
+from tests.ecosystem.support import owner_call, owner_client, owner_token
 from tests.hosting import RunningHost, free_port, host_fixture, serving
 from tests.oauth.proof_clients import access_code, session_of
 from tests.owner_console.browser import Browser, needs_chromium
@@ -186,6 +186,26 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door_from_chromium(
     token = await _redeem(host, client, landed)
 
     assert {"roles_list", "sessions_list"} <= set(await _tools(door, token))
+
+
+async def test_a_wrong_access_code_in_chromium_shows_the_desk_again_and_lets_nothing_in(
+    browser: Browser, host: RunningHost, client: _Client
+) -> None:
+    name = f"Chromium wrong code {secrets.token_hex(3)}"
+    await _open_desk(browser, client, f"{host.url}/mcp")
+    await browser.fill("input[name='name']", name)
+    await browser.fill("input[name='code']", "not-a-code")
+    await browser.click("button[name='decision'][value='allow']")
+    await browser.wait_for("p.error")
+    error = await browser.text("p.error")
+    await browser.screenshot("desk-08-wrong-code")
+    still_at_the_desk = await browser.path()
+    async with owner_client(host) as owner:
+        _, listed = await owner_call(owner, "sessions_list")
+
+    assert error == "That access code was not accepted."  # and the form is there to try again
+    assert still_at_the_desk.startswith("/oauth/desk") and await browser.count("input[name='code']") == 1
+    assert all((s.get("visitor") or {}).get("name") != name for s in listed["sessions"])
 
 
 @pytest.mark.xfail(
