@@ -71,3 +71,9 @@ ensure_ecosystem() {
   # an install fails.
   "$ROOT/scripts/install-ecosystem" 2> >(grep -v "^WARNING: Location 'file:" >&2) || true
 }
+
+ensure_oauth_clients() {
+  # Optional: the OAuth client tests (tests/oauth: Claude Code) skip, saying why, when Node is
+  # missing or the install fails.
+  "$ROOT/scripts/install-oauth-clients" || true
+}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,3 +143,13 @@ class Browser:
 
     def quit(self) -> None:
         self.driver.quit()
+
+    @classmethod
+    @contextmanager
+    def window(cls) -> Iterator[Browser]:
+        """One window, quit on the way out (a module's fixture; each test sets `base_url`)."""
+        browser = cls("")
+        try:
+            yield browser
+        finally:
+            browser.quit()

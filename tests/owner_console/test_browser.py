@@ -33,11 +33,8 @@ OWN_SCRIPTS = "return [...document.scripts].map(s => s.getAttribute('src'))"
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Browser]:
-    browser = Browser("")
-    try:
+    with Browser.window() as browser:
         yield browser
-    finally:
-        browser.quit()
 
 
 @pytest.fixture
