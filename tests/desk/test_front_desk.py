@@ -305,9 +305,10 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rota
         at_visitor_door = await running.http.post(_door(running), headers=bearer, json={})
         await running.host.owners.issue_token(running.host.owner_id)  # rotation ends what the old token let in
         after_rotation = await running.http.post(owner_door, headers=bearer, json={})
-        page = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
-        form = {"request": _request_id(page), "decision": "allow", "owner_token": "wrong"}
-        guesses = [(await running.http.post(page.url.copy_with(query=None), data=form)).status_code for _ in range(6)]
+        another = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
+        form = {"request": _request_id(another), "decision": "allow", "owner_token": "wrong"}
+        desk = another.url.copy_with(query=None)
+        guesses = [(await running.http.post(desk, data=form)).status_code for _ in range(6)]
 
     page = browser.pages[0].text
     assert set(read_form(page).inputs) == {"request", "owner_token"}
