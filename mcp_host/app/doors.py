@@ -212,7 +212,6 @@ def front_desk(
         shared.oauth,
         opener,
         shared.access,
-        shared.sessions,
         shared.owners,
         early.plugins,
         rules,
