@@ -258,6 +258,7 @@ def doors(
             shared.owner_id,
             DoorTokenVerifier(shared.oauth, one_url),
             resource_metadata_url(one_url),
+            session_gone=shared.oauth.revoke_subject,
         ),
         desk=desk,
         oauth=Router(routes=list(routes)),
