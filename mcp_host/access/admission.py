@@ -256,6 +256,13 @@ class Access:
         logger.info("session %s opened for API key %s at the one visitor URL", opened.id, verified.id)
         return await self._sessions.live_of(owner_id, subject) or opened
 
+    async def withdraw(self, session: Session) -> None:
+        """End `session`, opened for a sign-in that did not complete after all (the front desk's
+        request was decided elsewhere meanwhile), and give its access code's use back."""
+        await self._sessions.end(session.id)
+        if session.subject is not None and session.subject.kind == "code":
+            await self.credentials.give_back(session.subject.id)
+
     async def open_public(self, owner_id: str, visitor: Visitor | None) -> tuple[Session, str] | None:
         """Open a public session under the owner's public role; None while public sessions are off."""
         settings = await self.host_settings(owner_id)

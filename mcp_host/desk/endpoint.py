@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from mcp_host.access import Access, OwnerStore, SessionStore, Visitor
+from mcp_host.access import Access, OwnerStore, Visitor
 from mcp_host.edge import FailureThrottle, TooFast, Unauthorized, client_address, read_body
 from mcp_host.oauth import AuthorizationServer, PendingAuthorization, canonical_resource
 from mcp_host.plugins import Plugin
@@ -88,7 +88,6 @@ class FrontDeskEndpoint:
         server: AuthorizationServer,
         opener: SessionOpener,
         access: Access,
-        sessions: SessionStore,
         owners: OwnerStore,
         plugins: Sequence[Plugin],
         security: TransportSecuritySettings,
@@ -103,7 +102,6 @@ class FrontDeskEndpoint:
         self._server = server
         self._opener = opener
         self._access = access
-        self._sessions = sessions
         self._owners = owners
         self._plugins = plugins
         self._check = TransportSecurityMiddleware(security)
@@ -217,7 +215,7 @@ class FrontDeskEndpoint:
             return _notice(429, "Too many", f"Too many sign-ins from this address: {exc.message}.", headers)
         back = await self._server.approve(pending.request_id, session.id)
         if back is None:  # decided or expired meanwhile: the session just opened serves no one
-            await self._sessions.end(session.id)
+            await self._access.withdraw(session)
             return _notice(400, "Start again", _START_AGAIN)
         logger.info("front desk: OAuth client %s let in as visitor session %s", pending.client_id, session.id)
         return RedirectResponse(back, 302, headers=_HEADERS)

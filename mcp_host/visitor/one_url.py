@@ -11,7 +11,8 @@ A request names no session: its bearer credential picks it, and is one of
   (`Access.key_session`: opened on its first request, then kept while it lives);
 - an OAuth access token bound to this door (RFC 8707) whose grant stands for a visitor
   session (the grant's subject is the session id, set when the front desk opened it): that
-  session while it lives — a session that ended is refused, whatever the token's lifetime;
+  session while it lives — a session that ended is refused, whatever the token's lifetime,
+  and its grants revoked (`session_gone`);
 - a visitor session's own bearer token (from `POST /v1/sessions`): that session.
 Anything else, or none, is answered 401 `denied` with a challenge naming this door's
 protected-resource metadata (RFC 9728), where a client finds the authorization server.
@@ -24,6 +25,7 @@ anew, never this request's headers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from mcp.server.auth.provider import TokenVerifier
 from starlette.types import Receive, Scope, Send
@@ -52,15 +54,20 @@ class OneURLEndpoint:
         owner_id: str,
         tokens: TokenVerifier,
         resource_metadata: str,
+        session_gone: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         """`tokens`: the OAuth access tokens this door accepts (bound to it); `resource_metadata`:
-        the URL of its protected-resource metadata, named in every 401."""
+        the URL of its protected-resource metadata, named in every 401; `session_gone`: told the
+        id of a session that ended when a token of a grant standing for it is shown (the
+        composition root revokes the session's grants, so the client's refresh fails too and it
+        signs in again rather than refreshing into refusals)."""
         self._endpoint = endpoint
         self._sessions = sessions
         self._access = access
         self._owner_id = owner_id
         self._tokens = tokens
         self._resource_metadata = resource_metadata
+        self._session_gone = session_gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)
@@ -80,4 +87,6 @@ class OneURLEndpoint:
         session = await self._sessions.live(granted.subject or "")
         if session is None:
             logger.info("an OAuth token of client %s was refused: its session ended", granted.client_id)
+            if self._session_gone is not None and granted.subject:
+                await self._session_gone(granted.subject)
         return session

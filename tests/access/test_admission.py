@@ -432,3 +432,18 @@ async def test_credentials_of_one_owner_open_nothing_for_another(access: Access,
     assert await access.credentials.verify_api_key("other", key) is None
     assert await access.revoke_code("other", code) is False
     assert await access.list_codes("other") == []
+
+
+async def test_a_withdrawn_code_session_ends_and_gives_its_use_back(
+    access: Access, owner_id: str, pool: PgPool
+) -> None:
+    text, code = await access.create_code(owner_id, "public", max_uses=1)
+    opened = await access.open_with_code(owner_id, text, None)
+    assert opened is not None
+    used = {c.id: c.uses for c in await access.list_codes(owner_id)}
+    await access.withdraw(opened[0])
+    back = {c.id: c.uses for c in await access.list_codes(owner_id)}
+    again = await access.open_with_code(owner_id, text, None)  # its one use is there again
+    assert (used[code.id], back[code.id], again is not None) == (1, 0, True)
+    ended = await PostgresSessionStore(pool).get(opened[0].id)
+    assert ended is not None and ended.ended_at is not None

@@ -134,7 +134,7 @@ async def test_a_public_visitor_walks_in_without_a_code(tmp_path: Path, database
     assert "Echo (test)" in page and "Guarded (test)" not in page  # what a public visitor may use, no more
 
 
-async def test_refreshing_keeps_the_session_and_an_ended_session_refuses_its_token(
+async def test_refreshing_keeps_the_session_and_an_ended_session_ends_its_grant(
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
@@ -150,9 +150,17 @@ async def test_refreshing_keeps_the_session_and_an_ended_session_refuses_its_tok
             await running.host.sessions.end(after["session_id"])
             bearer = {"Authorization": f"Bearer {second.access_token}"}
             ended = await running.http.post(_door(running), headers=bearer, json={})
+            assert tokens.client is not None
+            refresh = {
+                "grant_type": "refresh_token",
+                "refresh_token": second.refresh_token or "",
+                "client_id": tokens.client.client_id,
+            }
+            refreshed = await running.http.post(f"{running.url}/token", data=refresh)
 
     assert after["session_id"] == before["session_id"]
     assert second.access_token != first.access_token and len(browser.landed) == 1
+    assert (refreshed.status_code, refreshed.json()["error"]) == (400, "invalid_grant")  # the grant went with it
     assert ended.status_code == 401
     assert ended.json() == {
         "error": "denied",
@@ -305,9 +313,10 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rota
         at_visitor_door = await running.http.post(_door(running), headers=bearer, json={})
         await running.host.owners.issue_token(running.host.owner_id)  # rotation ends what the old token let in
         after_rotation = await running.http.post(owner_door, headers=bearer, json={})
-        page = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
-        form = {"request": _request_id(page), "decision": "allow", "owner_token": "wrong"}
-        guesses = [(await running.http.post(page.url.copy_with(query=None), data=form)).status_code for _ in range(6)]
+        another = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
+        form = {"request": _request_id(another), "decision": "allow", "owner_token": "wrong"}
+        desk = another.url.copy_with(query=None)
+        guesses = [(await running.http.post(desk, data=form)).status_code for _ in range(6)]
 
     page = browser.pages[0].text
     assert set(read_form(page).inputs) == {"request", "owner_token"}
