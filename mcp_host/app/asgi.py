@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.desk import DESK_PATH
+from mcp_host.desk import DESK_PATH, OWNER_CONSENT_PATH
 from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_response
 from mcp_host.errors import Unavailable
 from mcp_host.oauth import OAUTH_PATHS, RESOURCE_METADATA_PREFIX
@@ -182,6 +182,8 @@ def _routes(app: Starlette, rules: TransportSecuritySettings) -> list[BaseRoute]
         ),
         Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
         # The owner's web console (owner_console): its own Host/Origin, session and CSRF checks.
+        # The owner door's consent page, under the console's cookie path (before the console's route).
+        Route(OWNER_CONSENT_PATH, _ToDoor(app, lambda d: d.desk), methods=["GET", "POST"]),
         Route("/owner{path:path}", _ToDoor(app, _console_door), methods=["GET", "POST"]),
         # A node's calls under a node grant (visitor/node.py); its own bearer, like the owner's.
         Route(NODE_PATH, _ToDoor(app, _node_door), methods=["GET", "POST", "DELETE"]),

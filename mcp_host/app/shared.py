@@ -163,7 +163,7 @@ def _authorization_server(
         SecretBox(host_key),  # a client's secret sealed with the host key, as the config is
         issuer=base,
         resources=[f"{base}{ONE_URL_PATH}", f"{base}{owner_path}"],
-        desk=DeskAddress(base),
+        desk=DeskAddress(base, f"{base}{owner_path}"),
     )
 
 

@@ -4,6 +4,6 @@ implements `oauth.FrontDesk`. Below: `visitor` (opening sessions as `POST /v1/se
 `oauth`, `access`. Above: `app`.
 """
 
-from .endpoint import DESK_PATH, ConsoleOwner, DeskAddress, FrontDeskEndpoint
+from .endpoint import DESK_PATH, OWNER_CONSENT_PATH, ConsoleOwner, DeskAddress, FrontDeskEndpoint
 
-__all__ = ["DESK_PATH", "ConsoleOwner", "DeskAddress", "FrontDeskEndpoint"]
+__all__ = ["DESK_PATH", "OWNER_CONSENT_PATH", "ConsoleOwner", "DeskAddress", "FrontDeskEndpoint"]

@@ -43,11 +43,14 @@ from mcp_host.visitor import SessionOpener
 
 from .page import CSP, DeskView, desk_page, notice_page, shown_target
 
-__all__ = ["DESK_PATH", "ConsoleOwner", "DeskAddress", "FrontDeskEndpoint"]
+__all__ = ["DESK_PATH", "OWNER_CONSENT_PATH", "ConsoleOwner", "DeskAddress", "FrontDeskEndpoint"]
 
 logger = logging.getLogger(__name__)
 
 DESK_PATH = "/oauth/desk"
+OWNER_CONSENT_PATH = "/owner/consent"
+"""The owner door's requests wait here: under the console's cookie path (`/owner/`), so a
+browser signed in to the console sends its cookie, and the owner need not type the token."""
 _MAX_FORM_BYTES = 16 * 1024
 _HEADERS = {
     "Content-Security-Policy": CSP,
@@ -64,12 +67,16 @@ ConsoleOwner = Callable[[Request], Awaitable[str | None]]
 
 @dataclass(frozen=True)
 class DeskAddress:
-    """The `oauth.FrontDesk` of the host: the page of a request is `DESK_PATH` under `base_url`."""
+    """The `oauth.FrontDesk` of the host: the page of a request is `DESK_PATH` under `base_url`,
+    or `OWNER_CONSENT_PATH` for a request for `owner_door`."""
 
     base_url: str
+    owner_door: str
 
     async def page_for(self, pending: PendingAuthorization) -> str:
-        return f"{self.base_url}{DESK_PATH}?{urlencode({'request': pending.request_id})}"
+        owner = canonical_resource(pending.resource) == canonical_resource(self.owner_door)
+        path = OWNER_CONSENT_PATH if owner else DESK_PATH
+        return f"{self.base_url}{path}?{urlencode({'request': pending.request_id})}"
 
 
 def _page(html: str, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -81,7 +88,8 @@ def _notice(status: int, title: str, message: str, headers: dict[str, str] | Non
 
 
 class FrontDeskEndpoint:
-    """ASGI endpoint of `DESK_PATH` (GET shows a waiting request, POST decides it)."""
+    """ASGI endpoint of `DESK_PATH` and `OWNER_CONSENT_PATH` (GET shows a waiting request, POST
+    decides it; the form posts back to the path it was shown at)."""
 
     def __init__(
         self,
@@ -105,7 +113,7 @@ class FrontDeskEndpoint:
         self._owners = owners
         self._plugins = plugins
         self._check = TransportSecurityMiddleware(security)
-        self._action = f"{base_url}{DESK_PATH}"
+        self._base_url = base_url
         self._owner_door = canonical_resource(owner_door)
         self._sign_ins = sign_ins
         self._console_owner = console_owner
@@ -159,7 +167,7 @@ class FrontDeskEndpoint:
         owner = await self._owners.get(self._opener.owner_id)
         view = DeskView(
             request_id=pending.request_id,
-            action=self._action,
+            action=f"{self._base_url}{request.url.path}",
             owner_name=None if owner is None else owner.name,
             client_name=pending.client_name,
             target=shown_target(pending.redirect_uri),

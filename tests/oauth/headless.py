@@ -1,7 +1,8 @@
 """A headless "browser" for the front desk: what a person does between a client's authorize
 URL and its redirect URI, with no JavaScript and no rendering.
 
-From the authorize URL it follows redirects to the desk page (`GET /oauth/desk?request=…`),
+From the authorize URL it follows redirects to the desk page (`GET /oauth/desk?request=…`, or
+`/owner/consent` for the owner door),
 reads its form with the standard library's HTML parser, fills the fields the page asks for
 (`name`, `email`, `code`, `owner_token`) from `DeskAnswers`, submits `decision=allow` (or
 `deny`) with the hidden fields kept, and follows the 302 to the client's redirect URI, which it
@@ -208,7 +209,9 @@ async def sign_in(url: str, answers: DeskAnswers, *, visit_callback: bool = True
             if answer.status_code not in _REDIRECTS:
                 raise DeskError(f"the desk answered {answer.status_code}, not a redirect: {answer.text[:300]}")
             visit.landed = urljoin(form.action, answer.headers["location"])
-            if _same_origin(visit.landed, form.action) and urlsplit(visit.landed).path.startswith("/oauth/desk"):
+            if _same_origin(visit.landed, form.action) and urlsplit(visit.landed).path.startswith(
+                ("/oauth/desk", "/owner/consent")
+            ):
                 raise DeskError(f"the desk sent the browser back to itself: {visit.landed}")
             if visit_callback:
                 visit.callback_status = (await http.get(visit.landed)).status_code

@@ -104,7 +104,10 @@ async def _open_desk(browser: Browser, client: _Client, resource: str) -> _AtThe
     url, verifier, state = client.authorize_url(browser.base_url, resource)
     await browser.get(url)
     await browser.wait_for("form button[name='decision'][value='allow']")
-    assert (await browser.path()).startswith("/oauth/desk?request=")
+    page = (
+        "/owner/consent" if resource.endswith(OWNER_PATH) else "/oauth/desk"
+    )  # the owner's under the console's cookie path
+    assert (await browser.path()).startswith(f"{page}?request=")
     return _AtTheDesk(client, verifier, state)
 
 
@@ -208,12 +211,6 @@ async def test_a_wrong_access_code_in_chromium_shows_the_desk_again_and_lets_not
     assert all((s.get("visitor") or {}).get("name") != name for s in listed["sessions"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the console's cookie has Path=/owner/ (owner_console.guard.COOKIE_PATH): a browser does not send it "
-    "to /oauth/desk, so the desk asks a signed-in owner for the token (a client that sets the Cookie header "
-    "itself does not see this)",
-)
 async def test_the_owner_signed_in_to_the_console_lets_a_client_in_without_typing_the_token(
     browser: Browser, host: RunningHost, client: _Client
 ) -> None:
