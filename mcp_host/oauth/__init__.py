@@ -6,6 +6,7 @@ doors check tokens with a `DoorTokenVerifier`), `desk` (the front desk), `app` (
 """
 
 from .front_desk import FrontDesk, PendingAuthorization
+from .grants import OWNER_SUBJECT_PREFIX, Grant, GrantBook, SubjectKind, end_owner_grants, owner_subject
 from .resources import DoorTokenVerifier, canonical_resource, token_fits
 from .routes import OAUTH_PATHS, RESOURCE_METADATA_PREFIX, oauth_routes, resource_metadata_url
 from .server import AuthorizationServer, GrantedAccessToken, GrantedCode, GrantedRefreshToken, Lifetimes, digest
@@ -13,17 +14,23 @@ from .server import AuthorizationServer, GrantedAccessToken, GrantedCode, Grante
 __all__ = [
     "OAUTH_PATHS",
     "RESOURCE_METADATA_PREFIX",
+    "OWNER_SUBJECT_PREFIX",
     "AuthorizationServer",
     "DoorTokenVerifier",
     "FrontDesk",
+    "Grant",
+    "GrantBook",
     "GrantedAccessToken",
     "GrantedCode",
     "GrantedRefreshToken",
     "Lifetimes",
     "PendingAuthorization",
+    "SubjectKind",
     "canonical_resource",
     "digest",
+    "end_owner_grants",
     "oauth_routes",
+    "owner_subject",
     "resource_metadata_url",
     "token_fits",
 ]
