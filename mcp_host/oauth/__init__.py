@@ -1,10 +1,14 @@
 """The host as an OAuth 2.1 authorization server for its own doors (issue 28, item 1), built on
-the MCP SDK's `mcp.server.auth`: clients, grants, codes and tokens in PostgreSQL, resource
-indicators, the front desk seam, and the routes.
-Below: `store` (the pool, the host key's `SecretBox`). Above: `visitor` and `owner_facade` (the
-doors check tokens with a `DoorTokenVerifier`), `desk` (the front desk), `app` (serves the routes).
+the MCP SDK's `mcp.server.auth`: clients (registered, or known by their metadata document),
+grants, codes and tokens in PostgreSQL, resource indicators, the front desk seam, and the routes.
+Below: `store` (the pool, the host key's `SecretBox`), `children` (the remote plugins' guard,
+through which a client's metadata document is fetched), `plugins` (`PrivateReach`). Above:
+`visitor` and `owner_facade` (the doors check tokens with a `DoorTokenVerifier`; the owner door
+lists and revokes grants), `desk` (the front desk), `app` (builds the one `AuthorizationServer`,
+`Shared.oauth`, and serves the routes).
 """
 
+from .client_documents import ClientDocuments, DocumentLimits
 from .front_desk import FrontDesk, PendingAuthorization
 from .grants import OWNER_SUBJECT_PREFIX, Grant, GrantBook, SubjectKind, end_owner_grants, owner_subject
 from .resources import DoorTokenVerifier, canonical_resource, token_fits
@@ -16,6 +20,8 @@ __all__ = [
     "RESOURCE_METADATA_PREFIX",
     "OWNER_SUBJECT_PREFIX",
     "AuthorizationServer",
+    "ClientDocuments",
+    "DocumentLimits",
     "DoorTokenVerifier",
     "FrontDesk",
     "Grant",

@@ -46,6 +46,7 @@ from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 
 from mcp_host.store import PgConnection, PgPool, SecretBox
 
+from .client_documents import ClientDocuments
 from .clients import ClientRegistry
 from .front_desk import FrontDesk, PendingAuthorization
 from .grants import GrantBook
@@ -143,9 +144,12 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         resources: Iterable[str],
         desk: FrontDesk,
         lifetimes: Lifetimes | None = None,
+        documents: ClientDocuments | None = None,
     ) -> None:
+        """`documents`: how clients' metadata documents are fetched (default: through the
+        remote plugins' guard, public addresses only, `DocumentLimits()`)."""
         self._pool = pool
-        self._clients = ClientRegistry(pool, box)
+        self._clients = ClientRegistry(pool, box, documents or ClientDocuments())
         self.grants = GrantBook(pool)
         """The grants as the owner sees them, and how they end."""
         self.issuer = _ISSUER.validate_python(issuer)
