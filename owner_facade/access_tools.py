@@ -1,7 +1,7 @@
 """The access slice of the owner tool table: roles, access codes, API keys, and the live visitor
 sessions they open.
 
-Above: `tools` (the one table). Below: `services` (`Access`, `SessionStore`, and `GrantBook`:
+Above: `tools` (the one table). Below: `services` (`Access`, `SessionStore`, and `OAuthGrants`:
 an ended session's OAuth grants end with it).
 """
 

@@ -1,7 +1,7 @@
 """The OAuth slice of the owner tool table: the clients let in at the doors by OAuth (each one
 grant: the owner door's clients and the clients of visitor sessions), seen and revoked.
 
-Above: `tools` (the one table). Below: `services` (`mcp_host.oauth.GrantBook`).
+Above: `tools` (the one table). Below: `services` (`mcp_host.oauth.OAuthGrants`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_host.errors import Unconfigured, UnknownTool
-from mcp_host.oauth import GrantBook
+from mcp_host.oauth import OAuthGrants
 
 from .models import NoArguments, OAuthGrantRevoke
 from .owner_tool import Answer, OwnerTool
@@ -18,7 +18,7 @@ from .services import OwnerServices
 __all__ = ["OAUTH_TOOLS"]
 
 
-def _grants(s: OwnerServices) -> GrantBook:
+def _grants(s: OwnerServices) -> OAuthGrants:
     if s.oauth is None:
         raise Unconfigured("this host lets no client in by OAuth")
     return s.oauth

@@ -10,7 +10,7 @@ lists and revokes grants), `desk` (the front desk), `app` (builds the one `Autho
 
 from .client_documents import ClientDocuments, DocumentLimits
 from .front_desk import FrontDesk, PendingAuthorization
-from .grants import OWNER_SUBJECT_PREFIX, Grant, GrantBook, SubjectKind, end_owner_grants, owner_subject
+from .grants import OWNER_SUBJECT_PREFIX, OAuthGrant, OAuthGrants, SubjectKind, end_owner_grants, owner_subject
 from .resources import DoorTokenVerifier, canonical_resource, token_fits
 from .routes import OAUTH_PATHS, RESOURCE_METADATA_PREFIX, oauth_routes, resource_metadata_url
 from .server import AuthorizationServer, GrantedAccessToken, GrantedCode, GrantedRefreshToken, Lifetimes, digest
@@ -24,8 +24,8 @@ __all__ = [
     "DocumentLimits",
     "DoorTokenVerifier",
     "FrontDesk",
-    "Grant",
-    "GrantBook",
+    "OAuthGrant",
+    "OAuthGrants",
     "GrantedAccessToken",
     "GrantedCode",
     "GrantedRefreshToken",

@@ -126,6 +126,7 @@ class ClientDocuments:
             self._reach,
             self._resolver,
             ssl_context=self._ssl_context,
+            purpose="client metadata document",
         )
         timeout = httpx2.Timeout(self.limits.timeout_s)
         try:

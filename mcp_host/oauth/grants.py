@@ -1,4 +1,4 @@
-"""What the owner sees of each OAuth grant (`Grant`), and how grants end (`GrantBook`,
+"""What the owner sees of each OAuth grant (`OAuthGrant`), and how grants end (`OAuthGrants`,
 `end_subject_grants`).
 
 Above: `server.AuthorizationServer` (its `grants`; RFC 7009 revocation and replay detection end
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OWNER_SUBJECT_PREFIX",
-    "Grant",
-    "GrantBook",
+    "OAuthGrant",
+    "OAuthGrants",
     "SubjectKind",
     "end_owner_grants",
     "end_subject_grants",
@@ -47,7 +47,7 @@ def owner_subject(owner_id: str) -> str:
     return f"{OWNER_SUBJECT_PREFIX}{owner_id}"
 
 
-class Grant(BaseModel):
+class OAuthGrant(BaseModel):
     """One grant as the owner sees it. `client_name` is what the client says it is called (its
     registration or its metadata document), not an identity; `client_id` of a client known by
     its metadata document is that document's https URL. `expires_at`: when its live refresh
@@ -96,10 +96,10 @@ _ONE_OWNED = _select(f"{_OWNED} AND g.id = $3")
 _OF_SESSION = _select("g.subject = $1")
 
 
-def _grant(row: asyncpg.Record) -> Grant:
+def _grant(row: asyncpg.Record) -> OAuthGrant:
     subject: str = row["subject"]
     owner = subject.startswith(OWNER_SUBJECT_PREFIX)
-    return Grant(
+    return OAuthGrant(
         id=row["id"],
         client_id=row["client_id"],
         client_name=row["client_name"],
@@ -137,19 +137,19 @@ async def end_owner_grants(conn: PgConnection, owner_id: str) -> int:
     return await end_subject_grants(conn, owner_subject(owner_id))
 
 
-class GrantBook:
+class OAuthGrants:
     """The grants in PostgreSQL: listed for the owner, ended one by one or by subject."""
 
     def __init__(self, pool: PgPool) -> None:
         self._pool = pool
 
-    async def of_owner(self, owner_id: str) -> list[Grant]:
+    async def of_owner(self, owner_id: str) -> list[OAuthGrant]:
         """The owner's grants (the owner door's clients and the clients of the owner's visitor
         sessions), live ones first, newest first; at most 500."""
         rows = await self._pool.fetch(_OF_OWNER, owner_subject(owner_id), owner_id)
         return [_grant(row) for row in rows]
 
-    async def of_session(self, session_id: str) -> list[Grant]:
+    async def of_session(self, session_id: str) -> list[OAuthGrant]:
         """The grants that stand for the visitor session `session_id`."""
         return [_grant(row) for row in await self._pool.fetch(_OF_SESSION, session_id)]
 
@@ -158,7 +158,7 @@ class GrantBook:
         async with self._pool.acquire() as conn, conn.transaction():
             return bool(await _end(conn, "g.id = $1", grant_id))
 
-    async def revoke_owned(self, owner_id: str, grant_id: str) -> Grant | None:
+    async def revoke_owned(self, owner_id: str, grant_id: str) -> OAuthGrant | None:
         """End the owner's grant `grant_id` (no-op when it has ended already): the grant as it
         is now, or None when the owner has no grant of that id."""
         async with self._pool.acquire() as conn, conn.transaction():

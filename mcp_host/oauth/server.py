@@ -49,7 +49,7 @@ from mcp_host.store import PgConnection, PgPool, SecretBox
 from .client_documents import ClientDocuments
 from .clients import ClientRegistry
 from .front_desk import FrontDesk, PendingAuthorization
-from .grants import GrantBook
+from .grants import OAuthGrants
 from .resources import canonical_resource
 
 __all__ = ["AuthorizationServer", "GrantedAccessToken", "GrantedCode", "GrantedRefreshToken", "Lifetimes", "digest"]
@@ -150,7 +150,7 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         remote plugins' guard, public addresses only, `DocumentLimits()`)."""
         self._pool = pool
         self._clients = ClientRegistry(pool, box, documents or ClientDocuments())
-        self.grants = GrantBook(pool)
+        self.grants = OAuthGrants(pool)
         """The grants as the owner sees them, and how they end."""
         self.issuer = _ISSUER.validate_python(issuer)
         self.resources = frozenset(canonical_resource(r) for r in resources)

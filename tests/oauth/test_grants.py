@@ -17,7 +17,7 @@ from mcp_host.access import Owner
 from mcp_host.access.sessions import PostgresSessionStore, public_role
 from mcp_host.app.cli import _rotate_owner_token
 from mcp_host.app.shared import owner_store
-from mcp_host.oauth import AuthorizationServer, Grant, owner_subject
+from mcp_host.oauth import AuthorizationServer, OAuthGrant, owner_subject
 from mcp_host.settings import Settings
 from mcp_host.store import PgPool
 
@@ -184,4 +184,4 @@ async def test_revoke_subject_ends_that_sessions_grants_only(
     gone = await http.post("/revoke", data={"token": first["refresh_token"], **client_auth(client)})
     assert gone.status_code == 200
     assert [g.revoked_at is not None for g in await server.grants.of_session(one)] == [True]
-    assert all(isinstance(g, Grant) for g in await server.grants.of_session(two))
+    assert all(isinstance(g, OAuthGrant) for g in await server.grants.of_session(two))
