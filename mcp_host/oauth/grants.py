@@ -62,6 +62,8 @@ class OAuthGrant(BaseModel):
     subject_kind: SubjectKind
     session_id: str | None
     """The visitor session a visitor grant stands for; None for an owner grant."""
+    visitor_name: str | None
+    """The name the visitor gave when the session opened (at the front desk), if any."""
     created_at: datetime
     refreshed_at: datetime | None
     expires_at: datetime | None
@@ -71,6 +73,7 @@ class OAuthGrant(BaseModel):
 _SELECT = """
 SELECT g.id, g.client_id, left(c.metadata->>'client_name', {name_max}) AS client_name, g.resource, g.subject,
        g.created_at, g.refreshed_at, g.revoked_at,
+       (SELECT s.visitor->>'name' FROM mcp_host.sessions s WHERE s.id = g.subject) AS visitor_name,
        (SELECT max(t.expires_at) FROM mcp_host.oauth_tokens t
         WHERE t.grant_id = g.id AND t.kind = 'refresh' AND t.used_at IS NULL) AS expires_at
 FROM mcp_host.oauth_grants g JOIN mcp_host.oauth_clients c ON c.client_id = g.client_id
@@ -106,6 +109,7 @@ def _grant(row: asyncpg.Record) -> OAuthGrant:
         resource=row["resource"],
         subject_kind="owner" if owner else "visitor",
         session_id=None if owner else subject,
+        visitor_name=None if owner else row["visitor_name"],
         created_at=row["created_at"],
         refreshed_at=row["refreshed_at"],
         expires_at=None if row["revoked_at"] is not None else row["expires_at"],

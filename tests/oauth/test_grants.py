@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from mcp_host.access import Owner
-from mcp_host.access.sessions import PostgresSessionStore, public_role
+from mcp_host.access.sessions import PostgresSessionStore, Visitor, public_role
 from mcp_host.app.cli import _rotate_owner_token
 from mcp_host.app.shared import owner_store
 from mcp_host.oauth import AuthorizationServer, OAuthGrant, owner_subject
@@ -26,9 +26,9 @@ from .conftest import DOOR, OWNER_DOOR, DecidingDesk, client_auth, refresh, regi
 pytestmark = pytest.mark.anyio
 
 
-async def _visitor_session(pool: PgPool, owner_id: str) -> str:
+async def _visitor_session(pool: PgPool, owner_id: str, visitor: Visitor | None = None) -> str:
     session, _ = await PostgresSessionStore(pool).open(
-        owner_id=owner_id, mode="public", visitor=None, role=public_role()
+        owner_id=owner_id, mode="public", visitor=visitor, role=public_role()
     )
     return session.id
 
@@ -51,7 +51,7 @@ async def test_the_owner_sees_each_clients_grant_door_subject_and_times(
     pool: PgPool, http: httpx2.AsyncClient, server: AuthorizationServer, desk: DecidingDesk
 ) -> None:
     owner = await owner_store(pool).ensure_single_owner()
-    session_id = await _visitor_session(pool, owner.id)
+    session_id = await _visitor_session(pool, owner.id, Visitor(name="Ada"))
     cursor = await register(http, client_name="Cursor")
     claude = await register(http, client_name="Claude")
     await signed_in(http, server, desk, cursor, subject=owner_subject(owner.id), resource=OWNER_DOOR)
@@ -62,10 +62,10 @@ async def test_the_owner_sees_each_clients_grant_door_subject_and_times(
     listed = await server.grants.of_owner(owner.id)
     of_session = await server.grants.of_session(session_id)
 
-    shown = [(g.client_name, g.client_id, g.resource, g.subject_kind, g.session_id) for g in listed]
+    shown = [(g.client_name, g.client_id, g.resource, g.subject_kind, g.session_id, g.visitor_name) for g in listed]
     assert shown == [
-        ("Claude", claude["client_id"], DOOR, "visitor", session_id),
-        ("Cursor", cursor["client_id"], OWNER_DOOR, "owner", None),
+        ("Claude", claude["client_id"], DOOR, "visitor", session_id, "Ada"),
+        ("Cursor", cursor["client_id"], OWNER_DOOR, "owner", None, None),
     ]
     visitor_grant, owner_grant = listed
     assert of_session == [visitor_grant]

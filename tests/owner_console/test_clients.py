@@ -29,7 +29,7 @@ GRANT_ROW = re.compile(r'<tr data-grant="([0-9a-f]{32})" class="(live|revoked)">
 async def _two_clients(host: RunningHost) -> tuple[str, str]:
     """A client at the owner door (Cursor) and one of a visitor session (Claude): their access tokens."""
     oauth = host.host.oauth
-    session = await host.new_session()
+    session = await host.new_session({"visitor": {"name": "Ada"}})
     door = await granted(
         oauth, owner_subject(host.host.owner_id), resource=f"{host.url}{OWNER_PATH}", client_name="Cursor"
     )
@@ -58,6 +58,7 @@ async def test_the_clients_page_shows_each_client_and_revokes_one_by_its_button(
     assert sorted(state for _, state in GRANT_ROW.findall(page.text)) == ["live", "live"]
     assert "Cursor" in page.text and "Claude &lt;b&gt;Desktop&lt;/b&gt;" in page.text  # a client's name is text
     assert 'action="/owner/clients/revoke"' in page.text
+    assert "Ada, session <code>" in page.text  # whom a visitor's client stands for
     assert stale.status_code == 403
     assert (revoked.status_code, revoked.headers["location"]) == (303, "/owner/clients?done=revoked")
     assert "Revoked." in after.text
