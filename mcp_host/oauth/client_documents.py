@@ -13,7 +13,8 @@ The rules, each refusal logged (never answered: the client is then simply not fo
 - the URL: `https`, a host, a path other than `/`, no user info, no fragment, no `.` or `..`
   segment, at most `MAX_URL_CHARS`; an `http` URL is no document URL (an unknown client id);
 - the fetch: no redirect followed, the whole of it within `DocumentLimits.timeout_s`, at most
-  `max_bytes` read (a bigger answer is dropped at that byte), a 200 whose body is one JSON object;
+  `max_bytes` read (a bigger answer is dropped at that byte), uncompressed (asked for; a
+  compressed answer is refused), a 200 whose body is one JSON object;
 - the document: its `client_id` is the URL exactly, it names its redirect URIs (which follow
   `redirect_uris.check_redirect_uris`), it holds no `client_secret` and asks for no client
   authentication at `/token` but `none` (a public client: no secret can be shared this way);
@@ -41,7 +42,7 @@ from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
 from mcp_host.children import RemoteGuard, Resolver, SystemResolver
-from mcp_host.plugins import PrivateReach
+from mcp_host.plugins import PrivateReach, printable
 
 from .redirect_uris import check_redirect_uris
 
@@ -53,6 +54,8 @@ MAX_URL_CHARS = 512  # the column's bound (migration 020)
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*(\d{1,10})\s*(?:,|$)", re.IGNORECASE)
 _NOT_KEPT = re.compile(r"(?:^|,)\s*(?:no-store|no-cache)\s*(?:,|$)", re.IGNORECASE)
 _PUBLIC_CLIENT = frozenset({None, "none"})
+# Uncompressed: the size cap counts the bytes read, and a small compressed answer can unpack huge.
+_ASKING = {"Accept": "application/json", "Accept-Encoding": "identity"}
 
 
 def is_document_url(client_id: str) -> bool:
@@ -110,7 +113,7 @@ class ClientDocuments:
             body, max_age_s = await self._fetch(url)
             client = _client_of(url, body)
         except _Refused as why:
-            _logger.warning("client metadata document %.200s refused: %s", url, why)
+            _logger.warning("client metadata document %s refused: %s", printable(url), why)
             return None
         if max_age_s > 0:
             self._kept[url] = (self._clock() + max_age_s, client)
@@ -133,10 +136,12 @@ class ClientDocuments:
             with anyio.fail_after(self.limits.timeout_s):
                 async with (
                     httpx2.AsyncClient(transport=guard, timeout=timeout, follow_redirects=False) as http,
-                    http.stream("GET", url, headers={"Accept": "application/json"}) as response,
+                    http.stream("GET", url, headers=_ASKING) as response,
                 ):
                     if response.status_code != 200:
                         raise _Refused(guard.refused or f"answered {response.status_code}")
+                    if response.headers.get("content-encoding", "identity").lower() != "identity":
+                        raise _Refused("compressed (the cap counts the bytes read)")
                     body = await self._read(response)
                     return body, self._max_age_s(response.headers.get("cache-control", ""))
         except TimeoutError:

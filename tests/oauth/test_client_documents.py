@@ -7,6 +7,7 @@ mismatched client_id, a redirect URI not in the document, a non-https URL, a sec
 
 from __future__ import annotations
 
+import gzip
 import json
 import ssl
 import time
@@ -227,6 +228,18 @@ async def test_a_huge_document_is_dropped_at_the_size_cap(
     started = time.monotonic()
     assert await cimd_server.get_client(url) is None
     assert time.monotonic() - started < LIMITS.timeout_s
+
+
+async def test_a_compressed_document_is_refused_unpacked_never(
+    cimd_server: AuthorizationServer, served: tuple[DocumentServer, ssl.SSLContext], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A good document, gzipped: unpacking is what a small answer could blow up in, so it is not done.
+    server = served[0]
+    url = server.url("/packed.json")
+    packed = gzip.compress(json.dumps({"client_id": url, "redirect_uris": [REDIRECT]}).encode())
+    server.answers["/packed.json"] = Answer(packed, headers={"content-encoding": "gzip"})
+    assert await cimd_server.get_client(url) is None
+    assert "refused: compressed" in caplog.text
 
 
 @pytest.mark.parametrize(
