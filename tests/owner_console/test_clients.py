@@ -74,8 +74,8 @@ async def test_in_chromium_the_owner_revokes_a_client_with_a_click(host: Running
     door_token, visitor_token = await _two_clients(host)
     grant = await host.host.oauth.load_access_token(visitor_token)
     assert grant is not None
-    browser = Browser(host.url)
-    try:
+    with Browser.window() as browser:
+        browser.base_url = host.url
         await _sign_in(browser, host)
         await browser.get("/owner/clients")
         before = await browser.count("#clients tr.live")
@@ -85,8 +85,6 @@ async def test_in_chromium_the_owner_revokes_a_client_with_a_click(host: Running
         done = await browser.text("p.done")
         after = (await browser.count("#clients tr.live"), await browser.count("#clients tr.revoked"))
         await browser.screenshot("clients-after-revoke")
-    finally:
-        browser.quit()
 
     assert (before, done, after) == (2, "Revoked.", (1, 1))
     assert await host.host.oauth.load_access_token(visitor_token) is None
