@@ -92,6 +92,13 @@ async def end_session(ask: Asker, t: Templates, v: Visit) -> Response:
     return _done("/owner/sessions", "ended")
 
 
+async def revoke_client(ask: Asker, t: Templates, v: Visit) -> Response:
+    reply = await ask(v.owner_id, "oauth_grant_revoke", id=v.form.get("id", ""))
+    if reply.refusal is not None:
+        return await pages.clients(ask, t, v, error=reply.error, status_code=400)
+    return _done("/owner/clients", "revoked")
+
+
 async def put_role(ask: Asker, t: Templates, v: Visit) -> Response:
     """A role created or replaced: its capabilities and the role config of those it grants."""
     granted = v.many.get("capabilities", [])
@@ -208,6 +215,7 @@ ACTIONS: dict[str, Action] = {
     "/owner/tools/approve-all": approve_all,
     "/owner/holds/decide": decide_hold,
     "/owner/sessions/end": end_session,
+    "/owner/clients/revoke": revoke_client,
     "/owner/roles/put": put_role,
     "/owner/codes/create": create_code,
     "/owner/codes/revoke": revoke_code,

@@ -102,6 +102,19 @@ async def sessions(ask: Asker, t: Templates, v: Visit, error: str | None = None,
     )
 
 
+async def clients(ask: Asker, t: Templates, v: Visit, error: str | None = None, **extra: Any) -> HTMLResponse:
+    """The clients let in by OAuth (`oauth_grants_list`), each with its revoke button."""
+    listed = await ask(v.owner_id, "oauth_grants_list")
+    return t.page(
+        "clients.html",
+        csrf=v.csrf,
+        done=v.done,
+        error=_first_error(error, listed.error),
+        grants=listed.data.get("grants", []),
+        **extra,
+    )
+
+
 async def access(
     ask: Asker, t: Templates, v: Visit, error: str | None = None, role_refused: bool = False, **extra: Any
 ) -> HTMLResponse:
@@ -227,6 +240,7 @@ PAGES: dict[str, Page] = {
     "/owner/tools": tools,
     "/owner/holds": holds,
     "/owner/sessions": sessions,
+    "/owner/clients": clients,
     "/owner/access": access,
     "/owner/connectors": connectors,
     "/owner/config": config,

@@ -28,6 +28,7 @@ NAV = (
     ("/owner/tools", "Pending tools", "tools.html"),
     ("/owner/holds", "Holds", "holds.html"),
     ("/owner/sessions", "Sessions", "sessions.html"),
+    ("/owner/clients", "Connected clients", "clients.html"),
     ("/owner/access", "Roles, codes, keys", "access.html"),
     ("/owner/connectors", "Connectors", "connectors.html"),
     ("/owner/config", "Config", "config.html"),

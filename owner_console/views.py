@@ -236,6 +236,7 @@ READS = frozenset(
         "audit_list",
         "rules_get",
         "grants_list",
+        "oauth_grants_list",
     }
 )
 """The owner tools the console reads its pages with. The door audits every call, so each page

@@ -1,7 +1,8 @@
 """The access slice of the owner tool table: roles, access codes, API keys, and the live visitor
 sessions they open.
 
-Above: `tools` (the one table). Below: `services` (`Access`, `SessionStore`).
+Above: `tools` (the one table). Below: `services` (`Access`, `SessionStore`, and `OAuthGrants`:
+an ended session's OAuth grants end with it).
 """
 
 from __future__ import annotations
@@ -88,10 +89,14 @@ async def _sessions_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Ans
 
 
 async def _session_end(s: OwnerServices, owner_id: str, a: SessionEnd) -> Answer:
+    """The session's OAuth grants end with it: its client's tokens are refused and not refreshed."""
     session = await s.sessions.get(a.session_id)
     if session is None or session.owner_id != owner_id:
         raise UnknownTool(f"no session {a.session_id[:64]!r}")
-    return {"ended": await s.sessions.end(session.id)}
+    ended = await s.sessions.end(session.id)
+    if s.oauth is not None:
+        await s.oauth.revoke_subject(session.id)
+    return {"ended": ended}
 
 
 ACCESS_TOOLS: list[OwnerTool[Any]] = [

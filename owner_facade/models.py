@@ -28,6 +28,7 @@ __all__ = [
     "HoldsList",
     "HostSettingsSet",
     "NoArguments",
+    "OAuthGrantRevoke",
     "OwnerProfileSet",
     "PluginAdd",
     "PluginRemove",
@@ -255,6 +256,12 @@ class GrantCreate(_Arguments):
 
 class GrantRevoke(_Arguments):
     id: str = Field(min_length=1, max_length=64, description="The grant's id (from grant_create or grants_list).")
+
+
+class OAuthGrantRevoke(_Arguments):
+    id: str = Field(
+        min_length=1, max_length=64, description="The OAuth grant's id (oauth_grants_list): the client it let in."
+    )
 
 
 class HostSettingsSet(_Arguments):

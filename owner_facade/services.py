@@ -14,6 +14,7 @@ from typing import Protocol
 from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.children import ChildPool
 from mcp_host.connectors import Connections, ConnectorGateway
+from mcp_host.oauth import OAuthGrants
 from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer, Plugin, PluginKind, Registry
 from mcp_host.policy import AuditLog, HoldBook, NodeGrants, PinBook, RuleGate
@@ -76,6 +77,9 @@ class OwnerServices:
     """The owner's rules (`rules_get`, `rules_set`); None: this host has none."""
     node_grants: NodeGrants | None = None
     """What the owner lends to nodes (`grant_create`, `grants_list`, `grant_revoke`); None: nothing."""
+    oauth: OAuthGrants | None = None
+    """The clients let in by OAuth (`oauth_grants_list`, `oauth_grant_revoke`; `session_end` ends a
+    session's grants); None: this host lets none in."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

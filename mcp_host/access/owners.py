@@ -16,7 +16,9 @@ owner could set is never one a plugin then refuses), a zone name `zoneinfo` know
 An owner has at most one live token; issuing one revokes the others (rotation) and ends every
 console session of the owner in the same transaction (`mcp_host.console_sessions`, which
 `owner_console` writes: each was signed in with a token that no longer works), so a cookie of
-the old token is refused on every replica at once. Only the token's sha256 digest is stored.
+the old token is refused on every replica at once. The same transaction ends the OAuth grants
+of the owner door's clients, through the `on_token_rotated` hook the composition root wires
+(the grants' tables belong to `oauth`, a layer above). Only the token's sha256 digest is stored.
 The token file `<data_dir>/owner-token` is created with mode 0600 and replaced atomically.
 """
 
@@ -76,16 +78,6 @@ TIMEZONE_MAX_CHARS = 64
 _NOT_IANA = frozenset({"localtime", "posixrules", "Factory"})
 
 
-_END_OWNER_GRANTS = """
-WITH ended AS (
-    UPDATE mcp_host.oauth_grants SET revoked_at = now() WHERE subject = $1 AND revoked_at IS NULL RETURNING id
-), tokens AS (
-    DELETE FROM mcp_host.oauth_tokens WHERE grant_id IN (SELECT id FROM ended)
-)
-DELETE FROM mcp_host.oauth_codes WHERE grant_id IN (SELECT id FROM ended)
-"""
-
-
 class OwnerError(InternalError):
     """The owners table is not what this call expects (an unknown owner, several owners)."""
 
@@ -107,11 +99,21 @@ class Owner(BaseModel):
 class OwnerStore:
     """Owners and owner tokens in Postgres."""
 
-    def __init__(self, pool: PgPool, *, on_profile_set: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        pool: PgPool,
+        *,
+        on_profile_set: Callable[[str], None] | None = None,
+        on_token_rotated: Callable[[PgConnection, str], Awaitable[object]] | None = None,
+    ) -> None:
         """`on_profile_set(owner_id)`: after each profile write here (the rules' cached timezone
-        is dropped at once on this replica, `store.RuleStore.forget`)."""
+        is dropped at once on this replica, `store.RuleStore.forget`). `on_token_rotated(conn,
+        owner_id)`: inside `issue_token`'s transaction, on its connection, so what it ends
+        commits with the rotation or not at all (the composition root ends the owner door's
+        OAuth grants there: `oauth.end_owner_grants`, a layer above this one)."""
         self._pool = pool
         self._on_profile_set = on_profile_set
+        self._on_token_rotated = on_token_rotated
 
     async def ensure_single_owner(self) -> Owner:
         """The install's one owner, created on first call; safe when replicas start at once.
@@ -139,8 +141,9 @@ class OwnerStore:
 
     async def issue_token(self, owner_id: str) -> str:
         """A new token for `owner_id` (rotation): every earlier token of the owner is revoked,
-        every console session of the owner ended, and every OAuth grant the owner made at the
-        owner door (subject `owner:<id>`, migration 018) revoked with its codes and tokens.
+        every console session of the owner ended, and `on_token_rotated` told (the composition
+        root ends there every OAuth grant the owner made at the owner door), all in one
+        transaction.
 
         Raises `OwnerError` for an unknown owner.
         """
@@ -156,8 +159,9 @@ class OwnerStore:
             # checks the token again once its session is stored).
             ended = await conn.execute("DELETE FROM mcp_host.console_sessions WHERE owner_id = $1", owner_id)
             # What the old token let in goes with it: a client let in at the owner door by
-            # whoever held it. Revoked as `oauth.AuthorizationServer.revoke_grant` does.
-            await conn.execute(_END_OWNER_GRANTS, f"owner:{owner_id}")
+            # whoever held it (`oauth.end_owner_grants`, handed over by the composition root).
+            if self._on_token_rotated is not None:
+                await self._on_token_rotated(conn, owner_id)
             token = await _insert_token(conn, owner_id)
         _logger.info("the owner token of %s was rotated; %s console session(s) ended", owner_id, ended.split()[-1])
         return token

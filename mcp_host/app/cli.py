@@ -400,11 +400,13 @@ def _owner_profile(args: argparse.Namespace) -> int:
 
 
 async def _rotate_owner_token(settings: Settings) -> Path:
-    from mcp_host.access import OwnerStore, write_owner_token_file
+    from mcp_host.access import write_owner_token_file
     from mcp_host.store import open_database
 
+    from .shared import owner_store
+
     async with open_database(settings) as database:
-        owners = OwnerStore(database.pool)
+        owners = owner_store(database.pool)  # the rotation ends the owner door's OAuth grants
         owner = await owners.ensure_single_owner()
         token = await owners.issue_token(owner.id)
         return write_owner_token_file(settings.data_dir, token)

@@ -152,6 +152,7 @@ def owner_door(
             admin=PluginParts(installer, settings.data_dir, early.pool, database.pool, feed.announce, settings),
             rules=shared.rules,
             node_grants=shared.node_grants,
+            oauth=shared.oauth.grants,
         )
     )
 

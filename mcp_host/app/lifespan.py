@@ -9,7 +9,7 @@ sandboxes left by a host that did not stop cleanly are killed; the back-channel'
 the child pool and the background task group open; the children every session sees start
 while the database starts; the parts that need the database are built, the back-channel
 serves ops on the sockets and the MCP session managers run, and the retention sweep starts
-(store/retention.py). Stop is the reverse: the sweep stops, parked input rounds end, the
+(store/retention.py, with the OAuth grants' sweep). Stop is the reverse: the sweep stops, parked input rounds end, the
 session managers stop, the back-channel stops serving, the database closes, background tasks
 are cancelled, and the children stop last but one, before the back-channel's sockets go.
 """
@@ -33,7 +33,7 @@ from starlette.applications import Starlette
 from mcp_host.plugins import Installer, PackageInstaller
 from mcp_host.sandbox import SandboxLedger, host_cgroups, plugin_layer_available
 from mcp_host.settings import Settings
-from mcp_host.store import Retention, open_database
+from mcp_host.store import Database, Retention, open_database
 
 from .early import early_parts, load
 from .host_file import listen_url, remove_host_file, write_host_file
@@ -76,13 +76,21 @@ async def running_host(
             ):
                 # Idle public sessions expire and old rows go while the host runs; stopped
                 # before the database closes.
-                await sweeping.start(Retention.of(database.pool, settings.retention).run)
+                await sweeping.start(_retention(settings, database, host).run)
                 try:
                     yield host
                 finally:
                     sweeping.cancel_scope.cancel()
             background.cancel_scope.cancel()
             logger.info("stopping children")
+
+
+def _retention(settings: Settings, database: Database, host: Host) -> Retention:
+    """The sweep over the host's tables, and the OAuth grants' (revoked ones kept
+    `oauth_grant_retention_days`; 0: for ever)."""
+    days = settings.retention.oauth_grant_days
+    oauth = functools.partial(host.oauth.sweep, revoked_kept_s=days * 86_400.0 if days > 0 else None)
+    return Retention.of(database.pool, settings.retention, also={"oauth": oauth})
 
 
 def host_lifespan(

@@ -9,7 +9,7 @@ capabilities, linked to the audit before any child is made) and the parts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +26,7 @@ from mcp_host.access import (
 from mcp_host.backchannel import named_ops
 from mcp_host.connectors import Connections, ConnectorGateway
 from mcp_host.desk import DeskAddress
-from mcp_host.oauth import AuthorizationServer
+from mcp_host.oauth import AuthorizationServer, end_owner_grants
 from mcp_host.plugins import Plugin, Registry
 from mcp_host.policy import AuditLog, Holds, NodeGrants, Pins, PostgresTurns, QuotaGate, RuleGate
 from mcp_host.settings import Settings
@@ -35,6 +35,7 @@ from mcp_host.store import (
     Database,
     NodeGrantStore,
     OwnerEnv,
+    PgPool,
     PluginStores,
     RuleStore,
     SecretBox,
@@ -46,7 +47,13 @@ from .early import Early
 from .limits import hold_caps, store_limits, turn_caps
 from .parent import audit_parent_calls
 
-__all__ = ["Shared", "shared_parts"]
+__all__ = ["Shared", "owner_store", "shared_parts"]
+
+
+def owner_store(pool: PgPool, on_profile_set: Callable[[str], None] | None = None) -> OwnerStore:
+    """The owners, as every command and the host build them: rotating the owner token ends
+    the owner door's OAuth grants in the rotation's transaction (`oauth.end_owner_grants`)."""
+    return OwnerStore(pool, on_profile_set=on_profile_set, on_token_rotated=end_owner_grants)
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ async def shared_parts(
     the parent's capabilities (`parent.lent_by_parent`), linked to the parent before any is listed.
     `owner_path`: the owner door's path (an OAuth resource, as `/mcp` is)."""
     rule_store = RuleStore(database.pool)
-    owners = OwnerStore(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
+    owners = owner_store(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
     audit = AuditLog(database.pool)
     # Before the review below lists any child: a child is made once, and one of a lent

@@ -34,6 +34,7 @@ from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets
 from mcp_host.children import ChildPool, ListChange, ParentLink, PromptsChanged, ResourcesChanged, ToolsChanged
 from mcp_host.connectors import Connections
 from mcp_host.edge import FailureThrottle, ProtocolSessions
+from mcp_host.oauth import AuthorizationServer
 from mcp_host.observe import HostMetrics
 from mcp_host.owner import Catalogue
 from mcp_host.plugins import Installer, LoadReport
@@ -107,6 +108,8 @@ class Host:
     """This host's Prometheus series (`GET /metrics`, `host_metrics`)."""
     rounds: InputRounds
     """The 2026-07-28 calls parked between input rounds (a drain waits for them)."""
+    oauth: AuthorizationServer
+    """The authorization server of the doors (its grants: what the retention sweep ends and deletes)."""
 
 
 def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequence[str] = ()) -> BackChannel:
@@ -320,6 +323,7 @@ def _host(
         pins=shared.pins,
         rounds=rounds,
         metrics=early.metrics,
+        oauth=shared.oauth,
     )
 
 

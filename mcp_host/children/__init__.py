@@ -1,6 +1,7 @@
 """A child's life (start, reuse, idle stop, restart with backoff, failing), its stderr, which
 call a child's server-to-client request belongs to, and the factory that makes a plugin's child.
-Below: `sandbox`. Above: access and the doors.
+The guard a remote child's requests pass (`RemoteGuard`) is also how `oauth` fetches a client's
+metadata document. Below: `sandbox`. Above: access, `oauth` and the doors.
 """
 
 from .backoff import RunOfFailures
@@ -12,6 +13,7 @@ from .lifecycle import ChildLimits, ChildState
 from .mcp_session import Child
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
+from .remote_guard import MemoryResolver, RemoteGuard, Resolver, SystemResolver
 from .stderr import LogKind
 
 __all__ = [
@@ -32,6 +34,10 @@ __all__ = [
     "ToolsChanged",
     "ParentLink",
     "LogKind",
+    "MemoryResolver",
+    "RemoteGuard",
+    "Resolver",
+    "SystemResolver",
     "RunOfFailures",
     "SocketPaths",
     "granted_by_parent",

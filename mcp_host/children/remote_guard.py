@@ -11,7 +11,8 @@ nothing. The request still speaks to the name: its Host header, and over TLS its
 certificate checked against the name. Each host name has a connection pool of its own, so a
 connection whose certificate was checked for one name never carries another's requests.
 
-Above: `remote.RemoteChild` (the transport of its streamable-HTTP client). Below: httpx2's
+Above: `remote.RemoteChild` (the transport of its streamable-HTTP client) and
+`oauth.client_documents` (a client's metadata document is fetched through it). Below: httpx2's
 `AsyncHTTPTransport`, anyio's `getaddrinfo`, `plugins.PrivateReach`.
 """
 
@@ -84,9 +85,11 @@ class RemoteGuard(httpx2.AsyncBaseTransport):
         resolver: Resolver,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        purpose: str = "remote plugin",
     ) -> None:
         """`allowed`: lower-cased host names, an IPv6 address in [brackets]. `ssl_context`: the
-        certificates trusted over TLS (None: the system's)."""
+        certificates trusted over TLS (None: the system's). `purpose`: who sends, for the log."""
+        self._purpose = purpose
         self._allowed = allowed
         self._reach = reach
         self._resolver = resolver
@@ -155,7 +158,7 @@ class RemoteGuard(httpx2.AsyncBaseTransport):
 
     def _refuse(self, request: httpx2.Request, shown: str, why: str) -> httpx2.Response:
         self.refused = why
-        logger.warning("remote plugin: refused a request to %s: %s", shown, why)
+        logger.warning("%s: refused a request to %s: %s", self._purpose, shown, why)
         return httpx2.Response(_REFUSED_STATUS, request=request)
 
     async def aclose(self) -> None:

@@ -1,59 +1,41 @@
-"""Registered OAuth clients (RFC 7591 dynamic registration), kept in PostgreSQL.
+"""OAuth clients, kept in PostgreSQL: those registered (RFC 7591 dynamic registration) and those
+known by the URL of their metadata document (CIMD, `client_documents`).
 
 Above: `server.AuthorizationServer` (`get_client`, `register_client`). Below: asyncpg, the
-table `mcp_host.oauth_clients` (migration 018), the host key's `SecretBox`.
+table `mcp_host.oauth_clients` (migrations 018, 020), the host key's `SecretBox`, and
+`client_documents.ClientDocuments` for a client id that is an https URL: its document is
+fetched (or taken from the cache) on each `get`, and what it says is stored, so the grants'
+rows can refer to the client and the owner's list can name it; a stored row is never used in
+place of a document that can no longer be fetched or checked.
 
 The SDK's `RegistrationHandler` validates the metadata and mints the client id and secret;
-this module adds the host's rules on redirect URIs (below) and keeps the record. The secret is
+this module applies the host's rules on redirect URIs (`redirect_uris`) and keeps the record. The secret is
 sealed with the host key, bound to the client id, rather than hashed: the SDK's
 `ClientAuthenticator` compares the presented secret with the one `get_client` returns.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from typing import Any
 
-from mcp.server.auth.provider import RegistrationError
 from mcp.shared.auth import OAuthClientInformationFull
 
 from mcp_host.store import PgPool, SecretBox
 
-__all__ = ["ClientRegistry", "check_redirect_uris"]
+from .client_documents import ClientDocuments, is_document_url
+from .redirect_uris import check_redirect_uris
+
+__all__ = ["ClientRegistry"]
 
 _logger = logging.getLogger("mcp_host.oauth.clients")
 
-MAX_REDIRECT_URIS = 10
-# Schemes a browser would run or read locally rather than hand to an application.
-_REFUSED_SCHEMES = frozenset({"javascript", "data", "file", "vbscript", "blob", "about"})
-
-
-def _loopback(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return host is not None and ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_redirect_uris(client: OAuthClientInformationFull) -> None:
-    """The host's rules on a client's redirect URIs (OAuth 2.1 §2.3.1, RFC 8252).
-
-    `https` anywhere; `http` only to a loopback address (a native client's local listener);
-    a private-use scheme (`cursor://…`) for a native application; never a fragment, nor a
-    scheme a browser runs itself. Raises `RegistrationError("invalid_redirect_uri")`.
-    """
-    uris = client.redirect_uris or []
-    if not uris or len(uris) > MAX_REDIRECT_URIS:
-        raise RegistrationError("invalid_redirect_uri", f"register 1 to {MAX_REDIRECT_URIS} redirect URIs")
-    for uri in uris:
-        scheme = uri.scheme.lower()
-        if uri.fragment is not None:
-            raise RegistrationError("invalid_redirect_uri", "a redirect URI has no fragment")
-        if scheme in _REFUSED_SCHEMES or (scheme == "http" and not _loopback(uri.host)):
-            raise RegistrationError("invalid_redirect_uri", f"redirect URI scheme not allowed: {scheme}")
+# What a client's document said last; written only when it changed.
+_KEEP_DOCUMENT = """
+INSERT INTO mcp_host.oauth_clients (client_id, metadata) VALUES ($1, $2)
+ON CONFLICT (client_id) DO UPDATE SET metadata = EXCLUDED.metadata
+WHERE mcp_host.oauth_clients.metadata IS DISTINCT FROM EXCLUDED.metadata
+"""
 
 
 def _bound_to(client_id: str) -> str:
@@ -61,13 +43,16 @@ def _bound_to(client_id: str) -> str:
 
 
 class ClientRegistry:
-    """The registered clients, on every replica."""
+    """The clients, on every replica."""
 
-    def __init__(self, pool: PgPool, box: SecretBox) -> None:
+    def __init__(self, pool: PgPool, box: SecretBox, documents: ClientDocuments) -> None:
         self._pool = pool
         self._box = box
+        self._documents = documents
 
     async def get(self, client_id: str) -> OAuthClientInformationFull | None:
+        if is_document_url(client_id):
+            return await self._from_document(client_id)
         record = await self._pool.fetchrow(
             "SELECT metadata, secret_sealed FROM mcp_host.oauth_clients WHERE client_id = $1", client_id
         )
@@ -77,6 +62,12 @@ class ClientRegistry:
         if record["secret_sealed"] is not None:
             fields["client_secret"] = self._box.open(record["secret_sealed"], bound_to=_bound_to(client_id))
         return OAuthClientInformationFull.model_validate(fields)
+
+    async def _from_document(self, url: str) -> OAuthClientInformationFull | None:
+        client = await self._documents.client(url)
+        if client is not None:
+            await self._pool.execute(_KEEP_DOCUMENT, url, client.model_dump(mode="json", exclude_none=True))
+        return client
 
     async def register(self, client: OAuthClientInformationFull) -> None:
         """Keep `client`; raises `RegistrationError` when its redirect URIs break the rules."""

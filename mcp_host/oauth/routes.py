@@ -12,6 +12,8 @@ Where the SDK stops, and what this module does about it:
   and its `/authorize` redirects an error to the client without `iss`. The metadata route is
   rebuilt with the flag set, and `/authorize` is wrapped so an error redirect carries `iss`
   (the success redirect is built by `AuthorizationServer.approve`, with `iss`).
+- The SDK's metadata does not say `client_id_metadata_document_supported`; a client id that is
+  an https URL is its metadata document's (`client_documents`), so the rebuilt metadata does.
 - The SDK's metadata lists `client_secret_post` and `client_secret_basic` only, while its
   registration accepts public clients (`none`, what native and browser clients register
   with); the rebuilt metadata lists `none` too.
@@ -128,6 +130,7 @@ def _metadata_route(
 ) -> Route:
     metadata = build_metadata(server.issuer, None, registration, revocation)
     metadata.authorization_response_iss_parameter_supported = True
+    metadata.client_id_metadata_document_supported = True  # client_documents
     metadata.token_endpoint_auth_methods_supported = _AUTH_METHODS
     return Route(
         METADATA_PATH,

@@ -30,7 +30,6 @@ import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -47,8 +46,10 @@ from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 
 from mcp_host.store import PgConnection, PgPool, SecretBox
 
+from .client_documents import ClientDocuments
 from .clients import ClientRegistry
 from .front_desk import FrontDesk, PendingAuthorization
+from .grants import OAuthGrants
 from .resources import canonical_resource
 
 __all__ = ["AuthorizationServer", "GrantedAccessToken", "GrantedCode", "GrantedRefreshToken", "Lifetimes", "digest"]
@@ -116,6 +117,11 @@ _INSERT_TOKEN = """
 INSERT INTO mcp_host.oauth_tokens (token_sha256, grant_id, kind, scopes, expires_at)
 VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
 """
+# Locks the live grant while its tokens are issued; a refresh is noted for the owner's list.
+_LIVE_GRANT = """
+UPDATE mcp_host.oauth_grants SET refreshed_at = CASE WHEN $2 THEN now() ELSE refreshed_at END
+WHERE id = $1 AND revoked_at IS NULL RETURNING true
+"""
 _EXPIRING = ("oauth_requests", "oauth_codes", "oauth_tokens")
 _EMPTY_GRANTS = """
 DELETE FROM mcp_host.oauth_grants g
@@ -138,9 +144,14 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         resources: Iterable[str],
         desk: FrontDesk,
         lifetimes: Lifetimes | None = None,
+        documents: ClientDocuments | None = None,
     ) -> None:
+        """`documents`: how clients' metadata documents are fetched (default: through the
+        remote plugins' guard, public addresses only, `DocumentLimits()`)."""
         self._pool = pool
-        self._clients = ClientRegistry(pool, box)
+        self._clients = ClientRegistry(pool, box, documents or ClientDocuments())
+        self.grants = OAuthGrants(pool)
+        """The grants as the owner sees them, and how they end."""
         self.issuer = _ISSUER.validate_python(issuer)
         self.resources = frozenset(canonical_resource(r) for r in resources)
         self._desk = desk
@@ -361,9 +372,7 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         access tokens end)."""
         access, refresh = _new_secret(), _new_secret()
         async with self._pool.acquire() as conn, conn.transaction():
-            live = await conn.fetchval(
-                "SELECT true FROM mcp_host.oauth_grants WHERE id = $1 AND revoked_at IS NULL FOR UPDATE", grant_id
-            )
+            live = await conn.fetchval(_LIVE_GRANT, grant_id, rotating)
             if live is None:
                 raise TokenError("invalid_grant", "the grant was revoked")
             if rotating:
@@ -387,31 +396,25 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
 
     async def revoke_grant(self, grant_id: str) -> None:
         """End the grant: its codes and tokens are deleted, the grant kept as revoked."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "UPDATE mcp_host.oauth_grants SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1", grant_id
-            )
-            await conn.execute("DELETE FROM mcp_host.oauth_tokens WHERE grant_id = $1", grant_id)
-            await conn.execute("DELETE FROM mcp_host.oauth_codes WHERE grant_id = $1", grant_id)
+        await self.grants.revoke(grant_id)
 
     async def revoke_subject(self, subject: str) -> int:
         """End every live grant that stands for `subject` (its session ended); how many."""
-        grant_ids: list[Any] = await self._pool.fetch(
-            "SELECT id FROM mcp_host.oauth_grants WHERE subject = $1 AND revoked_at IS NULL", subject
-        )
-        for record in grant_ids:
-            await self.revoke_grant(record["id"])
-        return len(grant_ids)
+        return await self.grants.revoke_subject(subject)
 
-    async def sweep(self, revoked_kept_s: float = 30 * 86_400.0) -> int:
-        """Delete what can no longer be used: expired requests, codes and tokens (a spent
-        refresh token is kept until it expires, for replay detection), grants left with
-        neither (their refresh tokens expired), and revoked grants after `revoked_kept_s`.
-        Returns how many rows went. For the retention sweep (not yet wired)."""
+    async def sweep(self, revoked_kept_s: float | None = 30 * 86_400.0) -> int:
+        """For the host's retention sweep (`store.Retention`): end the live grants of visitor
+        sessions that ended (the owner ended one, a public one expired idle) or are gone, then
+        delete what can no longer be used: expired requests, codes and tokens (a spent refresh
+        token is kept until it expires, for replay detection), grants left with neither (their
+        refresh tokens expired), and revoked grants after `revoked_kept_s` (None: kept for
+        ever). Returns how many grants ended and rows went."""
         expired = [(f"DELETE FROM mcp_host.{t} WHERE expires_at < now()", ()) for t in _EXPIRING]
         # A grant younger than a code's lifetime may be waiting for its code's exchange.
-        grants = [(_EMPTY_GRANTS, (self.lifetimes.code_s,)), (_OLD_REVOKED_GRANTS, (revoked_kept_s,))]
-        gone = 0
+        grants: list[tuple[str, tuple[float, ...]]] = [(_EMPTY_GRANTS, (self.lifetimes.code_s,))]
+        if revoked_kept_s is not None:
+            grants.append((_OLD_REVOKED_GRANTS, (revoked_kept_s,)))
+        gone = await self.grants.end_of_ended_sessions()
         for statement, args in [*expired, *grants]:
             status = await self._pool.execute(statement, *args)
             gone += int(status.rsplit(" ", 1)[1])  # "DELETE <n>"

@@ -374,8 +374,9 @@ class RetentionSettings(Group):
     sessions end when the owner ends them or revokes their credential. Rows older than their
     retention are deleted: turns (with their receipts) by when they were opened, receipts by
     when they were written, audit rows by when the owner's call was made, holds by when they
-    expired, and ended sessions (with all their turns) by when they ended. A retention of 0
-    keeps those rows for ever. Server settings (`MCP_HOST_TURN_RETENTION_DAYS`, …): the
+    expired, ended sessions (with all their turns) by when they ended, and revoked OAuth grants
+    (oauth/grants.py: the owner's list of connected clients shows them meanwhile) by when they
+    were revoked. A retention of 0 keeps those rows for ever. Server settings (`MCP_HOST_TURN_RETENTION_DAYS`, …): the
     operator, who is the owner of a single-owner install, sets them.
     """
 
@@ -385,6 +386,7 @@ class RetentionSettings(Group):
     audit_days: float = Field(default=365.0, ge=0, validation_alias="audit_retention_days")
     hold_days: float = Field(default=30.0, ge=0, validation_alias="hold_retention_days")
     session_days: float = Field(default=30.0, ge=0, validation_alias="session_retention_days")
+    oauth_grant_days: float = Field(default=30.0, ge=0, validation_alias="oauth_grant_retention_days")
     sweep_interval_s: float = Field(default=300.0, gt=0, validation_alias="retention_sweep_interval_s")
     sweep_batch: int = Field(default=5000, ge=1, validation_alias="retention_sweep_batch")
 

@@ -13,12 +13,16 @@ sessions by when they ended (with whatever turns they still have). Each step wor
 of `batch` rows, at most `max_batches` per sweep (the next sweep goes on), each batch one
 statement that locks only the rows it takes (`FOR UPDATE SKIP LOCKED`): replicas sweeping at
 once share the work instead of waiting on each other. A retention of 0 keeps rows for ever.
+
+Tables of the layers above `store` are swept by their own code, handed over by the composition
+root (`also`: the OAuth grants, codes and tokens, `oauth.AuthorizationServer.sweep`); each runs
+after the steps above, and one that fails does not stop the others.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -111,6 +115,8 @@ class Swept:
     audit: int = 0
     holds: int = 0
     sessions: int = 0
+    also: tuple[tuple[str, int], ...] = ()
+    """What each sweep of `Retention`'s `also` ended or deleted, by its name (when not 0)."""
 
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) for f in fields(self))
@@ -119,14 +125,26 @@ class Swept:
 class Retention:
     """The sweep over the host's tables (module doc)."""
 
-    def __init__(self, pool: PgPool, policy: RetentionPolicy | None = None, *, interval_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        pool: PgPool,
+        policy: RetentionPolicy | None = None,
+        *,
+        interval_s: float = 300.0,
+        also: Mapping[str, Callable[[], Awaitable[int]]] | None = None,
+    ) -> None:
+        """`also`: the sweeps of tables above `store`, by name; each answers how many rows it
+        ended or deleted."""
         self._pool = pool
         self._policy = policy or RetentionPolicy()
         self._interval_s = interval_s
+        self._also = dict(also or {})
 
     @classmethod
-    def of(cls, pool: PgPool, settings: RetentionSettings) -> Retention:
-        return cls(pool, RetentionPolicy.of(settings), interval_s=settings.sweep_interval_s)
+    def of(
+        cls, pool: PgPool, settings: RetentionSettings, also: Mapping[str, Callable[[], Awaitable[int]]] | None = None
+    ) -> Retention:
+        return cls(pool, RetentionPolicy.of(settings), interval_s=settings.sweep_interval_s, also=also)
 
     async def sweep(self, now: datetime | None = None) -> Swept:
         """Expire idle public sessions and delete rows past their retention, as of `now` (the
@@ -141,10 +159,26 @@ class Retention:
             kept = policy.kept_s(table)
             if kept is not None:
                 done[table] = await self._batches(statement, at - timedelta(seconds=kept))
-        swept = Swept(**done)
+        also = await self._sweep_also()
+        swept = Swept(**done, also=also)
         if swept:
-            logger.info("retention: %s", ", ".join(f"{k} {v}" for k, v in done.items() if v))
+            logger.info("retention: %s", ", ".join(f"{k} {v}" for k, v in [*done.items(), *also] if v))
         return swept
+
+    async def _sweep_also(self) -> tuple[tuple[str, int], ...]:
+        """Each sweep of `also`; one that fails is logged and the next still runs."""
+        counts: list[tuple[str, int]] = []
+        for name, sweep in self._also.items():
+            try:
+                count = await sweep()
+            except Exception as exc:
+                if is_connection_failure(exc) or self._pool.is_closing():
+                    raise  # the database is away: `run` says so once for the whole sweep
+                logger.warning("retention: the %s sweep failed", name, exc_info=True)
+                continue
+            if count:
+                counts.append((name, count))
+        return tuple(counts)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Sweep now and every `interval_s` until cancelled; a failed sweep is logged and the

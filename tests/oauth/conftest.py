@@ -13,6 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
+from mcp.server.auth.provider import AuthorizationParams
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from pydantic import AnyUrl
 from starlette.applications import Starlette
 
 from mcp_host.oauth import AuthorizationServer, PendingAuthorization, oauth_routes
@@ -146,3 +149,34 @@ async def signed_in(
     response = await redeem(http, client, code, verifier)
     assert response.status_code == 200, response.text
     return dict(response.json())
+
+
+async def granted(
+    server: AuthorizationServer, subject: str, *, resource: str | None = None, client_name: str = "Test client"
+) -> OAuthToken:
+    """A whole sign-in through the server's own methods (no routes: for a running host's server,
+    whose desk page is not the test's): a public client registered, its request approved for
+    `subject` at `resource` (default: the least of its resources, the visitor door `/mcp`), its code
+    redeemed."""
+    client = OAuthClientInformationFull(
+        client_id=secrets.token_hex(8),
+        client_name=client_name,
+        redirect_uris=[AnyUrl(REDIRECT)],
+        token_endpoint_auth_method="none",
+    )
+    await server.register_client(client)
+    verifier, challenge = pkce()
+    params = AuthorizationParams(
+        state="st-1",
+        scopes=[],
+        code_challenge=challenge,
+        redirect_uri=AnyUrl(REDIRECT),
+        redirect_uri_provided_explicitly=True,
+        resource=resource or min(server.resources),
+    )
+    page = await server.authorize(client, params)
+    back = await server.approve(query(page)["request"], subject)
+    assert back is not None
+    code = await server.load_authorization_code(client, query(back)["code"])
+    assert code is not None and verifier
+    return await server.exchange_authorization_code(client, code)

@@ -349,6 +349,7 @@ async def test_the_metadata_documents_name_the_issuer_the_doors_and_iss_support(
         "revocation_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"],
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": True,
+        "client_id_metadata_document_supported": True,
     }
     door_meta = (await http.get("/.well-known/oauth-protected-resource/mcp")).json()
     assert (door_meta["resource"], door_meta["authorization_servers"]) == (DOOR, [ISSUER])

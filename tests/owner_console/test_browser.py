@@ -347,6 +347,7 @@ PAGES = {
     "07-config": "/owner/config?capability=notes&scope=owner",
     "08-audit": "/owner/audit",
     "09-rules": "/owner/rules",
+    "10-clients": "/owner/clients",
 }
 # What a phone shows of a page: whether it scrolls sideways, how tall the nav is, and every
 # button or link-button cut off by the screen's edge or too narrow for its own text.

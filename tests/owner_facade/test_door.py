@@ -45,6 +45,8 @@ OWNER_TOOLS = [
     "api_key_revoke",
     "sessions_list",
     "session_end",
+    "oauth_grants_list",
+    "oauth_grant_revoke",
     "tools_pending",
     "tool_approve",
     "tools_approve",

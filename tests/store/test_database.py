@@ -52,6 +52,8 @@ MIGRATED = [
     (16, "tool_search"),
     (17, "caps_and_retention"),
     (18, "oauth"),
+    (19, "session_token_lookup"),
+    (20, "oauth_grants_seen"),
 ]
 
 

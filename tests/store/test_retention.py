@@ -1,7 +1,7 @@
 """Retention (issue 26, defect 5): idle public sessions expire — refused at once, marked ended by
 the sweep — and turns, receipts, audit rows, holds and ended sessions older than their
-retention are deleted in batches, newer rows left; on real PostgreSQL, and the sweep run by a
-real host."""
+retention are deleted in batches, newer rows left; the sweeps of tables above the store (the
+OAuth grants') run after; on real PostgreSQL, and the sweep run by a real host."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from mcp_host.settings import Settings
 from mcp_host.store.database import PgPool
 from mcp_host.store.retention import Retention, RetentionPolicy, Swept
 from tests.hosting import host_settings, running_host
+from tests.oauth.conftest import granted
 from tests.processes import needs_bwrap
 
 pytestmark = pytest.mark.anyio
@@ -222,6 +223,26 @@ async def test_a_retention_of_zero_keeps_rows_for_ever(pool: PgPool) -> None:
     assert await pool.fetchval("SELECT count(*) FROM mcp_host.audit") == 1
 
 
+async def test_the_sweeps_of_tables_above_the_store_run_after_and_one_failing_stops_none(
+    pool: PgPool, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+
+    async def counted(name: str, count: int) -> int:
+        ran.append(name)
+        return count
+
+    async def failing() -> int:
+        ran.append("failing")
+        raise RuntimeError("a sweep's own trouble")
+
+    also = {"failing": failing, "oauth": lambda: counted("oauth", 3), "idle": lambda: counted("idle", 0)}
+    swept = await Retention(pool, also=also).sweep()
+
+    assert (ran, swept) == (["failing", "oauth", "idle"], Swept(also=(("oauth", 3),)))
+    assert "retention: the failing sweep failed" in caplog.text
+
+
 # -- run by the host --------------------------------------------------------------------------
 
 
@@ -239,6 +260,7 @@ async def test_the_host_sweeps_while_it_runs(tmp_path: Path, database_url: str) 
         session = await running.new_session()
         url = f"{running.url}/v1/sessions/{session['session_id']}/turns"
         headers = {"Authorization": f"Bearer {session['token']}"}
+        grant = await granted(running.host.oauth, session["session_id"])  # a client let in for this session
         assert (await running.http.post(url, json={"message": "hi"}, headers=headers)).status_code == 201
         pool = running.host.database.pool
         await _set(
@@ -252,4 +274,9 @@ async def test_the_host_sweeps_while_it_runs(tmp_path: Path, database_url: str) 
             while await pool.fetchval(ended, session["session_id"]) is None:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         refused = await running.http.post(url, json={"message": "again"}, headers=headers)
+        oauth = running.host.oauth
+        with anyio.fail_after(10):
+            # The OAuth sweep runs in the same sweep: the expired session's grant ends.
+            while await oauth.load_access_token(grant.access_token) is not None:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
     assert refused.status_code == 401
