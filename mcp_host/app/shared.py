@@ -171,6 +171,9 @@ def _authorization_server(
         issuer=base,
         resources=[f"{base}{ONE_URL_PATH}", f"{base}{owner_path}"],
         desk=DeskAddress(base, f"{base}{owner_path}"),
+        client_documents=settings.oauth.client_documents,
+        # A client that names no door gets the visitor's, never the owner's (least privilege).
+        default_resource=f"{base}{ONE_URL_PATH}",
     )
 
 

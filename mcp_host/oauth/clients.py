@@ -45,14 +45,16 @@ def _bound_to(client_id: str) -> str:
 class ClientRegistry:
     """The clients, on every replica."""
 
-    def __init__(self, pool: PgPool, box: SecretBox, documents: ClientDocuments) -> None:
+    def __init__(self, pool: PgPool, box: SecretBox, documents: ClientDocuments | None) -> None:
+        """`documents`: how a client known by its metadata document's URL is read; None: such a
+        client is unknown (the host advertises no CIMD)."""
         self._pool = pool
         self._box = box
         self._documents = documents
 
     async def get(self, client_id: str) -> OAuthClientInformationFull | None:
         if is_document_url(client_id):
-            return await self._from_document(client_id)
+            return None if self._documents is None else await self._from_document(client_id)
         record = await self._pool.fetchrow(
             "SELECT metadata, secret_sealed FROM mcp_host.oauth_clients WHERE client_id = $1", client_id
         )
@@ -64,6 +66,7 @@ class ClientRegistry:
         return OAuthClientInformationFull.model_validate(fields)
 
     async def _from_document(self, url: str) -> OAuthClientInformationFull | None:
+        assert self._documents is not None
         client = await self._documents.client(url)
         if client is not None:
             await self._pool.execute(_KEEP_DOCUMENT, url, client.model_dump(mode="json", exclude_none=True))

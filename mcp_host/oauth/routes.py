@@ -130,7 +130,7 @@ def _metadata_route(
 ) -> Route:
     metadata = build_metadata(server.issuer, None, registration, revocation)
     metadata.authorization_response_iss_parameter_supported = True
-    metadata.client_id_metadata_document_supported = True  # client_documents
+    metadata.client_id_metadata_document_supported = server.client_documents  # client_documents
     metadata.token_endpoint_auth_methods_supported = _AUTH_METHODS
     return Route(
         METADATA_PATH,

@@ -145,11 +145,21 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
         desk: FrontDesk,
         lifetimes: Lifetimes | None = None,
         documents: ClientDocuments | None = None,
+        client_documents: bool = True,
+        default_resource: str | None = None,
     ) -> None:
         """`documents`: how clients' metadata documents are fetched (default: through the
-        remote plugins' guard, public addresses only, `DocumentLimits()`)."""
+        remote plugins' guard, public addresses only, `DocumentLimits()`). `client_documents`
+        False: no client is known by a document (CIMD off; a host that cannot reach the
+        internet), so clients register (RFC 7591) instead. `default_resource`: the door a request
+        naming no `resource` is for (None: such a request is refused)."""
         self._pool = pool
-        self._clients = ClientRegistry(pool, box, documents or ClientDocuments())
+        self.default_resource = default_resource
+        """The door of a request that names none: clients older than MCP's RFC 8707 rule
+        (2025-06-18) send no `resource`; their tokens are bound to this door alone."""
+        self.client_documents = client_documents
+        """Whether a client may be known by its metadata document's URL (and the metadata says so)."""
+        self._clients = ClientRegistry(pool, box, (documents or ClientDocuments()) if client_documents else None)
         self.grants = OAuthGrants(pool)
         """The grants as the owner sees them, and how they end."""
         self.issuer = _ISSUER.validate_python(issuer)
@@ -178,7 +188,8 @@ class AuthorizationServer(OAuthAuthorizationServerProvider[GrantedCode, GrantedR
             raise AuthorizeError("invalid_request", "redirect_uri is required")
         if _S256_CHALLENGE.fullmatch(params.code_challenge) is None:
             raise AuthorizeError("invalid_request", "code_challenge is not an S256 challenge")
-        resource = None if params.resource is None else canonical_resource(params.resource)
+        named = params.resource or self.default_resource
+        resource = None if named is None else canonical_resource(named)
         if resource is None or resource not in self.resources:
             raise AuthorizeError("invalid_target", "resource must name one of this host's MCP endpoints")
         request_id = _new_secret()

@@ -21,6 +21,7 @@ __all__ = [
     "Group",
     "HttpSettings",
     "MiB",
+    "OAuthSettings",
     "PolicySettings",
     "PrincipalSettings",
     "ProtocolSessionSettings",
@@ -389,6 +390,15 @@ class RetentionSettings(Group):
     oauth_grant_days: float = Field(default=30.0, ge=0, validation_alias="oauth_grant_retention_days")
     sweep_interval_s: float = Field(default=300.0, gt=0, validation_alias="retention_sweep_interval_s")
     sweep_batch: int = Field(default=5000, ge=1, validation_alias="retention_sweep_batch")
+
+
+class OAuthSettings(Group):
+    # Whether an OAuth client may be known by the URL of its client ID metadata document (CIMD,
+    # the 2026-07-28 revision's preferred registration; the host fetches it through the remote
+    # guard). Off, the metadata does not offer it and clients register (RFC 7591): for a host
+    # that cannot reach the internet, where a client such as Claude Code, offered CIMD, names a
+    # document the host could not fetch and its sign-in would fail.
+    client_documents: bool = Field(default=True, validation_alias="oauth_client_documents")
 
 
 class BackchannelSettings(Group):

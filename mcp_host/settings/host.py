@@ -28,6 +28,7 @@ from .groups import (
     DatabaseSettings,
     Group,
     HttpSettings,
+    OAuthSettings,
     PolicySettings,
     PrincipalSettings,
     ProtocolSessionSettings,
@@ -95,6 +96,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     backchannel: BackchannelSettings = Field(default_factory=BackchannelSettings)
+    oauth: OAuthSettings = Field(default_factory=OAuthSettings)
 
     if TYPE_CHECKING:
         # What `BaseSettings.__init__` takes: fields, groups (models or mappings) and flat names

@@ -56,8 +56,9 @@ async def _staff_code(running: RunningHost, **limits: Any) -> tuple[str, str]:
     return code, issued.id
 
 
-async def _pending(running: RunningHost, resource: str, client_name: str = "Test client") -> str:
-    """A client registered and its authorization request waiting at the desk: the desk's URL."""
+async def _pending(running: RunningHost, resource: str | None, client_name: str = "Test client") -> str:
+    """A client registered and its authorization request waiting at the desk: the desk's URL
+    (`resource` None: the request names none)."""
     registered = await running.http.post(
         f"{running.url}/register",
         json={"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none", "client_name": client_name},
@@ -72,7 +73,7 @@ async def _pending(running: RunningHost, resource: str, client_name: str = "Test
         "code_challenge": challenge,
         "code_challenge_method": "S256",
         "state": "st4te",
-        "resource": resource,
+        **({} if resource is None else {"resource": resource}),
     }
     authorize = await running.http.get(f"{running.url}/authorize?{urlencode(query)}")
     assert authorize.status_code == 302, authorize.text
@@ -369,3 +370,40 @@ async def test_registrations_are_counted_by_the_address_every_throttle_uses(tmp_
         other_64 = await register("2001:db8:0:2::1")
 
     assert (set(first), same_64, other_64) == ({201}, 429, 201)
+
+
+async def test_a_request_naming_no_door_is_for_the_visitor_door_never_the_owners(
+    tmp_path: Path, database_url: str
+) -> None:
+    """Clients older than MCP's resource-indicator rule send no `resource`: the desk shows them
+    the visitor's form (name, email, code), and the token they get opens `/mcp` only."""
+    async with running_host(_settings(tmp_path, database_url)) as running:
+        desk = await _pending(running, None)
+        page = await running.http.get(desk)
+    assert desk.startswith(f"{running.url}/oauth/desk?request="), desk
+    fields = read_form(page.text).inputs
+    assert "owner_token" not in fields and {"name", "code"} <= set(fields), fields
+
+
+async def test_an_offline_host_offers_no_client_documents_and_knows_no_client_by_one(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`MCP_HOST_OAUTH_CLIENT_DOCUMENTS=false`: the metadata does not offer CIMD, and a client id
+    that is a document's URL is unknown at once, nothing fetched (clients register instead)."""
+    query = {
+        "response_type": "code",
+        "client_id": "https://client.example/oauth/metadata.json",
+        "redirect_uri": CALLBACK,
+        "code_challenge": "x" * 43,
+        "code_challenge_method": "S256",
+        "resource": "",
+    }
+    settings = _settings(tmp_path, database_url, oauth_client_documents=False)
+    with caplog.at_level(logging.INFO, "mcp_host.oauth.client_documents"):
+        async with running_host(settings) as running:
+            server = (await running.http.get(f"{running.url}/.well-known/oauth-authorization-server")).json()
+            query["resource"] = _door(running)
+            authorize = await running.http.get(f"{running.url}/authorize?{urlencode(query)}")
+    assert server["client_id_metadata_document_supported"] is False
+    assert authorize.status_code == 400 and "client" in authorize.text.lower(), authorize.text
+    assert [r for r in caplog.records if r.name == "mcp_host.oauth.client_documents"] == []

@@ -130,13 +130,16 @@ class ClaudeCode:
             **self.desk.environment(answers),
         }
 
-    async def run(self, *arguments: str, answers: DeskAnswers | None = None, terminal: bool = False) -> str:
+    async def run(
+        self, *arguments: str, answers: DeskAnswers | None = None, terminal: bool = False, within_s: float = 120
+    ) -> str:
         """`claude ARGUMENTS`: what it printed (stdout and stderr, terminal codes removed);
-        `terminal`: on a pseudo-terminal (`script`), which `claude mcp login` needs."""
+        `terminal`: on a pseudo-terminal (`script`), which `claude mcp login` needs; TimeoutError
+        (the process killed) when it has not ended within `within_s`."""
         argv = [str(CLAUDE), *arguments]
         if terminal:
             argv = ["script", "-qec", shlex.join(argv), "/dev/null"]
-        with anyio.fail_after(120):
+        with anyio.fail_after(within_s):
             done = await anyio.run_process(
                 argv, env=self.environment(answers or DeskAnswers()), cwd=self.home, check=False, input=b""
             )

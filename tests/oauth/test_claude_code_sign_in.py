@@ -12,8 +12,10 @@ on a pseudo-terminal (`script`).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -39,7 +41,11 @@ async def _echo_started(running: RunningHost) -> None:
         await visitor.call_tool("echo", {"text": "warm"})
 
 
-host = host_fixture(["echo"], scope="module", ready=_echo_started)
+# Offered client ID metadata documents, Claude Code names its own at claude.ai, which a host with
+# only loopback cannot fetch: these hosts offer none, as an offline host should
+# (`MCP_HOST_OAUTH_CLIENT_DOCUMENTS=false`), and Claude Code registers (RFC 7591).
+host = host_fixture(["echo"], scope="module", ready=_echo_started, oauth_client_documents=False)
+offering_documents = host_fixture(["echo"], name="offering_documents")
 
 
 def _claude(tmp_path: Path) -> ClaudeCode:
@@ -83,3 +89,22 @@ async def test_claude_code_signs_in_at_the_owner_door_with_the_owner_token(host:
     assert f"owner: {host.url}{OWNER_PATH} (HTTP) - ✔ Connected" in after, after
     (visit,) = claude.desk.visits()
     assert list(visit["form"]["fields"]) == ["request", "owner_token"], visit
+
+
+async def test_offered_client_documents_claude_code_names_its_own_and_an_offline_host_refuses_it(
+    offering_documents: RunningHost, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Why the other tests' hosts offer no documents: offered them, Claude Code signs in as the
+    client its claude.ai document describes (no registration), and a host that cannot reach
+    the internet refuses that client, saying why; the sign-in does not end (killed after 20 s)."""
+    claude = _claude(tmp_path)
+    await claude.run("mcp", "add", "--transport", "http", "host", f"{offering_documents.url}/mcp")
+    with caplog.at_level(logging.WARNING, "mcp_host.oauth.client_documents"), pytest.raises(TimeoutError):
+        await claude.run("mcp", "login", "host", answers=DeskAnswers(), terminal=True, within_s=20)
+
+    (visit,) = claude.desk.visits()
+    (client_id,) = parse_qs(urlsplit(visit["url"]).query)["client_id"]
+    assert client_id.startswith("https://claude.ai/"), visit
+    assert "error" in visit, visit  # /authorize refused the client: no desk page
+    refused = [r.getMessage() for r in caplog.records if client_id in r.getMessage()]
+    assert refused and "could not be fetched" in refused[0], refused
