@@ -22,7 +22,11 @@ values, secrets opened): a visitor's own headers never reach it. Its transport i
 url's host; the SDK follows no redirect off the url's origin either), resolved once and
 connected to the address checked, which is public unless `transport.allow_private` permits it.
 A 401 or 403 from the server refuses the start as `unconfigured`, with the cause kept for the
-catalogue, and costs no backoff.
+catalogue, and costs no backoff. A server that asks for an OAuth sign-in (a 401 naming its
+protected-resource metadata) is signed in by the owner once (`remote_sign_in`); each start then
+signs its requests with the host's token (`RemoteLink.sign_in`), refreshed as it nears expiry,
+and when the server no longer accepts it the start, and a call in flight, are `unconfigured`
+saying the owner must sign in again.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -34,7 +35,7 @@ from mcp import Client
 from mcp_host.store import SecretBox, SignInStore, load_host_key
 from mcp_host_kit.contract import codes
 from tests.hosting import REPO, RunningHost, free_port, host_settings, refusal, running_host
-from tests.owner_facade.test_door import call, owner_client
+from tests.owner_facade.test_door import call, owner_client, owner_token
 
 pytestmark = pytest.mark.anyio
 
@@ -277,6 +278,40 @@ async def test_signing_out_revokes_the_refresh_token_at_the_server_and_deletes_t
     assert out == {"capability": PLUGIN, "signed_out": True}
     assert row is None and unsigned["sign_in"] is None
     assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
+
+
+async def console_session(running: RunningHost) -> tuple[dict[str, str], str]:
+    """The owner signed in to the console: the cookie header, and the CSRF token of its pages."""
+    signed = await running.http.post(f"{running.url}/owner/login", data={"token": owner_token(running)})
+    cookie = signed.headers["set-cookie"].split(";", 1)[0]
+    running.http.cookies.clear()
+    headers = {"Cookie": cookie}
+    page = await running.http.get(f"{running.url}/owner/", headers=headers)
+    found = re.search(r'<meta name="csrf-token" content="([0-9a-f]{64})">', page.text)
+    assert found is not None
+    return headers, found.group(1)
+
+
+async def test_the_consoles_connect_takes_the_owner_to_the_servers_sign_in_and_back(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with scene(tmp_path, database_url, access_ttl=60, refresh_ttl=600) as at:
+        running, visitor = at.running, at.visitor
+        await visitor.call_tool("whoami", {})  # the host learns the server wants a sign-in
+        headers, csrf = await console_session(running)
+        before = await running.http.get(f"{running.url}/owner/", headers=headers)
+        went = await running.http.post(
+            f"{running.url}/owner/remote/connect", headers=headers, data={"capability": PLUGIN, "csrf": csrf}
+        )
+        page = await sign_in_as_a_browser(went.headers["location"], "carol")
+        after = await running.http.get(f"{running.url}/owner/", headers=headers)
+        called = await visitor.call_tool("whoami", {})
+
+    assert "sign-in: needs sign in" in before.text and 'action="/owner/remote/connect"' in before.text
+    assert went.status_code == 303 and went.headers["location"].startswith(at.server.auth_url + "/auth?")
+    assert page.status_code == 200 and 'href="/owner/"' in page.text
+    assert "sign-in: connected" in after.text
+    assert text_of(called) == "signed in as carol"
 
 
 async def test_the_client_document_and_a_callback_nobody_waits_for(tmp_path: Path, database_url: str) -> None:
