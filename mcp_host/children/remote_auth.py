@@ -9,14 +9,16 @@ child's start uses). Below: the SDK's `mcp.client.auth` and `store.SignInStore`.
 `HostOAuthProvider` changes two things of the SDK's provider, both about tokens kept between
 processes: it loads what the SDK keeps only in memory (the access token's expiry and the
 server's metadata, so a refresh after a restart goes to the token endpoint the server named),
-and it refreshes a token `_margin` before its expiry, reading the store first, since another
-replica may have refreshed it already (the refresh token rotates: the old one no longer works).
+and it refreshes a token `_margin` before its expiry under the store's per-plugin lock, reading the
+store first, since another child or replica may have refreshed it already (the refresh token
+rotates: the old one no longer works, and a server may revoke the whole grant when it is reused).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
 import httpx2
@@ -151,16 +153,23 @@ class HostOAuthProvider(OAuthClientProvider):
         return expiry is not None and time.time() >= expiry - _margin(self.context.current_tokens)
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        if self._initialized and self._due():
-            # Read the store again: another replica may have refreshed (and so rotated) it.
-            self._initialized = False
-        flow = super()._auth_flow(request)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                response = yield outgoing
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            return
-        finally:
-            await flow.aclose()
+        async with AsyncExitStack() as held:
+            if not self._initialized:
+                await self._initialize()
+            if self._due():
+                # One holder refreshes at a time, on every replica; read the store again under
+                # the lock: another may have refreshed (and so rotated) it meanwhile.
+                await held.enter_async_context(self._tokens.store.refreshing(self._tokens.plugin_id))
+                await self._initialize()
+            flow = super()._auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    if outgoing is request:
+                        await held.aclose()  # refreshed (or not needed): the call itself holds nothing
+                    response = yield outgoing
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()

@@ -16,6 +16,8 @@ a token one replica refreshed is the one the next start anywhere uses.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -135,6 +137,20 @@ class SignInStore:
             plugin_id,
             cause,
         )
+
+    @asynccontextmanager
+    async def refreshing(self, plugin_id: str) -> AsyncIterator[None]:
+        """Held while one holder of `plugin_id`'s sign-in reads and refreshes its token: on every
+        replica, the others wait, then read the refreshed token instead of refreshing with the
+        rotated one (which the server refuses, and may answer by revoking the whole grant). A
+        session advisory lock on a connection of its own, so it spans the refresh request."""
+        key = _bound(plugin_id, "refresh")
+        async with self._pool.acquire() as conn:
+            await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
+            try:
+                yield
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", key)
 
     async def forget(self, plugin_id: str) -> SignInRecord | None:
         """Delete `plugin_id`'s row; the row as it was (to revoke its tokens), None for none."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import anyio
 import httpx2
@@ -82,13 +83,14 @@ async def upstream(access_ttl: int, refresh_ttl: int) -> AsyncIterator[Upstream]
         await process.aclose()
 
 
-def signin_plugin(folder: Path, url: str) -> Path:
+def signin_plugin(folder: Path, url: str, instances: str = "shared") -> Path:
     folder.mkdir()
     (folder / "manifest.yaml").write_text(
         f"""id: {PLUGIN}
 kind: capability
 title: Signed-in remote (test)
 acl: always
+instances: {instances}
 visitor_tools: [whoami, echo]
 transport:
   kind: http
@@ -175,11 +177,13 @@ class Scene:
 
 
 @asynccontextmanager
-async def scene(tmp_path: Path, database_url: str, access_ttl: int, refresh_ttl: int) -> AsyncIterator[Scene]:
+async def scene(
+    tmp_path: Path, database_url: str, access_ttl: int, refresh_ttl: int, instances: str = "shared"
+) -> AsyncIterator[Scene]:
     """The upstream server (tokens of those lifetimes), a host with it as a remote plugin, the
     owner's client and a visitor session's client."""
     async with upstream(access_ttl, refresh_ttl) as server:
-        plugin = signin_plugin(tmp_path / "signin", server.mcp_url)
+        plugin = signin_plugin(tmp_path / "signin", server.mcp_url, instances)
         settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
         async with running_host(settings) as running:
             session = await running.new_session()
@@ -229,6 +233,23 @@ async def test_the_owner_signs_the_host_in_and_visitors_call_with_a_refreshed_to
     assert refreshed is not None and refreshed.tokens is not None
     assert refreshed.tokens["refresh_token"] != record.tokens["refresh_token"]
     assert grants.get("refresh_token", 0) >= 1 and grants["authorization_code"] == 1
+
+
+async def test_a_token_one_child_refreshed_is_the_one_every_other_child_uses(tmp_path: Path, database_url: str) -> None:
+    """Two children holding the same sign-in (here one per visitor session; on a cluster, one per
+    replica): the refresh token rotates when the first refreshes, and the second reads the new
+    token from the store instead of refreshing with the used one (which the server refuses)."""
+    async with scene(tmp_path, database_url, access_ttl=3, refresh_ttl=600, instances="per_session") as at:
+        running, owner, first = at.running, at.owner, at.visitor
+        await connect(owner, "alice")
+        async with running.client(await running.new_session()) as second:
+            before = [await v.call_tool("whoami", {}) for v in (first, second)]
+            await past_expiry(sign_ins(running), by_s=0.5)
+            after = [await v.call_tool("whoami", {}) for v in (first, second)]
+        grants = (await at.server.stats())["grants"]
+
+    assert [text_of(r) for r in before + after] == ["signed in as alice"] * 4
+    assert grants == {"authorization_code": 1, "refresh_token": 1}
 
 
 async def test_an_expired_refresh_token_needs_a_new_sign_in_and_reconnecting_works(
@@ -312,6 +333,33 @@ async def test_the_consoles_connect_takes_the_owner_to_the_servers_sign_in_and_b
     assert page.status_code == 200 and 'href="/owner/"' in page.text
     assert "sign-in: connected" in after.text
     assert text_of(called) == "signed in as carol"
+
+
+async def test_a_declined_sign_in_is_told_once_and_echoes_nothing_the_browser_brought(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with scene(tmp_path, database_url, access_ttl=60, refresh_ttl=600) as at:
+        running, owner = at.running, at.owner
+        callback = f"{running.url}/oauth/callback"
+        _, first = await call(owner, "remote_connect", capability=PLUGIN)
+        state = parse_qs(urlparse(first["url"]).query)["state"][0]
+        declined = await running.http.get(callback, params={"error": "access_denied", "state": state})
+        again = await running.http.get(callback, params={"code": "stolen", "state": state})
+        _, told = await call(owner, "remote_status", capability=PLUGIN)
+        _, second = await call(owner, "remote_connect", capability=PLUGIN)
+        state = parse_qs(urlparse(second["url"]).query)["state"][0]
+        hostile = await running.http.get(callback, params={"error": "<script>x</script>", "state": state})
+
+    assert declined.status_code == 400 and "the server&#x27;s sign-in ended without a code (access_denied)" in (
+        declined.text
+    )
+    assert again.status_code == 400 and "no sign-in is waiting for this answer" in again.text
+    assert told["sign_in"] == "needs_sign_in" and told["last"] == {
+        "capability": PLUGIN,
+        "connected": False,
+        "cause": "the server's sign-in ended without a code (access_denied)",
+    }
+    assert hostile.status_code == 400 and "<script>" not in hostile.text and "(no code)" in hostile.text
 
 
 async def test_the_client_document_and_a_callback_nobody_waits_for(tmp_path: Path, database_url: str) -> None:
