@@ -153,23 +153,48 @@ class HostOAuthProvider(OAuthClientProvider):
         return expiry is not None and time.time() >= expiry - _margin(self.context.current_tokens)
 
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        async with AsyncExitStack() as held:
-            if not self._initialized:
-                await self._initialize()
-            if self._due():
-                # One holder refreshes at a time, on every replica; read the store again under
-                # the lock: another may have refreshed (and so rotated) it meanwhile.
-                await held.enter_async_context(self._tokens.store.refreshing(self._tokens.plugin_id))
-                await self._initialize()
-            flow = super()._auth_flow(request)
-            try:
-                outgoing = await flow.__anext__()
-                while True:
-                    if outgoing is request:
-                        await held.aclose()  # refreshed (or not needed): the call itself holds nothing
-                    response = yield outgoing
-                    outgoing = await flow.asend(response)
-            except StopAsyncIteration:
-                return
-            finally:
-                await flow.aclose()
+        refused: str | None = None
+        """The access token the server answered 401 to: refreshed once before a new sign-in (the
+        SDK goes straight to a sign-in on a 401; the token may have expired in flight, or the
+        server's clock or revocation may differ from its `expires_in`)."""
+        for _ in range(2):
+            async with AsyncExitStack() as held:
+                await self._prepare(held, refused)
+                flow = super()._auth_flow(request)
+                try:
+                    outgoing = await flow.__anext__()
+                    while True:
+                        if outgoing is request:
+                            await held.aclose()  # refreshed (or not needed): the call itself holds nothing
+                        response = yield outgoing
+                        sent = _bearer(outgoing) if outgoing is request else None
+                        if sent is not None and refused is None and self._refused(response):
+                            refused = sent
+                            break
+                        outgoing = await flow.asend(response)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    await flow.aclose()
+
+    async def _prepare(self, held: AsyncExitStack, refused: str | None) -> None:
+        """Load the sign-in; when its token is due (or was refused), take the store's lock and
+        read it again: another holder may have refreshed (and so rotated) it meanwhile."""
+        if not self._initialized:
+            await self._initialize()
+        if refused is None and not self._due():
+            return
+        await held.enter_async_context(self._tokens.store.refreshing(self._tokens.plugin_id))
+        await self._initialize()
+        tokens = self.context.current_tokens
+        if refused is not None and tokens is not None and tokens.access_token == refused:
+            self.context.token_expiry_time = 1.0  # long past: the SDK refreshes it now
+
+    def _refused(self, response: httpx2.Response) -> bool:
+        """Whether the server refused the token the request carried, and the host can refresh it."""
+        return response.status_code == 401 and self.context.can_refresh_token()
+
+
+def _bearer(request: httpx2.Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token or None if scheme.lower() == "bearer" else None
