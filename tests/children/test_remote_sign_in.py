@@ -178,13 +178,25 @@ class Scene:
 
 @asynccontextmanager
 async def scene(
-    tmp_path: Path, database_url: str, access_ttl: int, refresh_ttl: int, instances: str = "shared"
+    tmp_path: Path,
+    database_url: str,
+    access_ttl: int,
+    refresh_ttl: int,
+    instances: str = "shared",
+    *,
+    installed: bool = False,
 ) -> AsyncIterator[Scene]:
-    """The upstream server (tokens of those lifetimes), a host with it as a remote plugin, the
-    owner's client and a visitor session's client."""
+    """The upstream server (tokens of those lifetimes), a host with it as a remote plugin (with
+    `installed`, in the data folder's plugins, as `plugin_add` puts one), the owner's client and
+    a visitor session's client."""
     async with upstream(access_ttl, refresh_ttl) as server:
-        plugin = signin_plugin(tmp_path / "signin", server.mcp_url, instances)
-        settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+        settings = host_settings(tmp_path, database_url, [])
+        if installed:
+            (settings.data_dir / "plugins").mkdir(parents=True)
+            signin_plugin(settings.data_dir / "plugins" / PLUGIN, server.mcp_url, instances)
+        else:
+            plugin = signin_plugin(tmp_path / "signin", server.mcp_url, instances)
+            settings = settings.model_copy(update={"plugins": [plugin]})
         async with running_host(settings) as running:
             session = await running.new_session()
             async with owner_client(running) as owner, running.client(session) as visitor:
@@ -299,18 +311,19 @@ async def test_an_expired_refresh_token_needs_a_new_sign_in_and_reconnecting_wor
     assert text_of(again) == "signed in as bob"
 
 
-async def test_signing_out_revokes_the_refresh_token_at_the_server_and_deletes_the_row(
-    tmp_path: Path, database_url: str
+@pytest.mark.parametrize("how", ["remote_disconnect", "plugin_remove"])
+async def test_signing_out_or_removing_revokes_the_refresh_token_at_the_server_and_deletes_the_row(
+    tmp_path: Path, database_url: str, how: str
 ) -> None:
-    async with scene(tmp_path, database_url, access_ttl=60, refresh_ttl=600) as at:
+    async with scene(tmp_path, database_url, access_ttl=60, refresh_ttl=600, installed=True) as at:
         running, owner = at.running, at.owner
         await connect(owner, "alice")
         store = sign_ins(running)
         record = await store.read(PLUGIN)
         assert record is not None and record.tokens is not None and record.client is not None
-        _, out = await call(owner, "remote_disconnect", capability=PLUGIN)
+        arguments = {"capability": PLUGIN} if how == "remote_disconnect" else {"id": PLUGIN}
+        _, out = await call(owner, how, **arguments)
         row = await store.read(PLUGIN)
-        unsigned = await entry(owner)
         async with httpx2.AsyncClient() as http:
             reused = await http.post(
                 record.metadata["server"]["token_endpoint"],
@@ -318,8 +331,7 @@ async def test_signing_out_revokes_the_refresh_token_at_the_server_and_deletes_t
                 auth=(record.client["client_id"], record.client["client_secret"]),
             )
 
-    assert out == {"capability": PLUGIN, "signed_out": True}
-    assert row is None and unsigned["sign_in"] is None
+    assert out["signed_out"] is True and row is None
     assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
 
 
