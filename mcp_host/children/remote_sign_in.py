@@ -37,7 +37,7 @@ from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata
 from pydantic import AnyHttpUrl, AnyUrl, BaseModel, ConfigDict, ValidationError
 
-from mcp_host.errors import InvalidArguments
+from mcp_host.errors import InvalidArguments, Unavailable
 from mcp_host.plugins import Plugin, PrivateReach
 from mcp_host.store import SignInState, SignInStore
 
@@ -226,7 +226,8 @@ class RemoteSignIns:
     async def connect(self, plugin: Plugin) -> str:
         """Start the owner's sign-in to `plugin`'s server; the URL the owner opens. Raises
         InvalidArguments for a plugin that is not remote, or a server that asks for no sign-in
-        or whose discovery or registration fails (the cause in words)."""
+        or whose discovery or registration fails (the cause in words); Unavailable when they
+        take longer than a minute."""
         transport = plugin.manifest.transport
         if transport is None or transport.kind != "http" or transport.url is None:
             raise InvalidArguments(f"capability: {plugin.manifest.id} is not a remote server")
@@ -236,8 +237,11 @@ class RemoteSignIns:
             earlier.scope.cancel()
         flow = self._flows[plugin_id] = _Flow(plugin_id)
         self._tg.start_soon(self._run, flow, transport.url, PrivateReach.of(transport.allow_private))
-        with anyio.fail_after(_REQUEST_TIMEOUT_S * 4):
+        with anyio.move_on_after(_REQUEST_TIMEOUT_S * 4):
             await flow.opened.wait()
+        if not flow.opened.is_set():
+            flow.scope.cancel()
+            raise Unavailable("the remote server's discovery or registration did not finish in time; try again")
         if flow.url is None:
             cause = flow.outcome.cause if flow.outcome is not None else None
             raise InvalidArguments(f"capability: {cause or 'the sign-in could not start'}")

@@ -83,7 +83,7 @@ async def upstream(access_ttl: int, refresh_ttl: int) -> AsyncIterator[Upstream]
         await process.aclose()
 
 
-def signin_plugin(folder: Path, url: str, instances: str = "shared") -> Path:
+def signin_plugin(folder: Path, url: str, instances: str = "shared", private: str = "[127.0.0.1]") -> Path:
     folder.mkdir()
     (folder / "manifest.yaml").write_text(
         f"""id: {PLUGIN}
@@ -96,7 +96,7 @@ transport:
   kind: http
   url: {url}
   allowed_hosts: [127.0.0.1]
-  allow_private: [127.0.0.1]
+  allow_private: {private}
   timeout_s: 10
 """
     )
@@ -394,6 +394,21 @@ async def test_a_declined_sign_in_is_told_once_and_echoes_nothing_the_browser_br
         "cause": "the server's sign-in ended without a code (access_denied)",
     }
     assert hostile.status_code == 400 and "<script>" not in hostile.text and "(no code)" in hostile.text
+
+
+async def test_a_sign_in_reaches_no_address_the_manifest_does_not_permit(tmp_path: Path, database_url: str) -> None:
+    plugin = signin_plugin(tmp_path / "signin", f"http://127.0.0.1:{free_port()}/mcp", private="[]")
+    settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+    async with running_host(settings) as running, owner_client(running) as owner:
+        refused = await owner.call_tool("remote_connect", {"capability": PLUGIN})
+        _, status = await call(owner, "remote_status", capability=PLUGIN)
+
+    assert refusal(refused) == {
+        "code": codes.INVALID_ARGUMENTS,
+        "message": "capability: a request of the sign-in was refused: 127.0.0.1 is a loopback or private address; "
+        "name 127.0.0.1 in transport.allow_private to reach it",
+    }
+    assert status["sign_in"] is None and status["last"]["connected"] is False
 
 
 async def test_the_client_document_and_a_callback_nobody_waits_for(tmp_path: Path, database_url: str) -> None:
