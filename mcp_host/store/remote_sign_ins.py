@@ -1,5 +1,5 @@
 """The host's sign-ins to remote plugins' servers, in PostgreSQL (table
-`mcp_host.remote_sign_ins`, migration 020): per plugin, the client registration and the tokens
+`mcp_host.remote_sign_ins`, migration 021): per plugin, the client registration and the tokens
 the server's authorization server gave the host, sealed with the host key, and whether the
 server now wants the owner to sign in again.
 
