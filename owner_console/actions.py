@@ -210,6 +210,16 @@ async def revoke_grant(ask: Asker, t: Templates, v: Visit) -> Response:
     return _done("/owner/rules", "revoked")
 
 
+async def connect_remote(ask: Asker, t: Templates, v: Visit) -> Response:
+    """Connect: the host starts its sign-in to the remote plugin's server and the browser goes
+    to that server's sign-in page; the server sends it back to the host's `/oauth/callback`."""
+    reply = await ask(v.owner_id, "remote_connect", capability=v.form.get("capability", ""))
+    url = reply.data.get("url")
+    if reply.refusal is not None or not isinstance(url, str):
+        return await pages.catalogue(ask, t, v, error=reply.error, status_code=400)
+    return RedirectResponse(url, status_code=303)
+
+
 ACTIONS: dict[str, Action] = {
     "/owner/tools/approve": approve_tool,
     "/owner/tools/approve-all": approve_all,
@@ -226,4 +236,5 @@ ACTIONS: dict[str, Action] = {
     "/owner/config": set_config,
     "/owner/rules/set": set_rules,
     "/owner/grants/revoke": revoke_grant,
+    "/owner/remote/connect": connect_remote,
 }

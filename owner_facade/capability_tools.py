@@ -21,6 +21,8 @@ __all__ = ["CAPABILITY_TOOLS"]
 
 
 async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
+    if s.sign_ins is not None:
+        await s.sign_ins.refresh()  # another replica may have signed one in or out
     status = {entry.id: entry for entry in s.catalogue.entries()}
     connected = await s.connections.categories(owner_id)
     listed = []
@@ -54,6 +56,8 @@ async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) ->
                 "cause": entry.cause if entry is not None else None,
                 # A per-session plugin: how many visitor sessions' instances run now (None: shared).
                 "instances": entry.instances if entry is not None else None,
+                # A remote plugin whose server asked for a sign-in: connected, expired, needs_sign_in.
+                "sign_in": entry.sign_in if entry is not None else None,
             }
         )
     return {"capabilities": listed}

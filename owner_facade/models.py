@@ -75,6 +75,10 @@ class CapabilityNextSteps(_Arguments):
     capability: str = _name(_CAPABILITY)
 
 
+class RemoteCapability(_Arguments):
+    capability: str = _name("A remote plugin's id (its transport is a url), as capabilities_list shows it.")
+
+
 class CapabilityLogs(_Arguments):
     capability: str = _name("A plugin's id (a capability or a connector), as capabilities_list shows it.")
     lines: int = Field(

@@ -153,6 +153,8 @@ async def _plugin_remove(s: OwnerServices, owner_id: str, a: PluginRemove) -> An
     folder = await _service(parts).remove(a.id, stopping=stopping)
     plugin = was[0]
     answer: dict[str, Any] = {"removed": a.id, "folder": str(folder), "was_loaded": plugin is not None}
+    if plugin is not None and s.sign_ins is not None and await s.sign_ins.forget(plugin):
+        answer["signed_out"] = True  # its tokens revoked at the server and deleted
     if a.purge:
         gone = await uninstall(parts.database, plugin.manifest.kind if plugin else "capability", a.id)
         pins = await s.pins.forget(a.id) if s.pins is not None else 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mcp_host.access import Access, OwnerStore, SessionStore
-from mcp_host.children import ChildPool
+from mcp_host.children import ChildPool, RemoteSignIns
 from mcp_host.connectors import Connections, ConnectorGateway
 from mcp_host.oauth import OAuthGrants
 from mcp_host.owner import Catalogue, OwnerCalls
@@ -80,6 +80,9 @@ class OwnerServices:
     oauth: OAuthGrants | None = None
     """The clients let in by OAuth (`oauth_grants_list`, `oauth_grant_revoke`; `session_end` ends a
     session's grants); None: this host lets none in."""
+    sign_ins: RemoteSignIns | None = None
+    """The host's sign-ins to remote plugins' servers (`remote_connect`, `remote_status`,
+    `remote_disconnect`); None: this host signs in to none."""
 
     def plugin(self, plugin_id: str, kind: PluginKind) -> Plugin | None:
         return self.plugins.get(plugin_id, kind)

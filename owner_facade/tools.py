@@ -2,11 +2,11 @@
 of one slice per domain, in the order `tools/list` shows them.
 
 Above: `door` (dispatch, error boundary, audit). Below: the slices — `capability_tools`,
-`connector_tools`, `config_tools`, `access_tools`, `oauth_tools` (clients let in by OAuth),
-`approvals` (tools and held calls), `plugin_tools`, `policy_tools` (rules, node grants,
-audit), `host_tools` (host settings, the owner's profile) — each with its handlers, over
-`services` (the host's parts) and `models` (each tool's arguments); `owner_tool` holds the
-row type.
+`connector_tools`, `remote_tools` (sign-ins to remote servers), `config_tools`,
+`access_tools`, `oauth_tools` (clients let in by OAuth), `approvals` (tools and held calls),
+`plugin_tools`, `policy_tools` (rules, node grants, audit), `host_tools` (host settings, the
+owner's profile) — each with its handlers, over `services` (the host's parts) and `models`
+(each tool's arguments); `owner_tool` holds the row type.
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from .oauth_tools import OAUTH_TOOLS
 from .owner_tool import Answer, OwnerTool
 from .plugin_tools import PLUGIN_TOOLS
 from .policy_tools import POLICY_TOOLS
+from .remote_tools import REMOTE_TOOLS
 
 __all__ = ["TOOLS", "Answer", "OwnerTool"]
 
 _SLICES = [
     CAPABILITY_TOOLS,
     CONNECTOR_TOOLS,
+    REMOTE_TOOLS,
     CONFIG_TOOLS,
     ACCESS_TOOLS,
     OAUTH_TOOLS,

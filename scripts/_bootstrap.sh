@@ -66,6 +66,12 @@ ensure_conformance_suite() {
   "$ROOT/scripts/install-conformance" || true
 }
 
+ensure_oauth_upstream() {
+  # Optional: the upstream sign-in tests (tests/children/test_remote_sign_in.py) skip, saying
+  # why, when Node is missing or the install fails.
+  "$ROOT/scripts/install-oauth-upstream" || true
+}
+
 ensure_ecosystem() {
   # Optional: the ecosystem tests (tests/ecosystem) skip, saying why, when Node is missing or
   # an install fails.

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.routing import Router
 from starlette.types import ASGIApp
 
+from mcp_host.children import RemoteSignIns
 from mcp_host.connectors import RequirementGate
 from mcp_host.desk import FrontDeskEndpoint
 from mcp_host.edge import FailureThrottle, FastPath, ProtocolSessions, RpcEdge, client_address
@@ -125,6 +126,7 @@ def owner_door(
     database: Database,
     feed: ChangeFeed,
     installer: Installer,
+    sign_ins: RemoteSignIns | None = None,
 ) -> OwnerDoor:
     calls = OwnerCalls(
         early.plugins,
@@ -153,6 +155,7 @@ def owner_door(
             rules=shared.rules,
             node_grants=shared.node_grants,
             oauth=shared.oauth.grants,
+            sign_ins=sign_ins,
         )
     )
 

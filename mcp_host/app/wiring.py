@@ -31,7 +31,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets
-from mcp_host.children import ChildPool, ListChange, ParentLink, PromptsChanged, ResourcesChanged, ToolsChanged
+from mcp_host.children import (
+    ChildPool,
+    ListChange,
+    ParentLink,
+    PromptsChanged,
+    RemoteSignIns,
+    ResourcesChanged,
+    ToolsChanged,
+)
 from mcp_host.connectors import Connections
 from mcp_host.edge import FailureThrottle, ProtocolSessions
 from mcp_host.oauth import AuthorizationServer
@@ -40,7 +48,7 @@ from mcp_host.owner import Catalogue
 from mcp_host.plugins import Installer, LoadReport
 from mcp_host.policy import AuditLog, PinBook
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigStore, Database, PluginStores, ProtocolSessionRecords
+from mcp_host.store import ConfigStore, Database, PluginStores, ProtocolSessionRecords, SecretBox, SignInStore
 from mcp_host.visitor import (
     NODE_PATH,
     ChangeFeed,
@@ -110,6 +118,8 @@ class Host:
     """The 2026-07-28 calls parked between input rounds (a drain waits for them)."""
     oauth: AuthorizationServer
     """The authorization server of the doors (its grants: what the retention sweep ends and deletes)."""
+    sign_ins: RemoteSignIns
+    """The host's OAuth sign-ins to remote plugins' servers (`/oauth/callback` finishes them)."""
 
 
 def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequence[str] = ()) -> BackChannel:
@@ -242,8 +252,9 @@ async def wired(
     shared = await shared_parts(settings, early, database, background, lent, owner_path=OWNER_PATH)
     channel = _back_channel(settings, early, shared, lent)
     visitor = _visitor_side(settings, early, shared, database, background, rules)
-    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent)
-    owner = owner_door(settings, early, shared, catalogue, database, visitor.feed, installer)
+    sign_ins = await _sign_ins(settings, early, shared, database, visitor.feed, background)
+    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent, sign_ins=sign_ins)
+    owner = owner_door(settings, early, shared, catalogue, database, visitor.feed, installer, sign_ins)
     owner_manager = session_manager(build_owner_server(owner), settings, rules)
     node_manager = session_manager(build_node_server(node_door(settings, early, shared)), settings, rules)
     protocol = _all_protocol_sessions(settings, early, database, visitor, owner_manager, node_manager, rules)
@@ -266,7 +277,26 @@ async def wired(
         node_manager.run(),
         _running(shared, visitor, protocol, background),
     ):
-        yield _host(settings, report, early, database, shared, catalogue, built, visitor.rounds)
+        yield _host(settings, report, early, database, shared, catalogue, built, visitor.rounds, sign_ins)
+
+
+async def _sign_ins(
+    settings: Settings, early: Early, shared: Shared, database: Database, feed: ChangeFeed, background: TaskGroup
+) -> RemoteSignIns:
+    """The host's sign-ins to remote plugins' servers, their tokens sealed under the host key;
+    a completed sign-in restarts the plugin's children and tells its visitors its lists changed."""
+    bindings = shared.bindings
+
+    def connected(plugin_id: str) -> None:
+        early.pool.stop_plugin(plugin_id)
+        bindings.forget(plugin_id)
+        feed.announce(plugin_id)
+
+    store = SignInStore(database.pool, SecretBox(shared.host_key))
+    sign_ins = RemoteSignIns(store, settings.base_url, background, on_connected=connected)
+    await sign_ins.refresh()
+    early.children.use_sign_ins(sign_ins)
+    return sign_ins
 
 
 def _doors(
@@ -299,6 +329,7 @@ def _host(
     catalogue: Catalogue,
     built: Doors,
     rounds: InputRounds,
+    sign_ins: RemoteSignIns,
 ) -> Host:
     return Host(
         settings=settings,
@@ -324,6 +355,7 @@ def _host(
         rounds=rounds,
         metrics=early.metrics,
         oauth=shared.oauth,
+        sign_ins=sign_ins,
     )
 
 

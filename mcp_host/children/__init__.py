@@ -1,7 +1,8 @@
 """A child's life (start, reuse, idle stop, restart with backoff, failing), its stderr, which
-call a child's server-to-client request belongs to, and the factory that makes a plugin's child.
-The guard a remote child's requests pass (`RemoteGuard`) is also how `oauth` fetches a client's
-metadata document. Below: `sandbox`. Above: access, `oauth` and the doors.
+call a child's server-to-client request belongs to, the factory that makes a plugin's child, and
+the host's OAuth sign-ins to remote plugins' servers (`RemoteSignIns`). The guard a remote
+child's requests pass (`RemoteGuard`) is also how `oauth` fetches a client's metadata document.
+Below: `sandbox`. Above: access, `oauth` and the doors.
 """
 
 from .backoff import RunOfFailures
@@ -14,9 +15,12 @@ from .mcp_session import Child
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .remote_guard import MemoryResolver, RemoteGuard, Resolver, SystemResolver
+from .remote_sign_in import CALLBACK_PATH, CLIENT_DOCUMENT_PATH, RemoteSignIns, SignInOutcome
 from .stderr import LogKind
 
 __all__ = [
+    "CALLBACK_PATH",
+    "CLIENT_DOCUMENT_PATH",
     "PARENT_KIND",
     "Child",
     "ChildFactory",
@@ -36,9 +40,11 @@ __all__ = [
     "LogKind",
     "MemoryResolver",
     "RemoteGuard",
+    "RemoteSignIns",
     "Resolver",
     "SystemResolver",
     "RunOfFailures",
+    "SignInOutcome",
     "SocketPaths",
     "granted_by_parent",
     "parent_plugins",

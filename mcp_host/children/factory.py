@@ -35,6 +35,7 @@ from mcp_host.settings import Settings
 from .mcp_session import Child
 from .pool import ChildPool
 from .remote import RemoteChild, RemoteLink
+from .remote_sign_in import RemoteSignIns, SignInLink
 
 __all__ = ["ChildFactory", "ChildSource", "EnvSource", "SocketPaths"]
 
@@ -78,6 +79,11 @@ class ChildFactory:
         self._env: EnvSource | None = None
         self._remote_calls: dict[str, Callable[[str, str], Awaitable[None]]] = {}
         self._env_given = anyio.Event()
+        self._sign_ins: RemoteSignIns | None = None
+
+    def use_sign_ins(self, sign_ins: RemoteSignIns) -> None:
+        """Sign remote plugins' requests in with `sign_ins` from now on (the database is open)."""
+        self._sign_ins = sign_ins
 
     def tell_calls(self, plugin_id: str, on_call: Callable[[str, str], Awaitable[None]]) -> None:
         """A remote plugin's children tell `on_call` (tool, request id) before each call (a
@@ -126,6 +132,7 @@ class ChildFactory:
             headers=dict(transport.headers),
             config_headers=config_headers if needs_config(plugin.manifest) else None,
             on_call=self._remote_calls.get(plugin.manifest.id),
+            sign_in=SignInLink(lambda: self._sign_ins, plugin.manifest.id, transport.url),
         )
 
         def no_launch() -> Launch:

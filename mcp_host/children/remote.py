@@ -22,7 +22,11 @@ values, secrets opened): a visitor's own headers never reach it. Its transport i
 url's host; the SDK follows no redirect off the url's origin either), resolved once and
 connected to the address checked, which is public unless `transport.allow_private` permits it.
 A 401 or 403 from the server refuses the start as `unconfigured`, with the cause kept for the
-catalogue, and costs no backoff.
+catalogue, and costs no backoff. A server that asks for an OAuth sign-in (a 401 naming its
+protected-resource metadata) is signed in by the owner once (`remote_sign_in`); each start then
+signs its requests with the host's token (`RemoteLink.sign_in`), refreshed as it nears expiry,
+and when the server no longer accepts it the start, and a call in flight, are `unconfigured`
+saying the owner must sign in again.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from .lifecycle import ChildLimits, Start
 from .mcp_session import Child
 from .parent import parent_answer
 from .remote_guard import RemoteGuard, Resolver, SystemResolver
+from .remote_sign_in import EXPIRED, NEEDS_SIGN_IN, ChildSignIn, SignInLink
 
 __all__ = ["RemoteChild", "RemoteLink"]
 
@@ -82,6 +87,9 @@ class RemoteLink:
     on_call: Callable[[str, str], Awaitable[None]] | None = None
     """A node's parent link (`children.parent`): told (tool, request id) before each call, the
     id sent in `_meta["mcp-host/request-id"]`, so both hosts' audits name the call."""
+    sign_in: SignInLink | None = None
+    """The host's OAuth sign-in to the server (`remote_sign_in`), read at each start; None: the
+    host signs in to no remote server (its headers alone)."""
 
 
 class RemoteChild(Child):
@@ -105,6 +113,7 @@ class RemoteChild(Child):
         super().__init__(plugin_id, limits, task_group, **child)
         self._link = link
         self._guard: RemoteGuard | None = None
+        self._signed = ChildSignIn(None)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], **kwargs: Any
@@ -125,21 +134,27 @@ class RemoteChild(Child):
         if headers is None:
             return
         link = self._link
-        guard = self._guard = RemoteGuard(link.allowed_hosts, PrivateReach.of(link.allow_private), link.resolver)
+        signed = self._signed = await link.sign_in.start() if link.sign_in is not None else ChildSignIn(None)
+        allowed = link.allowed_hosts | signed.hosts
+        guard = self._guard = RemoteGuard(allowed, PrivateReach.of(link.allow_private), link.resolver)
         self._starts += 1
         reason: str | None = None
         try:
-            reason = await self._connect(guard, headers, start)
-        except Exception:
-            # A connection failure may leave the SDK's transport by its task group.
-            logger.info("%s: the connection to the remote server failed", self.plugin_id, exc_info=True)
-            reason = "could not reach the remote server"
+            try:
+                reason = await self._connect(guard, headers, start, signed)
+            except Exception:
+                # A connection failure may leave the SDK's transport by its task group (a
+                # sign-in the server now wants, among others).
+                logger.info("%s: the connection to the remote server failed", self.plugin_id, exc_info=True)
+                reason = "could not reach the remote server"
+            if link.sign_in is not None and guard.challenged and not signed.asked and signed.cause is None:
+                await link.sign_in.needed(NEEDS_SIGN_IN)
         finally:
             self._closed()
             if reason is None:  # cancelled: the host is shutting down
                 reason = "stopped"
-            if guard.denied is not None and reason not in ("stopped", "idle"):
-                self._refused_credentials(start, guard.denied, started_at)
+            if (guard.denied is not None or signed.asked) and reason not in ("stopped", "idle"):
+                self._refused_credentials(start, self._refusal(guard, signed), started_at)
             else:
                 refused = guard.refused
                 self._ended(start, reason, started_at, lambda why: f"{why}: {refused}" if refused else why)
@@ -151,19 +166,32 @@ class RemoteChild(Child):
             headers.update(await self._link.config_headers())
         return headers
 
-    def _refused_credentials(self, start: Start, status: int, started_at: float) -> None:
+    def _refusal(self, guard: RemoteGuard, signed: ChildSignIn) -> str:
+        """Why the server refused the host: the owner's sign-in it wants (`remote_sign_in`), or
+        the credentials the owner sets in config."""
+        if self._link.sign_in is not None and signed.asked:
+            return EXPIRED
+        if self._link.sign_in is not None and guard.challenged:
+            return signed.cause or NEEDS_SIGN_IN
+        status = guard.denied
+        return f"the remote server refused the host's credentials (HTTP {status}); the owner sets them with config_set"
+
+    def _refused_credentials(self, start: Start, cause: str, started_at: float) -> None:
         """The server refused the host's credentials: the owner must set them, not a failure."""
-        cause = f"the remote server refused the host's credentials (HTTP {status}); the owner sets them with config_set"
         self._run_of.refused(cause)
         if not start.done.is_set():
             start.refusal = Unconfigured(cause)
         self._finish(start, cause, started_at, crashed=False)
 
-    async def _connect(self, guard: RemoteGuard, headers: dict[str, str], start: Start) -> str | None:
+    async def _connect(
+        self, guard: RemoteGuard, headers: dict[str, str], start: Start, signed: ChildSignIn
+    ) -> str | None:
         link = self._link
         timeout = httpx2.Timeout(link.timeout_s, read=None)
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout, transport=guard, trust_env=False) as http,
+            httpx2.AsyncClient(
+                headers=headers, timeout=timeout, transport=guard, auth=signed.auth, trust_env=False
+            ) as http,
             streamable_http_client(link.url, http_client=http) as (read, write),
             self._client_session(read, write) as session,
         ):
@@ -233,10 +261,10 @@ class RemoteChild(Child):
 
     def _map_error(self, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
         guard = self._guard
-        if guard is not None and guard.denied is not None:
+        if guard is not None and (guard.denied is not None or self._signed.asked):
             # The credentials stopped working while connected: the next use starts again.
             self.stop()
-            return Unconfigured(f"the remote server refused the host's credentials (HTTP {guard.denied})")
+            return Unconfigured(self._refusal(guard, self._signed))
         return super()._map_error(exc, method, timeout_s)
 
 

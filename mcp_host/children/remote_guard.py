@@ -76,19 +76,22 @@ class MemoryResolver:
 
 class RemoteGuard(httpx2.AsyncBaseTransport):
     """Lets a request out only to an allowed host at an address the manifest permits, connected
-    to the address it checked. Also notes a 401/403 answer."""
+    to the address it checked. Also notes a 401/403 answer, and whether a 401 asked for an
+    OAuth sign-in (named the server's protected-resource metadata, RFC 9728)."""
 
     def __init__(
         self,
-        allowed: frozenset[str],
+        allowed: frozenset[str] | None,
         reach: PrivateReach,
         resolver: Resolver,
         *,
         ssl_context: ssl.SSLContext | None = None,
         purpose: str = "remote plugin",
     ) -> None:
-        """`allowed`: lower-cased host names, an IPv6 address in [brackets]. `ssl_context`: the
-        certificates trusted over TLS (None: the system's). `purpose`: who sends, for the log."""
+        """`allowed`: lower-cased host names, an IPv6 address in [brackets]; None: any host (at an
+        address `reach` permits: a sign-in's authorization server, wherever the remote server's
+        metadata names it). `ssl_context`: the certificates trusted over TLS (None: the system's).
+        `purpose`: who sends, for the log."""
         self._purpose = purpose
         self._allowed = allowed
         self._reach = reach
@@ -99,11 +102,13 @@ class RemoteGuard(httpx2.AsyncBaseTransport):
         """The last 401/403 status the server answered (None when it answered otherwise since)."""
         self.refused: str | None = None
         """Why the last request refused here was refused."""
+        self.challenged = False
+        """Whether a 401 answer named the server's protected-resource metadata: it wants a sign-in."""
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         host = request.url.host.casefold()
         shown = f"[{host}]" if ":" in host else host
-        if shown not in self._allowed:
+        if self._allowed is not None and shown not in self._allowed:
             return self._refuse(request, shown, f"{shown} is not in the plugin's allowed_hosts")
         literal = literal_address(host)
         addresses = [literal] if literal is not None else await self._resolve(request)
@@ -114,6 +119,8 @@ class RemoteGuard(httpx2.AsyncBaseTransport):
         response = await self._send(request, addresses[:_MAX_TRIED], named=literal is None)
         if response.status_code in (401, 403):
             self.denied = response.status_code
+            if response.status_code == 401:
+                self.challenged = "resource_metadata=" in response.headers.get("www-authenticate", "")
         elif response.status_code < 400:
             self.denied = None
         return response

@@ -4,7 +4,8 @@ Above: `mcp-host caps list` (and, with issue 5, the owner's `capabilities_list`)
 load report (manifests), the child pool (health) and the bindings (why tools are withheld).
 Listing never starts a child. `logs` gives one plugin's recent log (the owner's
 `capability_logs`): its children's last stderr, exception and error-result lines, escaped,
-and why its last process ended. `rejected` gives the tools the host drops whatever the owner
+and why its last process ended. A remote plugin whose server asked for a sign-in shows its state
+(`sign_in`). `rejected` gives the tools the host drops whatever the owner
 approves (unsafe name, text or schema), with their causes (the owner's `tools_pending`).
 """
 
@@ -16,9 +17,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mcp_host.children import PARENT_KIND, ChildPool, ChildState, LogKind
+from mcp_host.children import PARENT_KIND, ChildPool, ChildState, LogKind, RemoteSignIns
 from mcp_host.errors import ManifestError
 from mcp_host.plugins import LoadReport, Plugin, printable
+from mcp_host.store import SignInState
 from mcp_host.visitor import Bindings
 
 __all__ = [
@@ -55,6 +57,9 @@ class CatalogueEntry(BaseModel):
     instances: int | None = None
     """A per-session plugin (`instances: per_session`): how many visitor sessions' instances
     run now (its owner-context instance is `status`); None for a shared plugin."""
+    sign_in: SignInState | None = None
+    """A remote plugin whose server asked for a sign-in (`children.RemoteSignIns`): `connected`,
+    `expired` or `needs_sign_in`; None for every other plugin."""
 
 
 class RejectedTool(BaseModel):
@@ -132,10 +137,13 @@ class Catalogue:
         plugins: Sequence[Plugin] | None = None,
         *,
         lent: Collection[str] = (),
+        sign_ins: RemoteSignIns | None = None,
     ) -> None:
         """`plugins`: the loaded plugins, read live (the registry, which follows plugins
         installed or removed while the host runs); None: the report's. `lent`: the ids of the
-        capabilities a node's parent lends it, listed as kind `remote`."""
+        capabilities a node's parent lends it, listed as kind `remote`. `sign_ins`: the host's
+        sign-ins to remote servers, whose state each entry shows."""
+        self._sign_ins = sign_ins
         self._report = report
         self._lent = frozenset(lent)
         self._plugins: Sequence[Plugin] = report.plugins if plugins is None else plugins
@@ -212,6 +220,8 @@ class Catalogue:
             failed = status in ("failing", "unconfigured")
             cause = withheld or (health.cause if health is not None and failed else None)
             entry = entry_for(plugin, status, cause)
+            if self._sign_ins is not None:
+                entry = entry.model_copy(update={"sign_in": self._sign_ins.state_of(plugin.manifest.id)})
             if plugin.manifest.id in self._lent:
                 entry = entry.model_copy(update={"kind": PARENT_KIND})
             out.append(self._with_instances(plugin, entry) if plugin.manifest.per_session else entry)

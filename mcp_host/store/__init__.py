@@ -19,6 +19,7 @@ from .database import Database, PgConnection, PgPool, open_database
 from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords, SessionRecord, record_key
+from .remote_sign_ins import SignInRecord, SignInState, SignInStore
 from .replicas import MAX_NOTICE_BYTES, ChangeChannel, Replicas, new_replica_id
 from .retention import Retention, RetentionPolicy, Swept
 from .rules import CallCounter, RuleState, RuleStore
@@ -52,6 +53,9 @@ __all__ = [
     "SealError",
     "SecretBox",
     "SessionRecord",
+    "SignInRecord",
+    "SignInState",
+    "SignInStore",
     "StoreLimits",
     "Swept",
     "Uninstalled",

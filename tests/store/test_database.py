@@ -54,6 +54,7 @@ MIGRATED = [
     (18, "oauth"),
     (19, "session_token_lookup"),
     (20, "oauth_grants_seen"),
+    (21, "remote_sign_ins"),
 ]
 
 
@@ -125,6 +126,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "owners",
             "protocol_sessions",
             "receipts",
+            "remote_sign_ins",
             "replicas",
             "roles",
             "rule_calls",
