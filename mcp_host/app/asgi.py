@@ -182,6 +182,9 @@ def _routes(app: Starlette, rules: TransportSecuritySettings) -> list[BaseRoute]
             methods=["POST"],
             middleware=same_site,
         ),
+        # The same at the one URL, for a client whose credential names its session (OAuth).
+        Route(ONE_URL_PATH + "/turns", _with_host(_open_turn), methods=["POST"], middleware=same_site),
+        Route(ONE_URL_PATH + "/turns/{n}/answer", _with_host(_answer_turn), methods=["POST"], middleware=same_site),
         Route(OWNER_PATH, _ToDoor(app, lambda d: d.owner), methods=["GET", "POST", "DELETE"]),
         # The owner's web console (owner_console): its own Host/Origin, session and CSRF checks.
         # The owner door's consent page, under the console's cookie path (before the console's route).

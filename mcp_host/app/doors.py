@@ -241,6 +241,15 @@ def doors(
     visitor = VisitorMCPEndpoint(shared.sessions, protocol["visitor"], asking, visitor_pace(settings))
     one_url, owner_url = f"{settings.base_url}{ONE_URL_PATH}", f"{settings.base_url}{OWNER_PATH}"
     routes = oauth_routes(shared.oauth, names={one_url: "Visitors", owner_url: "The owner"}, address_of=client_address)
+    one_url_endpoint = OneURLEndpoint(
+        visitor,
+        shared.sessions,
+        shared.access,
+        shared.owner_id,
+        DoorTokenVerifier(shared.oauth, one_url),
+        resource_metadata_url(one_url),
+        session_gone=shared.oauth.revoke_subject,
+    )
     return Doors(
         sessions=SessionsEndpoint(opener, settings.base_url, settings.http.max_rest_body_bytes),
         visitor=visitor,
@@ -251,19 +260,16 @@ def doors(
             resource_metadata_url(owner_url),
         ),
         turns=TurnsEndpoint(
-            shared.sessions, shared.turns, door, settings.http.max_rest_body_bytes, turns_rate(settings)
+            shared.sessions,
+            shared.turns,
+            door,
+            settings.http.max_rest_body_bytes,
+            turns_rate(settings),
+            by_credential=one_url_endpoint.session_of,  # `/mcp/turns`: the credential names the session
         ),
         node=NodeMCPEndpoint(shared.node_grants, protocol["node"]),
         console=console,
-        one_url=OneURLEndpoint(
-            visitor,
-            shared.sessions,
-            shared.access,
-            shared.owner_id,
-            DoorTokenVerifier(shared.oauth, one_url),
-            resource_metadata_url(one_url),
-            session_gone=shared.oauth.revoke_subject,
-        ),
+        one_url=one_url_endpoint,
         desk=desk,
         oauth=Router(routes=list(routes)),
     )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -214,7 +215,9 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class TurnsEndpoint:
-    """`POST /v1/sessions/{id}/turns` and `POST /v1/sessions/{id}/turns/{n}/answer`."""
+    """`POST /v1/sessions/{id}/turns` and `POST /v1/sessions/{id}/turns/{n}/answer`, and the
+    same at the one URL (`/mcp/turns`, `/mcp/turns/{n}/answer`) for a client that knows its
+    credential but not its session's id (one let in through the front desk)."""
 
     def __init__(
         self,
@@ -223,10 +226,14 @@ class TurnsEndpoint:
         door: VisitorDoor,
         max_body_bytes: int,
         turn_rate: PrincipalRate | None = None,
+        by_credential: Callable[[str], Awaitable[Session | None]] | None = None,
     ) -> None:
         """`turn_rate`: how fast one principal opens turns, over all its sessions (None: no
         limit). A session's own caps bound what it stores; this bounds what a principal adds
-        a minute however many sessions it opens."""
+        a minute however many sessions it opens. `by_credential`: the session a bearer
+        credential stands for at the one URL (`OneURLEndpoint.session_of`); None: no route
+        without a session id."""
+        self._by_credential = by_credential
         self._sessions = sessions
         self._turns = turns
         self._door = door
@@ -276,8 +283,14 @@ class TurnsEndpoint:
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     async def _authenticate(self, request: Request) -> Session:
-        session_id = str(request.path_params.get("session_id", ""))
         token = bearer_token(request.scope)
+        if "session_id" not in request.path_params:  # the one URL's: the credential names it
+            by_credential = self._by_credential
+            session = await by_credential(token) if token and by_credential is not None else None
+            if session is None:
+                raise Unauthorized(_WRONG_TOKEN)
+            return session
+        session_id = str(request.path_params.get("session_id", ""))
         session = await self._sessions.authenticate(session_id, token) if token else None
         if session is None:
             raise Unauthorized(_WRONG_TOKEN)

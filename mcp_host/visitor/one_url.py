@@ -71,14 +71,15 @@ class OneURLEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = bearer_token(scope)
-        session = await self._session_of(token) if token else None
+        session = await self.session_of(token) if token else None
         if session is None:  # outside Starlette (the app's fast path), as the session endpoint answers
             refusal = Unauthorized(_NO_SESSION, resource_metadata=self._resource_metadata)
             await rest_response(refusal)(scope, receive, send)
             return
         await self._endpoint.serve(session, scope, receive, send)
 
-    async def _session_of(self, credential: str) -> Session | None:
+    async def session_of(self, credential: str) -> Session | None:
+        """The live session `credential` stands for at this URL (also for its turns, `/mcp/turns`)."""
         if looks_like_api_key(credential):
             return await self._access.key_session(self._owner_id, credential)
         granted = await self._tokens.verify_token(credential)

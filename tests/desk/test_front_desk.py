@@ -407,3 +407,30 @@ async def test_an_offline_host_offers_no_client_documents_and_knows_no_client_by
     assert server["client_id_metadata_document_supported"] is False
     assert authorize.status_code == 400 and "client" in authorize.text.lower(), authorize.text
     assert [r for r in caplog.records if r.name == "mcp_host.oauth.client_documents"] == []
+
+
+async def test_a_client_let_in_at_the_desk_reports_its_turns_at_the_one_url_and_meets_the_claim_gate(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The claim gate for a client that knows its token, not its session's id: `/mcp/turns`
+    takes the same credentials as `/mcp`; an answer claiming a booking no call made is caught."""
+    async with running_host(host_settings(tmp_path, database_url, ["booker"])) as running:
+        async with walked_in(_door(running), DeskBrowser({"name": "Ada"})) as (client, _, tokens):
+            assert tokens.tokens is not None
+            bearer = {"Authorization": f"Bearer {tokens.tokens.access_token}"}
+            turns = f"{running.url}/mcp/turns"
+            opened = await running.http.post(turns, json={"message": "book it"}, headers=bearer)
+            booked = await client.call_tool("book_it", {})
+            kept = await running.http.post(f"{turns}/1/answer", json={"text": "I've booked it"}, headers=bearer)
+            await running.http.post(turns, json={"message": "again"}, headers=bearer)
+            claimed = await running.http.post(f"{turns}/2/answer", json={"text": "I've booked it"}, headers=bearer)
+            stranger = await running.http.post(turns, json={"message": "x"}, headers={"Authorization": "Bearer nope"})
+
+    assert (opened.status_code, opened.json()) == (201, {"turn": 1})
+    assert booked.structured_content == {"ok": True}
+    assert (kept.status_code, kept.json()) == (200, {"ok": True})
+    assert claimed.json() == {
+        "ok": False,
+        "violations": [{"capability": "booker", "tool": "book_it", "phrase": "i've booked"}],
+    }
+    assert stranger.status_code == 401
