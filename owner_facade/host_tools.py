@@ -27,6 +27,7 @@ async def _host_settings_set(s: OwnerServices, owner_id: str, a: HostSettingsSet
         public_sessions=a.public_sessions,
         public_role=a.public_role,
         tool_search_threshold=a.tool_search_threshold,
+        desk_email=a.desk_email,
     )
     return changed.model_dump(mode="json")
 

@@ -287,6 +287,13 @@ class HostSettingsSet(_Arguments):
             "call_tool instead (default 40); left out: unchanged."
         ),
     )
+    desk_email: Literal["off", "optional", "required"] | None = Field(
+        default=None,
+        description=(
+            "Whether the front desk (where a visitor's MCP client signs in by OAuth) asks the visitor's "
+            "email: off, optional (the default) or required; left out: unchanged."
+        ),
+    )
 
 
 class OwnerProfileSet(_Arguments):

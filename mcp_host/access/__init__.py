@@ -2,7 +2,7 @@
 Below: `store`. Above: connectors, policy, the doors.
 """
 
-from .admission import Access
+from .admission import Access, DeskEmail, HostSettings
 from .credentials import is_code_id, is_key_id, looks_like_api_key
 from .owners import OWNER_TOKEN_FILE, Owner, OwnerStore, ensure_owner_token, write_owner_token_file
 from .principals import principal_of
@@ -11,6 +11,8 @@ from .sessions import PostgresSessionStore, Session, SessionStore, Subject, Visi
 
 __all__ = [
     "Access",
+    "DeskEmail",
+    "HostSettings",
     "CachedSessionStore",
     "OWNER_TOKEN_FILE",
     "Owner",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import asyncpg
@@ -39,7 +39,7 @@ from .sessions import RoleSnapshot, Session, SessionMode, SessionStore, Subject,
 if TYPE_CHECKING:
     from mcp_host.store import PgPool
 
-__all__ = ["Access", "HostSettings", "OnRevoked"]
+__all__ = ["Access", "DeskEmail", "HostSettings", "OnRevoked"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,9 @@ MAX_TOOL_SEARCH_THRESHOLD = 100_000
 _GIVE_BACK_S = 5.0
 
 
+DeskEmail = Literal["off", "optional", "required"]
+
+
 class HostSettings(BaseModel):
     """An owner's host settings: whether sessions open without a credential, and their role;
     how many tools a session may see before it lists through tool search (`visitor.tool_search`)."""
@@ -61,6 +64,8 @@ class HostSettings(BaseModel):
     public_sessions: bool = True
     public_role: str = PUBLIC_ROLE_ID
     tool_search_threshold: int = TOOL_SEARCH_THRESHOLD
+    desk_email: DeskEmail = "optional"
+    """Whether the front desk asks a visitor's email: not at all, optionally, or as a must."""
 
 
 def _ignore(owner_id: str, subject: Subject) -> None:
@@ -157,7 +162,7 @@ class Access:
     async def host_settings(self, owner_id: str) -> HostSettings:
         """`owner_id`'s host settings (the defaults when none are stored)."""
         row = await self._pool.fetchrow(
-            "SELECT public_sessions, public_role, tool_search_threshold FROM mcp_host.host_settings"
+            "SELECT public_sessions, public_role, tool_search_threshold, desk_email FROM mcp_host.host_settings"
             " WHERE owner_id = $1",
             owner_id,
         )
@@ -174,6 +179,7 @@ class Access:
         public_sessions: bool | None = None,
         public_role: str | None = None,
         tool_search_threshold: int | None = None,
+        desk_email: DeskEmail | None = None,
     ) -> HostSettings:
         """Change the given settings (None leaves one as it is); return them all.
 
@@ -189,23 +195,29 @@ class Access:
             or not 0 <= threshold <= MAX_TOOL_SEARCH_THRESHOLD
         ):
             raise InvalidArguments(f"tool_search_threshold: must be an integer from 0 to {MAX_TOOL_SEARCH_THRESHOLD}")
+        if desk_email is not None and desk_email not in ("off", "optional", "required"):
+            raise InvalidArguments("desk_email: must be off, optional or required")
         if public_role is not None and not await self.roles.exists(owner_id, public_role):
             raise InvalidArguments(f"public_role: no role {public_role!r:.80}")
         try:
             row = await self._pool.fetchrow(
                 """
-                INSERT INTO mcp_host.host_settings AS h (owner_id, public_sessions, public_role, tool_search_threshold)
-                VALUES ($1, COALESCE($2, true), COALESCE($3, 'public'), COALESCE($4::integer, $5::integer))
+                INSERT INTO mcp_host.host_settings AS h
+                    (owner_id, public_sessions, public_role, tool_search_threshold, desk_email)
+                VALUES ($1, COALESCE($2, true), COALESCE($3, 'public'), COALESCE($4::integer, $5::integer),
+                    COALESCE($6, 'optional'))
                 ON CONFLICT (owner_id) DO UPDATE SET public_sessions = COALESCE($2, h.public_sessions),
                     public_role = COALESCE($3, h.public_role),
-                    tool_search_threshold = COALESCE($4::integer, h.tool_search_threshold), updated_at = now()
-                RETURNING public_sessions, public_role, tool_search_threshold
+                    tool_search_threshold = COALESCE($4::integer, h.tool_search_threshold),
+                    desk_email = COALESCE($6, h.desk_email), updated_at = now()
+                RETURNING public_sessions, public_role, tool_search_threshold, desk_email
                 """,
                 owner_id,
                 public_sessions,
                 public_role,
                 threshold,
                 TOOL_SEARCH_THRESHOLD,
+                desk_email,
             )
         except asyncpg.ForeignKeyViolationError:
             raise InvalidArguments(f"public_role: no role {public_role!r:.80}") from None

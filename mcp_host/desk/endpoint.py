@@ -7,7 +7,8 @@ Above: `app` (the route, and `DeskAddress` given to the `AuthorizationServer` as
 snapshot, code use counted once, the same throttle of wrong codes and pace of public sessions),
 `access` (the owner and the host's offer), `edge` (Host and Origin rules) and `page` (the HTML).
 
-A request for the visitor door (`/mcp`) asks a name, an email and an access code (required
+A request for the visitor door (`/mcp`) asks a name, an email (as the owner's `desk_email`
+says: not, optionally or as a must) and an access code (required
 while the owner allows no public session); "allow" opens the visitor session and approves the
 request with the session id as the grant's subject. The session's own bearer token is never
 handed out: the OAuth tokens are the client's credential for it, and refreshing keeps it.
@@ -35,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from mcp_host.access import Access, OwnerStore, Visitor
+from mcp_host.access import Access, HostSettings, OwnerStore, Visitor
 from mcp_host.edge import FailureThrottle, TooFast, Unauthorized, client_address, read_body
 from mcp_host.oauth import AuthorizationServer, PendingAuthorization, canonical_resource
 from mcp_host.plugins import Plugin
@@ -175,13 +176,13 @@ class FrontDeskEndpoint:
         )
         if view.owner_door:
             return replace(view, signed_in=await self._console_owner_id(request) is not None)
-        offer = await self._public_offer()
-        return replace(view, offer=offer, code_required=offer is None)
+        settings = await self._access.host_settings(self._opener.owner_id)
+        offer = await self._public_offer(settings)
+        return replace(view, offer=offer, code_required=offer is None, email=settings.desk_email)
 
-    async def _public_offer(self) -> tuple[str, ...] | None:
+    async def _public_offer(self, settings: HostSettings) -> tuple[str, ...] | None:
         """What a public visitor may use (no more than a public session would see); None while
         the owner allows no public session."""
-        settings = await self._access.host_settings(self._opener.owner_id)
         if not settings.public_sessions:
             return None
         role = await self._access.roles.get(self._opener.owner_id, settings.public_role)
@@ -208,8 +209,12 @@ class FrontDeskEndpoint:
         return await self._let_visitor_in(request, pending, form)
 
     async def _let_visitor_in(self, request: Request, pending: PendingAuthorization, form: dict[str, str]) -> Response:
+        asked = (await self._access.host_settings(self._opener.owner_id)).desk_email
+        email = form.get("email", "").strip() if asked != "off" else ""  # not asked: not kept
+        if asked == "required" and not email:
+            return await self._again(request, pending, 400, "The owner asks for your email.")
         try:
-            visitor = Visitor(name=form.get("name", "").strip() or None, email=form.get("email", "").strip() or None)
+            visitor = Visitor(name=form.get("name", "").strip() or None, email=email or None)
         except ValidationError:
             return await self._again(request, pending, 400, "The name or email cannot be used as given.")
         code = form.get("code", "").strip() or None

@@ -50,6 +50,8 @@ class DeskView:
     offer: tuple[str, ...] | None = None
     code_required: bool = True
     signed_in: bool = False
+    email: str = "optional"
+    """Whether the visitor's email is asked: `off`, `optional` or `required` (the owner's choice)."""
 
 
 def shown_target(redirect_uri: str) -> str:
@@ -92,9 +94,16 @@ def _visitor_fields(view: DeskView) -> str:
     return (
         f"{offer}"
         '<label>Your name <input name="name" maxlength="200" autocomplete="name"></label>'
-        '<label>Your email (optional) <input name="email" type="email" maxlength="320" autocomplete="email"></label>'
+        f"{_email_field(view.email)}"
         f'<label>{code} <input name="code" maxlength="256" autocomplete="off"{required}></label>'
     )
+
+
+def _email_field(asked: str) -> str:
+    if asked == "off":
+        return ""
+    label, required = ("Your email", " required") if asked == "required" else ("Your email (optional)", "")
+    return f'<label>{label} <input name="email" type="email" maxlength="320" autocomplete="email"{required}></label>'
 
 
 def _owner_fields(view: DeskView) -> str:

@@ -434,3 +434,36 @@ async def test_a_client_let_in_at_the_desk_reports_its_turns_at_the_one_url_and_
         "violations": [{"capability": "booker", "tool": "book_it", "phrase": "i've booked"}],
     }
     assert stranger.status_code == 401
+
+
+async def test_the_desk_asks_the_email_as_the_owner_wants_it(tmp_path: Path, database_url: str) -> None:
+    """`desk_email`: optional (the default) shows the field; required refuses an empty one and
+    keeps the request usable; off shows none and keeps none a client slips in."""
+    async with running_host(_settings(tmp_path, database_url)) as running:
+        owner = running.host.owner_id
+        shown: dict[str, dict[str, tuple[str, str]]] = {}
+        for asked in ("optional", "required", "off"):
+            await running.host.access.set_host_settings(owner, desk_email=asked)
+            shown[asked] = read_form((await running.http.get(await _pending(running, _door(running)))).text).inputs
+        await running.host.access.set_host_settings(owner, desk_email="required")
+        desk = await _pending(running, _door(running))
+        request_id = _request_id(await running.http.get(desk))
+        form = {"request": request_id, "name": "Ada", "decision": "allow"}
+        origin = {"Origin": running.url}
+        empty = await running.http.post(f"{running.url}/oauth/desk", data=form, headers=origin)
+        given = await running.http.post(
+            f"{running.url}/oauth/desk", data={**form, "email": "ada@example.com"}, headers=origin
+        )
+        await running.host.access.set_host_settings(owner, desk_email="off")
+        request_id = _request_id(await running.http.get(await _pending(running, _door(running))))
+        slipped = await running.http.post(
+            f"{running.url}/oauth/desk",
+            data={"request": request_id, "name": "Bo", "email": "bo@example.com", "decision": "allow"},
+            headers=origin,
+        )
+        visitors = {s.visitor.name: s.visitor.email for s in await running.host.sessions.list_live(owner) if s.visitor}
+
+    assert shown["optional"]["email"] == ("email", "") and "email" in shown["required"] and "email" not in shown["off"]
+    assert empty.status_code == 400 and "The owner asks for your email." in empty.text
+    assert given.status_code == 302 and slipped.status_code == 302
+    assert visitors == {"Ada": "ada@example.com", "Bo": None}

@@ -55,6 +55,7 @@ MIGRATED = [
     (19, "session_token_lookup"),
     (20, "oauth_grants_seen"),
     (21, "remote_sign_ins"),
+    (22, "desk_email"),
 ]
 
 
