@@ -7,9 +7,11 @@ Above: `lifespan` (which opens the parts' lifetimes in order and calls these bui
 them) and `asgi` (which routes requests to the doors built here). Below: `early` (the parts made
 before the database), `shared`, `doors`, `parent`, `limits` (settings into limits), and the parts.
 Nothing here decides policy. Every part gets what it needs through its constructor, and each
-value is built once. Two edges run the other way, from a part made early to one made later,
-and neither is an assignment: a child's "list changed" goes through a stream that `wired`
-relays to the visitor door once it exists, and the connector gateway registers itself with the
+value is built once. Three edges run the other way, from a part made early to one made later,
+and none is a setter on a built part: a child's "list changed" goes through a stream that
+`wired` relays to the visitor door once it exists; the child factory reads the owner's config
+and a node's parent-call audit through a seam it is given at construction (`OnceOpen`), which
+`shared` opens once they exist; and the connector gateway registers itself with the
 connections it reads. The back-channel comes in two parts for the same reason: its sockets
 (`OpSockets`) are made early, as a sandbox binds its plugin's socket when the child starts;
 the part that serves ops (`BackChannel`) is built later with the sockets and the op services.
@@ -17,6 +19,7 @@ the part that serves ops (`BackChannel`) is built later with the sockets and the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -61,6 +64,7 @@ from mcp_host.visitor import (
     VisitorDoor,
     build_node_server,
     build_visitor_server,
+    sees,
 )
 from owner_console import SESSION_TTL, SIGN_IN_THROTTLE, OwnerConsole, PostgresConsoleSessions
 from owner_facade import OWNER_PATH, OwnerDoor, build_owner_server
@@ -182,8 +186,6 @@ def _visitor_side(
     rules: TransportSecuritySettings,
 ) -> _VisitorSide:
     caps = meta_caps(settings)
-    search = ToolSearch(shared.access.tool_search_threshold)  # sessions that see many tools
-    door = visitor_door(settings, early, shared, caps, search)
     # This replica's row, forwards and change notices (the other replicas on this database).
     fleet = Fleet(
         database.pool,
@@ -191,8 +193,10 @@ def _visitor_side(
         host_key=shared.host_key,
         task_group=background,
     )
-    feed = ChangeFeed(door.sees, background, early.pool.runs_own, relay=fleet.relay)
-    search.tell_with(feed.tell_session)  # a session's working set grew: its list changed
+    feed = ChangeFeed(functools.partial(sees, early.plugins), background, early.pool.runs_own, relay=fleet.relay)
+    # Sessions that see many tools list through search; one whose working set grew is told its list changed.
+    search = ToolSearch(shared.access.tool_search_threshold, feed.tell_session)
+    door = visitor_door(settings, early, shared, caps, search)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     tasks = TaskBook(
