@@ -109,9 +109,8 @@ async def shared_parts(
     box = SecretBox(host_key)
     # A write to a setting a child's environment is made from restarts the plugin's children.
     config = ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
-    # Before the review below lists any child: a child is made once, and one of a lent
-    # capability made without its link to the parent would pass the parent's bare refusal to
-    # visitors (defect 8) and leave no `parent_call` rows.
+    # Before the review below lists any child (a child is made once: one of a lent capability made
+    # before would pass the parent's bare refusal to visitors, defect 8, and leave no audit row).
     early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent))
     pins, bindings, review = await _listings(settings, early, database, background)
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_host.access import Access, OwnerStore, SessionStore
-from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets
+from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets, ServesOps
 from mcp_host.children import (
     ChildPool,
     ListChange,
@@ -126,7 +126,9 @@ class Host:
     """The host's OAuth sign-ins to remote plugins' servers (`/oauth/callback` finishes them)."""
 
 
-def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequence[str] = ()) -> BackChannel:
+def _back_channel(
+    settings: Settings, early: Early, shared: Shared, lent: Sequence[str], serves_ops: ServesOps
+) -> AbstractAsyncContextManager[object]:
     # The sockets were made before the database (a sandbox binds its socket when it starts);
     # a connection made since waits in the backlog until the channel runs.
     services = OpServices(
@@ -143,7 +145,7 @@ def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequen
         if lent
         else None,
     )
-    return BackChannel(early.sockets, early.grants, services, channel_limits(settings), early.metrics)
+    return serves_ops(early.sockets, early.grants, services, channel_limits(settings), early.metrics)
 
 
 async def _relay_list_changes(
@@ -248,13 +250,15 @@ async def wired(
     background: TaskGroup,
     rules: TransportSecuritySettings,
     installer: Installer,
+    serves_ops: ServesOps = BackChannel,
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the MCP session
     managers, and yield the host; calls parked between input rounds end when it exits.
-    `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's)."""
+    `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's);
+    `serves_ops` serves the back-channel (`BackChannel`, or a test's)."""
     lent = await lent_by_parent(settings, early.plugins)
     shared = await shared_parts(settings, early, database, background, lent, owner_path=OWNER_PATH)
-    channel = _back_channel(settings, early, shared, lent)
+    channel = _back_channel(settings, early, shared, lent, serves_ops)
     visitor = _visitor_side(settings, early, shared, database, background, rules)
     sign_ins = await _sign_ins(settings, early, shared, database, visitor.feed, background)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent, sign_ins=sign_ins)

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp.types as types
@@ -65,6 +66,21 @@ class BackChannelLimits:
     denials_logged_per_s: float = 1.0
     """Denial log lines per plugin and second, after a burst of `denials_logged_burst`."""
     denials_logged_burst: int = 20
+
+
+class ServesOps(Protocol):
+    """What serves host ops on the sockets while the host runs: `BackChannel`; a test may give
+    the host one of its own (a start that fails there)."""
+
+    def __call__(
+        self,
+        sockets: OpSockets,
+        grants: GrantBook,
+        services: OpServices,
+        limits: BackChannelLimits,
+        metrics: HostMetrics | None = None,
+        /,
+    ) -> AbstractAsyncContextManager[object]: ...
 
 
 class BackChannel:
