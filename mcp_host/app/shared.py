@@ -105,10 +105,7 @@ async def shared_parts(
     owners = owner_store(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
     audit = AuditLog(database.pool)
-    host_key = load_host_key(settings.data_dir, _secret(settings))
-    box = SecretBox(host_key)
-    # A write to a setting a child's environment is made from restarts the plugin's children.
-    config = ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
+    host_key, box, config = _sealed_config(settings, early, database)
     # Before the review below lists any child (a child is made once: one of a lent capability made
     # before would pass the parent's bare refusal to visitors, defect 8, and leave no audit row).
     early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent))
@@ -230,6 +227,14 @@ async def _ensure_stores(stores: PluginStores, plugins: Registry) -> None:
         uses_store = any(op.startswith("store.") for op in named_ops(plugin))
         if uses_store or plugin.manifest.quota_gate() is not None:
             await stores.ensure(plugin.manifest.kind, plugin.manifest.id)
+
+
+def _sealed_config(settings: Settings, early: Early, database: Database) -> tuple[bytes, SecretBox, ConfigStore]:
+    """The host key (loaded once), the box that seals with it, and the owner's config sealed in
+    that box; a write to a setting a child's environment is made from restarts its children."""
+    host_key = load_host_key(settings.data_dir, _secret(settings))
+    box = SecretBox(host_key)
+    return host_key, box, ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
 
 
 def _secret(settings: Settings) -> str | None:
