@@ -7,9 +7,8 @@ loop, so children are spawned from the loop thread exactly as in production.
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,11 +20,19 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from mcp_host.access import Access, OwnerStore, SessionStore
 from mcp_host.app.asgi import create_app
 from mcp_host.app.wiring import Host
+from mcp_host.children import Child, RunOfFailures
+from mcp_host.connectors import Connections
 from mcp_host.edge.http_server import server_config
-from mcp_host.plugins import Installer
+from mcp_host.oauth import AuthorizationServer
+from mcp_host.owner import CatalogueEntry
+from mcp_host.plugins import Installer, LoadReport, Plugin
+from mcp_host.policy import AuditLog, PinBook
 from mcp_host.settings import Settings
+from mcp_host.store import ConfigStore, PgPool, PluginStores
+from mcp_host.store.database_watch import DatabaseWatch
 from mcp_host_kit.contract import refusal_of
 from tests.conftest import fresh_database
 
@@ -56,11 +63,18 @@ async def serving(app: Any, port: int, *, lifespan: Literal["on", "off"] = "on")
             server.should_exit = True
 
 
-@dataclass
 class RunningHost:
-    url: str
-    host: Host
-    http: httpx2.AsyncClient
+    """A host running in the test's loop, and everything a test reaches of it: its URL and an
+    HTTP client, visitor sessions and their SDK clients, the owner (id, token) and named views
+    of its parts. Tests reach the host through these only, never through `Host`'s fields, so
+    the composition root can change them with this class alone."""
+
+    def __init__(self, settings: Settings, host: Host, http: httpx2.AsyncClient) -> None:
+        self.url = settings.base_url
+        self.settings = settings
+        """The settings the host runs with (its port, data dir, …)."""
+        self.http = http
+        self._host = host
 
     async def new_session(self, body: dict[str, Any] | None = None) -> dict[str, Any]:
         response = await self.http.post(f"{self.url}/v1/sessions", json=body or {})
@@ -75,6 +89,111 @@ class RunningHost:
             transport = streamable_http_client(session["mcp_url"], http_client=http)
             async with Client(transport, mode=mode, cache=None, **callbacks) as client:
                 yield client
+
+    # -- the owner ------------------------------------------------------------------------------
+
+    @property
+    def owner_id(self) -> str:
+        return self._host.owner_id
+
+    def owner_token(self) -> str:
+        """The owner's bearer token, as `mcp-host owner token` prints it from the data dir."""
+        assert self._host.owner_token_file is not None
+        return self._host.owner_token_file.read_text().strip()
+
+    @property
+    def owners(self) -> OwnerStore:
+        return self._host.owners
+
+    @property
+    def access(self) -> Access:
+        """Roles, access codes and API keys (what the owner door's access tools change)."""
+        return self._host.access
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self._host.sessions
+
+    @property
+    def config(self) -> ConfigStore:
+        return self._host.config
+
+    @property
+    def connections(self) -> Connections:
+        return self._host.connections
+
+    @property
+    def stores(self) -> PluginStores:
+        return self._host.stores
+
+    @property
+    def pins(self) -> PinBook | None:
+        """The tool pins (None: `pin_tools` off)."""
+        return self._host.pins
+
+    @property
+    def audit(self) -> AuditLog:
+        return self._host.audit
+
+    @property
+    def oauth(self) -> AuthorizationServer:
+        """The OAuth authorization server of the visitor URL and the owner door (its grants)."""
+        return self._host.oauth
+
+    # -- plugins and their children ---------------------------------------------------------------
+
+    @property
+    def loaded(self) -> LoadReport:
+        """The plugins loaded at start, and those skipped."""
+        return self._host.report
+
+    def plugin(self, plugin_id: str) -> Plugin:
+        return next(p for p in self._host.report.plugins if p.manifest.id == plugin_id)
+
+    def catalogue(self) -> list[CatalogueEntry]:
+        """The owner's catalogue: each plugin with its status and the cause of a failure."""
+        return self._host.catalogue.entries()
+
+    @property
+    def spawned(self) -> Sequence[int]:
+        """The pids of every child process started, in order (tests count and kill them)."""
+        return self._host.spawned
+
+    def child(self, plugin_id: str, session_id: str | None = None) -> Child | None:
+        """The child of `plugin_id` for that scope (None: owner context or shared), if made."""
+        return self._host.pool.get(plugin_id, session_id)
+
+    def session_instances(self, plugin_id: str) -> list[Child]:
+        """The per-session instances of `plugin_id` the pool holds."""
+        return self._host.pool.sessions.of(plugin_id)
+
+    def child_failures(self, plugin_id: str) -> RunOfFailures | None:
+        """The run of failures of `plugin_id`'s children (None: none yet)."""
+        return self._host.pool.failures(plugin_id)
+
+    def socket_for(self, plugin_id: str) -> Path | None:
+        """The host path of `plugin_id`'s back-channel socket."""
+        return self._host.sockets.socket_for(plugin_id)
+
+    def live_grants(self) -> int:
+        """The back-channel grants minted for calls still running."""
+        return self._host.grants.live_count()
+
+    def parked_rounds(self) -> int:
+        """The 2026-07-28 calls parked between input rounds."""
+        return self._host.rounds.parked_count()
+
+    # -- the database -----------------------------------------------------------------------------
+
+    @property
+    def sql(self) -> PgPool:
+        """The host's database connection pool, for rows a test reads or writes itself."""
+        return self._host.database.pool
+
+    @property
+    def database_watch(self) -> DatabaseWatch | None:
+        """What recovers the host from a database outage (None: not watching)."""
+        return self._host.database.watch
 
 
 def host_settings(tmp_path: Path, database_url: str | None, plugins: list[str], **overrides: Any) -> Settings:
@@ -117,7 +236,7 @@ async def running_host(settings: Settings, installer: Installer | None = None) -
                         raise RuntimeError("the host did not start")
                     await anyio.sleep(0.02)
             async with httpx2.AsyncClient(timeout=30) as http:
-                yield RunningHost(settings.base_url, app.state.host, http)
+                yield RunningHost(settings, app.state.host, http)
         finally:
             # Stop the host on every way out, a failed test's too: cancelling `server.serve`
             # would leave uvicorn's lifespan task, and so the host, running on the test loop.

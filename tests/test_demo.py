@@ -25,13 +25,13 @@ async def test_the_demo_books_once_is_refused_once_and_the_gate_flags_the_false_
             # Found from the data directory alone, as after `scripts/run --port …`: the host's
             # address from its host.json (a free port here, never 8765), the owner token beside it.
             done = await anyio.run_process(
-                [sys.executable, str(DEMO), "--data-dir", str(running.host.settings.data_dir)], check=False
+                [sys.executable, str(DEMO), "--data-dir", str(running.settings.data_dir)], check=False
             )
             refused = await anyio.run_process(
                 [sys.executable, str(DEMO), "--url", running.url, "--owner-token", "wrong"], check=False
             )
-        codes = await running.host.access.list_codes(running.host.owner_id)
-        connected = await running.host.connections.list(running.host.owner_id)
+        codes = await running.access.list_codes(running.owner_id)
+        connected = await running.connections.list(running.owner_id)
 
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()

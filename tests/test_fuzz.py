@@ -54,11 +54,8 @@ async def test_a_thousand_hostile_messages_leave_the_host_serving(
         tmp_path, database_url, ["echo", "notes"], call_timeout_s=5.0, principal_public_sessions_per_minute=1000
     )
     async with running_host(settings) as running:
-        assert running.host.owner_token_file is not None
-        socket = running.host.sockets.socket_for("notes")
-        target = Target(
-            running.url, running.host.owner_token_file.read_text().strip(), await running.new_session(), socket
-        )
+        socket = running.socket_for("notes")
+        target = Target(running.url, running.owner_token(), await running.new_session(), socket)
         assert await serves_a_normal_session(running.url) is None
         rss_before = _rss_bytes()
         fuzzer = Fuzzer(target, timeout_s=15.0)

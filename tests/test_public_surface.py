@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import re
@@ -12,6 +13,7 @@ import pytest
 import mcp_host
 import owner_console
 import owner_facade
+from mcp_host.app.wiring import Host
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(mcp_host.__path__, "mcp_host."))
 
@@ -61,3 +63,19 @@ def test_only_the_composition_root_imports_the_owner_facade(package: str) -> Non
     pattern = re.compile(rf"^\s*(from|import) {package}\b", re.MULTILINE)
     importers = sorted(p.name for p in root.rglob("*.py") if pattern.search(p.read_text()))
     assert importers == ["doors.py", "wiring.py"]
+
+
+def test_tests_reach_a_running_host_only_through_the_test_api() -> None:
+    """`tests/hosting.RunningHost` is the one place a test reads the running `Host`'s parts,
+    so the composition root can change `Host` without touching the tests."""
+    fields = "|".join(f.name for f in dataclasses.fields(Host))
+    reach = re.compile(rf"\.host\.({fields})\b|\bapp\.state\.host\b|\bfrom mcp_host\.app\.wiring import\b")
+    tests = Path(__file__).parent
+    found = [
+        f"{path.relative_to(tests)}:{number}: {line.strip()}"
+        for path in sorted(tests.rglob("*.py"))
+        if path.name != "hosting.py" and path != Path(__file__)
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if reach.search(line)
+    ]
+    assert found == []

@@ -1,6 +1,7 @@
 """The parts that live before the database opens, so children can boot while it starts: the
-plugins loaded, the child pool, the back-channel's sockets and the child factory (`Early`);
-and the Host and Origin rules every door shares (`security`).
+plugins loaded, the child pool, the back-channel's sockets and the child factory, with the seam
+it reads the owner's config through once the database is open (`Early`); and the Host and
+Origin rules every door shares (`security`).
 
 Above: `lifespan` (which loads, builds these, and opens their lifetimes) and `wiring` (which
 builds the rest on them). Below: `limits` and the parts.
@@ -18,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_host.backchannel import GrantBook, OpSockets
-from mcp_host.children import ChildFactory, ChildPool, ListChange
+from mcp_host.children import ChildFactory, ChildPool, ListChange, OnceOpen
 from mcp_host.observe import HostMetrics
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.sandbox import SandboxLedger, require_bwrap
@@ -42,6 +43,9 @@ class Early:
     pool: ChildPool
     sockets: OpSockets
     children: ChildFactory
+    once_open: OnceOpen
+    """What the factory reads from the parts built once the database is open (the owner's
+    config, a node's parent-call audit): `shared_parts` opens it."""
     grants: GrantBook
     spawned: Sequence[int]
     list_changes_sent: MemoryObjectSendStream[ListChange]
@@ -121,12 +125,14 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
     grants = GrantBook(budget=settings.backchannel.grant_op_budget)
     sockets = OpSockets(report.plugins, runtime_dir=settings.backchannel.runtime_dir)
     plugins = Registry(report.plugins)
+    once_open = OnceOpen(wait_s=settings.children.start_timeout_s)
     return Early(
         plugins,
         _prestarted(settings, plugins),
         pool,
         sockets,
-        ChildFactory(pool, settings, sockets),
+        ChildFactory(pool, settings, sockets, env=once_open, parent_calls=once_open),
+        once_open,
         grants,
         spawned,
         changes_in,

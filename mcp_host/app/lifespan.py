@@ -30,6 +30,7 @@ import anyio.to_thread
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
+from mcp_host.backchannel import BackChannel, ServesOps
 from mcp_host.plugins import Installer, PackageInstaller
 from mcp_host.sandbox import SandboxLedger, host_cgroups, plugin_layer_available
 from mcp_host.settings import Settings
@@ -46,10 +47,15 @@ logger = logging.getLogger("mcp_host")
 
 @asynccontextmanager
 async def running_host(
-    settings: Settings, rules: TransportSecuritySettings, installer: Installer | None = None
+    settings: Settings,
+    rules: TransportSecuritySettings,
+    installer: Installer | None = None,
+    *,
+    serves_ops: ServesOps = BackChannel,
 ) -> AsyncIterator[Host]:
     """Start every part of the host; stop them all, children last but one, on exit. `installer`
-    installs the plugins the owner door adds (None: the real one, `PackageInstaller`)."""
+    installs the plugins the owner door adds (None: the real one, `PackageInstaller`);
+    `serves_ops` serves the back-channel's ops (a test's may fail to start)."""
     report = load(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     ledger = SandboxLedger(settings.data_dir / "run" / "sandboxes")
@@ -71,7 +77,9 @@ async def running_host(
                 )
             async with (
                 open_database(settings) as database,
-                wired(settings, report, early, database, background, rules, installer or PackageInstaller()) as host,
+                wired(
+                    settings, report, early, database, background, rules, installer or PackageInstaller(), serves_ops
+                ) as host,
                 anyio.create_task_group() as sweeping,
             ):
                 # Idle public sessions expire and old rows go while the host runs; stopped

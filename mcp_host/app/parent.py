@@ -1,7 +1,8 @@
 """A node's wiring (`serve --parent URL`): the capabilities its parent lends join this host's
 plugins, and each call to one leaves an audit row here.
 
-Above: `shared` (which links the lent capabilities to the audit before any child is made) and
+Above: `shared` (which gives the lent capabilities' audit to the child factory's `OnceOpen`
+before any child is made) and
 `wiring` (which asks the parent first). Below: `children` (the parent's client and its remote
 plugins) and `policy` (the audit log). It sits in `app/` because it joins the two.
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from mcp_host.children import ChildFactory, granted_by_parent, parent_plugins
+from mcp_host.children import OnCall, granted_by_parent, parent_plugins
 from mcp_host.plugins import Registry
 from mcp_host.policy import AuditLog
 from mcp_host.settings import Settings
@@ -49,9 +50,10 @@ async def lent_by_parent(settings: Settings, plugins: Registry) -> list[str]:
     return added
 
 
-def audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, lent: Sequence[str]) -> None:
-    """Each call to the parent's capabilities leaves a row here (`parent_call`) with the request
-    id the parent's audit names it by."""
+def audit_parent_calls(audit: AuditLog, owner_id: str, lent: Sequence[str]) -> dict[str, OnCall]:
+    """What each of the parent's capabilities tells before a call (by capability id): a row
+    here (`parent_call`) with the request id the parent's audit names it by."""
+    told_by: dict[str, OnCall] = {}
     for capability in lent:
 
         async def told(tool: str, request_id: str, capability: str = capability) -> None:
@@ -61,4 +63,5 @@ def audit_parent_calls(children: ChildFactory, audit: AuditLog, owner_id: str, l
             except Exception:  # the call goes on; the parent decides and audits it either way
                 logger.warning("the audit row of a call to the parent could not be written", exc_info=True)
 
-        children.tell_calls(capability, told)
+        told_by[capability] = told
+    return told_by

@@ -4,7 +4,9 @@ key that seals it, access, connectors, turns, holds, the audit log, the owner's 
 OAuth authorization server of the doors.
 
 Above: `wiring` (which builds the doors on these). Below: `limits`, `parent` (a node's lent
-capabilities, linked to the audit before any child is made) and the parts.
+capabilities, linked to the audit before any child is made) and the parts. The child factory,
+made before the database, reads the owner's config and that audit through `Early.once_open`,
+opened here first.
 """
 
 from __future__ import annotations
@@ -103,18 +105,17 @@ async def shared_parts(
     owners = owner_store(database.pool, on_profile_set=rule_store.forget)  # the rules' timezone
     owner = await owners.ensure_single_owner()
     audit = AuditLog(database.pool)
-    # Before the review below lists any child: a child is made once, and one of a lent
-    # capability made without its link to the parent would pass the parent's bare refusal to
-    # visitors (defect 8) and leave no `parent_call` rows.
-    audit_parent_calls(early.children, audit, owner.id, lent)
+    host_key, box, config = _sealed_config(settings, early, database)
+    # Before the review below lists any child (a child is made once: one of a lent capability made
+    # before would pass the parent's bare refusal to visitors, defect 8, and leave no audit row).
+    early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent))
     pins, bindings, review = await _listings(settings, early, database, background)
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = _session_store(settings, early, database, background)
     stores = PluginStores(database.pool, store_limits(settings))
     await _ensure_stores(stores, early.plugins)
-    host_key = load_host_key(settings.data_dir, _secret(settings))
-    config, access, connections = await _config_and_access(settings, early, database, owner.id, sessions, host_key)
+    access, connections = await _access(settings, early, database, owner.id, sessions, config, box)
     holds, rules = _holds_and_rules(settings, early, database, rule_store, audit)
     return Shared(
         owners=owners,
@@ -228,19 +229,29 @@ async def _ensure_stores(stores: PluginStores, plugins: Registry) -> None:
             await stores.ensure(plugin.manifest.kind, plugin.manifest.id)
 
 
+def _sealed_config(settings: Settings, early: Early, database: Database) -> tuple[bytes, SecretBox, ConfigStore]:
+    """The host key (loaded once), the box that seals with it, and the owner's config sealed in
+    that box; a write to a setting a child's environment is made from restarts its children."""
+    host_key = load_host_key(settings.data_dir, _secret(settings))
+    box = SecretBox(host_key)
+    return host_key, box, ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
+
+
 def _secret(settings: Settings) -> str | None:
     return settings.connectors.secret_key.get_secret_value() if settings.connectors.secret_key is not None else None
 
 
-async def _config_and_access(
-    settings: Settings, early: Early, database: Database, owner_id: str, sessions: CachedSessionStore, host_key: bytes
-) -> tuple[ConfigStore, Access, Connections]:
-    """The owner's config and connections, sealed under the host key; the children's
-    environment read from that config; access over it, its default roles ensured."""
-    box = SecretBox(host_key)
-    # A write to a setting a child's environment is made from restarts the plugin's children.
-    config = ConfigStore(database.pool, box=box, on_env_changed=early.pool.stop_plugin)
-    early.children.use_env(OwnerEnv(config, owner_id))
+async def _access(
+    settings: Settings,
+    early: Early,
+    database: Database,
+    owner_id: str,
+    sessions: CachedSessionStore,
+    config: ConfigStore,
+    box: SecretBox,
+) -> tuple[Access, Connections]:
+    """Access over the owner's config, its default roles ensured; the owner's connections,
+    sealed under the host key as the config is."""
     # Revoking a code or key here drops its sessions' cached authentications at once.
     access = Access(database.pool, config, early.plugins, sessions, on_revoked=sessions.forget_subject)
     await access.ensure_defaults(owner_id)
@@ -250,4 +261,4 @@ async def _config_and_access(
         {p.manifest.id: p for p in early.plugins.connectors},
         ttl_s=settings.connectors.connections_ttl_s,
     )
-    return config, access, connections
+    return access, connections

@@ -7,9 +7,11 @@ Above: `lifespan` (which opens the parts' lifetimes in order and calls these bui
 them) and `asgi` (which routes requests to the doors built here). Below: `early` (the parts made
 before the database), `shared`, `doors`, `parent`, `limits` (settings into limits), and the parts.
 Nothing here decides policy. Every part gets what it needs through its constructor, and each
-value is built once. Two edges run the other way, from a part made early to one made later,
-and neither is an assignment: a child's "list changed" goes through a stream that `wired`
-relays to the visitor door once it exists, and the connector gateway registers itself with the
+value is built once. Three edges run the other way, from a part made early to one made later,
+and none is a setter on a built part: a child's "list changed" goes through a stream that
+`wired` relays to the visitor door once it exists; the child factory reads the owner's config
+and a node's parent-call audit through a seam it is given at construction (`OnceOpen`), which
+`shared` opens once they exist; and the connector gateway registers itself with the
 connections it reads. The back-channel comes in two parts for the same reason: its sockets
 (`OpSockets`) are made early, as a sandbox binds its plugin's socket when the child starts;
 the part that serves ops (`BackChannel`) is built later with the sockets and the op services.
@@ -17,8 +19,9 @@ the part that serves ops (`BackChannel`) is built later with the sockets and the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_host.access import Access, OwnerStore, SessionStore
-from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets
+from mcp_host.backchannel import BackChannel, GrantBook, OpServices, OpSockets, ServesOps
 from mcp_host.children import (
     ChildPool,
     ListChange,
@@ -61,6 +64,7 @@ from mcp_host.visitor import (
     VisitorDoor,
     build_node_server,
     build_visitor_server,
+    sees,
 )
 from owner_console import SESSION_TTL, SIGN_IN_THROTTLE, OwnerConsole, PostgresConsoleSessions
 from owner_facade import OWNER_PATH, OwnerDoor, build_owner_server
@@ -122,7 +126,9 @@ class Host:
     """The host's OAuth sign-ins to remote plugins' servers (`/oauth/callback` finishes them)."""
 
 
-def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequence[str] = ()) -> BackChannel:
+def _back_channel(
+    settings: Settings, early: Early, shared: Shared, lent: Sequence[str], serves_ops: ServesOps
+) -> AbstractAsyncContextManager[object]:
     # The sockets were made before the database (a sandbox binds its socket when it starts);
     # a connection made since waits in the backlog until the channel runs.
     services = OpServices(
@@ -139,7 +145,7 @@ def _back_channel(settings: Settings, early: Early, shared: Shared, lent: Sequen
         if lent
         else None,
     )
-    return BackChannel(early.sockets, early.grants, services, channel_limits(settings), early.metrics)
+    return serves_ops(early.sockets, early.grants, services, channel_limits(settings), early.metrics)
 
 
 async def _relay_list_changes(
@@ -182,8 +188,6 @@ def _visitor_side(
     rules: TransportSecuritySettings,
 ) -> _VisitorSide:
     caps = meta_caps(settings)
-    search = ToolSearch(shared.access.tool_search_threshold)  # sessions that see many tools
-    door = visitor_door(settings, early, shared, caps, search)
     # This replica's row, forwards and change notices (the other replicas on this database).
     fleet = Fleet(
         database.pool,
@@ -191,8 +195,10 @@ def _visitor_side(
         host_key=shared.host_key,
         task_group=background,
     )
-    feed = ChangeFeed(door.sees, background, early.pool.runs_own, relay=fleet.relay)
-    search.tell_with(feed.tell_session)  # a session's working set grew: its list changed
+    feed = ChangeFeed(functools.partial(sees, early.plugins), background, early.pool.runs_own, relay=fleet.relay)
+    # Sessions that see many tools list through search; one whose working set grew is told its list changed.
+    search = ToolSearch(shared.access.tool_search_threshold, feed.tell_session)
+    door = visitor_door(settings, early, shared, caps, search)
     background.start_soon(_relay_list_changes, early.list_changes, door, feed, shared.review)
     rounds = InputRounds(background, timeout_s=settings.children.input_timeout_s, replica_id=fleet.id)
     tasks = TaskBook(
@@ -244,13 +250,15 @@ async def wired(
     background: TaskGroup,
     rules: TransportSecuritySettings,
     installer: Installer,
+    serves_ops: ServesOps = BackChannel,
 ) -> AsyncIterator[Host]:
     """Build every part that needs the database, run the back-channel and the MCP session
     managers, and yield the host; calls parked between input rounds end when it exits.
-    `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's)."""
+    `installer` installs the plugins the owner door adds (`PackageInstaller`, or a test's);
+    `serves_ops` serves the back-channel (`BackChannel`, or a test's)."""
     lent = await lent_by_parent(settings, early.plugins)
     shared = await shared_parts(settings, early, database, background, lent, owner_path=OWNER_PATH)
-    channel = _back_channel(settings, early, shared, lent)
+    channel = _back_channel(settings, early, shared, lent, serves_ops)
     visitor = _visitor_side(settings, early, shared, database, background, rules)
     sign_ins = await _sign_ins(settings, early, shared, database, visitor.feed, background)
     catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent, sign_ins=sign_ins)

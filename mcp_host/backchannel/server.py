@@ -29,7 +29,8 @@ calling ops it may not in a loop is refused every time, but cannot flood the log
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ from .grants import GrantBook
 from .ops import OPS, OpServices, run_op
 from .sockets import OpSockets, named_ops
 
-__all__ = ["BackChannel", "BackChannelLimits"]
+__all__ = ["BackChannel", "BackChannelLimits", "ServesOps"]
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,13 @@ class BackChannel:
         except Exception as exc:
             known = at_boundary(exc, logger, "%s: host op %r", pid, name[:64])
             return tool_error(known or exc, "the host op failed inside the host")
+
+
+ServesOps = Callable[
+    [OpSockets, GrantBook, OpServices, BackChannelLimits, HostMetrics], AbstractAsyncContextManager[object]
+]
+"""What serves host ops on the sockets while the host runs: `BackChannel`; a test may give the
+host its own (one whose start fails)."""
 
 
 def _unnamed(op: str) -> str:

@@ -8,10 +8,11 @@ Below: `sandbox`. Above: access, `oauth` and the doors.
 from .backoff import RunOfFailures
 from .call_routing import InFlight
 from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
-from .factory import ChildFactory, ChildSource, SocketPaths
+from .factory import ChildFactory, ChildSource, OnCall, SocketPaths
 from .instances import InstanceShares
 from .lifecycle import ChildLimits, ChildState
 from .mcp_session import Child
+from .once_open import OnceOpen
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .remote_guard import MemoryResolver, RemoteGuard, Resolver, SystemResolver
@@ -39,6 +40,8 @@ __all__ = [
     "ParentLink",
     "LogKind",
     "MemoryResolver",
+    "OnCall",
+    "OnceOpen",
     "RemoteGuard",
     "RemoteSignIns",
     "Resolver",

@@ -12,9 +12,10 @@ per-session plugin (`Manifest.per_session`) one per visitor session plus one for
 
 A plugin whose children need the owner's config (`Transport.env_from_config`, `${config.KEY}`
 in its arguments or environment, a required field: `plugins.needs_config`) reads it from the
-env source (`use_env`, given once the database is open) each time a child starts, so a child
-started after the owner changed a value sees the new one; until the source is given, such a
-start waits for it (at most the start timeout).
+env source given at construction each time a child starts, so a child started after the owner
+changed a value sees the new one. The host's env source is `OnceOpen`, which the composition
+root opens once the database is (until then such a start waits for it, at most the start
+timeout); it is also the factory's `ParentCalls`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Protocol
 
 import anyio
 
-from mcp_host.errors import HostError, Unavailable
+from mcp_host.errors import HostError
 from mcp_host.plugins import ChildConfig, Plugin, Transport, needs_config
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
@@ -37,7 +38,7 @@ from .pool import ChildPool
 from .remote import RemoteChild, RemoteLink
 from .remote_sign_in import RemoteSignIns, SignInLink
 
-__all__ = ["ChildFactory", "ChildSource", "EnvSource", "SocketPaths"]
+__all__ = ["ChildFactory", "ChildSource", "EnvSource", "OnCall", "ParentCalls", "SocketPaths"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,19 @@ class EnvSource(Protocol):
         ...
 
 
+OnCall = Callable[[str, str], Awaitable[None]]
+"""Told (tool, request id) before each call a remote child sends."""
+
+
+class ParentCalls(Protocol):
+    """Which remote plugins are capabilities a node's parent lent it, and who is told of each
+    call to one (`app.parent`: the node's audit names the call as the parent's does)."""
+
+    def on_call(self, plugin_id: str) -> OnCall | None:
+        """What `plugin_id`'s children tell before each call; None: not lent by a parent."""
+        ...
+
+
 class ChildSource(Protocol):
     """Where the parts that call children get them (`ChildFactory`; a test may give its own)."""
 
@@ -72,32 +86,26 @@ class ChildFactory:
     """`factory(plugin, session_id)`: the child of `plugin` for that scope in `pool`, created
     (not started) on first ask."""
 
-    def __init__(self, pool: ChildPool, settings: Settings, sockets: SocketPaths) -> None:
+    def __init__(
+        self,
+        pool: ChildPool,
+        settings: Settings,
+        sockets: SocketPaths,
+        env: EnvSource,
+        parent_calls: ParentCalls | None = None,
+    ) -> None:
+        """`env`: where a child's config-fed variables are read at each start; `parent_calls`:
+        asked once per remote plugin, when its child is made (a child is made once)."""
         self._pool = pool
         self._settings = settings
         self._sockets = sockets
-        self._env: EnvSource | None = None
-        self._remote_calls: dict[str, Callable[[str, str], Awaitable[None]]] = {}
-        self._env_given = anyio.Event()
+        self._env = env
+        self._parent_calls = parent_calls
         self._sign_ins: RemoteSignIns | None = None
 
     def use_sign_ins(self, sign_ins: RemoteSignIns) -> None:
         """Sign remote plugins' requests in with `sign_ins` from now on (the database is open)."""
         self._sign_ins = sign_ins
-
-    def tell_calls(self, plugin_id: str, on_call: Callable[[str, str], Awaitable[None]]) -> None:
-        """A remote plugin's children tell `on_call` (tool, request id) before each call (a
-        node's parent capabilities: the node's audit names the call as the parent's does).
-        Raises RuntimeError once the plugin's child is made: it was made without `on_call`, and
-        a child is made once (the composition root tells before anything lists one)."""
-        if self._pool.get(plugin_id) is not None:
-            raise RuntimeError(f"{plugin_id}: its calls are told of only before its child is made")
-        self._remote_calls[plugin_id] = on_call
-
-    def use_env(self, source: EnvSource) -> None:
-        """Read children's config-fed variables from `source` from now on (the database is open)."""
-        self._env = source
-        self._env_given.set()
 
     def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child that serves `session_id` (None: owner context). Raises Unavailable when the
@@ -111,7 +119,7 @@ class ChildFactory:
         async def launch() -> Launch:
             if not needs_config(plugin.manifest):
                 return launch_for(plugin, self._settings, host_socket=socket)
-            given = await self._config_of(plugin)
+            given = await self._env.child_config(plugin)
             return launch_for(plugin, self._settings, host_socket=socket, extra_env=given.env, args=given.args)
 
         return self._pool.child(plugin.manifest.id, launch, scope, per_session=plugin.manifest.per_session)
@@ -131,7 +139,7 @@ class ChildFactory:
             timeout_s=float(transport.timeout_s or self._settings.children.call_timeout_s),
             headers=dict(transport.headers),
             config_headers=config_headers if needs_config(plugin.manifest) else None,
-            on_call=self._remote_calls.get(plugin.manifest.id),
+            on_call=self._parent_calls.on_call(plugin.manifest.id) if self._parent_calls is not None else None,
             sign_in=SignInLink(lambda: self._sign_ins, plugin.manifest.id, transport.url),
         )
 
@@ -147,14 +155,7 @@ class ChildFactory:
         )
 
     async def _env_of(self, plugin: Plugin) -> dict[str, str]:
-        return dict((await self._config_of(plugin)).env)
-
-    async def _config_of(self, plugin: Plugin) -> ChildConfig:
-        with anyio.move_on_after(self._settings.children.start_timeout_s):
-            await self._env_given.wait()
-        if self._env is None:
-            raise Unavailable("the host's config is not open yet; try again")
-        return await self._env.child_config(plugin)
+        return dict((await self._env.child_config(plugin)).env)
 
     def lister(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child whose lists (tools, prompts, resources) `session_id` sees: its own instance

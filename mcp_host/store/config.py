@@ -459,7 +459,7 @@ class PluginConfig:
 
 class OwnerEnv:
     """What each plugin's child gets in its environment from the owner's config: the env source
-    the child factory reads when a child starts (`ChildFactory.use_env`)."""
+    the child factory reads when a child starts (through `children.OnceOpen`)."""
 
     def __init__(self, backend: ConfigBackend, owner_id: str) -> None:
         self._backend = backend

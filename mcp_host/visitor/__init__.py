@@ -5,7 +5,7 @@ Below: the back-channel. Above: `owner`, `app`.
 
 from .bindings import Bindings
 from .change_feed import ChangeFeed
-from .door import VisitorDoor
+from .door import VisitorDoor, sees
 from .exchange import ModernExchange
 from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
@@ -41,4 +41,5 @@ __all__ = [
     "build_node_server",
     "build_visitor_server",
     "security_settings",
+    "sees",
 ]

@@ -80,7 +80,7 @@ from .bindings import Bindings
 from .listings import Listings, Surface
 from .tool_search import HOST_TOOLS, ToolSearch
 
-__all__ = ["Called", "VisitorDoor", "VisitorList"]
+__all__ = ["Called", "VisitorDoor", "VisitorList", "sees", "visible"]
 # A quota that could not be read: the capability is treated as having nothing left (fail closed).
 _UNREADABLE = QuotaState(limit=0, used=0)
 
@@ -130,6 +130,20 @@ class VisitorList:
         }
 
 
+def visible(plugins: Registry, session: Session) -> list[Plugin]:
+    """The capabilities of `plugins` this session may see: `acl: always`, or granted by its role
+    snapshot; none once the code or key it was opened with has been revoked."""
+    if session.credential_revoked:
+        return []
+    granted = set(session.role.capabilities)
+    return [p for p in plugins.capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
+
+
+def sees(plugins: Registry, session: Session, plugin_id: str) -> bool:
+    """Whether `session` can see capability `plugin_id` of `plugins` (its connectors aside)."""
+    return any(p.manifest.id == plugin_id for p in visible(plugins, session))
+
+
 class VisitorDoor:
     def __init__(
         self,
@@ -174,12 +188,8 @@ class VisitorDoor:
         self._search = search
 
     def visible(self, session: Session) -> list[Plugin]:
-        """Capabilities this session may see: `acl: always`, or granted by its role snapshot;
-        none once the code or key it was opened with has been revoked."""
-        if session.credential_revoked:
-            return []
-        granted = set(session.role.capabilities)
-        return [p for p in self._plugins.capabilities if p.manifest.acl == "always" or p.manifest.id in granted]
+        """Capabilities this session may see (`visible`)."""
+        return visible(self._plugins, session)
 
     def claim_gates(self, session: Session) -> list[tuple[str, ClaimGate]]:
         """The claim gates of the capabilities this session may see, by capability id."""
@@ -188,10 +198,6 @@ class VisitorDoor:
     async def reachable(self, session: Session) -> list[Plugin]:
         """The visible capabilities whose required connector categories the owner has connected."""
         return await self._requirements.connected(session.owner_id, self.visible(session))
-
-    def sees(self, session: Session, plugin_id: str) -> bool:
-        """Whether `session` can see capability `plugin_id` (its connectors aside)."""
-        return any(p.manifest.id == plugin_id for p in self.visible(session))
 
     async def surface(self, session: Session, *, fresh: bool = True) -> Surface:
         """The prompts and resources of the capabilities this session can reach: listed now

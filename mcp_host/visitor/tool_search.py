@@ -342,16 +342,13 @@ class ToolSearch:
     """The threshold, the indexes and each session's working set (see the module docstring)."""
 
     def __init__(self, threshold_of: ThresholdOf, told: Told | None = None) -> None:
+        """`told`: where a session whose working set grew is told its list changed (the
+        change feed; None: no one)."""
         self._threshold_of = threshold_of
         self._told = told
         self._thresholds: dict[str, _Threshold] = {}
         self._indexes = _Indexes()
         self._working: OrderedDict[str, OrderedDict[str, None]] = OrderedDict()
-
-    def tell_with(self, told: Told) -> None:
-        """Where a session whose working set grew is told its list changed (the change feed,
-        built after the door)."""
-        self._told = told
 
     async def active(self, owner_id: str, tools: Sequence[types.Tool]) -> bool:
         """Whether a session of `owner_id` seeing `tools` lists through search."""

@@ -67,7 +67,7 @@ async def test_a_code_in_the_body_and_a_key_in_the_header_open_sessions_under_th
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         await access.put_role(owner, "staff", ["test.guarded"], {"test.guarded": {"greeting": "hi"}})
         code, issued = await access.create_code(owner, "staff")
         key, api_key = await access.create_api_key(owner, "staff")
@@ -76,7 +76,7 @@ async def test_a_code_in_the_body_and_a_key_in_the_header_open_sessions_under_th
         by_key = await _opened(running, key=key)
         public = await _opened(running)
 
-        stored = [await running.host.sessions.get(s["session_id"]) for s in (by_code, by_key, public)]
+        stored = [await running.sessions.get(s["session_id"]) for s in (by_code, by_key, public)]
         staff = {
             "id": "staff",
             "capabilities": ("test.guarded",),
@@ -109,7 +109,7 @@ async def test_a_role_edit_reaches_new_sessions_and_leaves_live_ones_as_they_wer
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         await access.put_role(owner, "staff", ["test.guarded"])
         code, _ = await access.create_code(owner, "staff")
         live = await _opened(running, {"code": code})
@@ -131,7 +131,7 @@ async def test_a_revoked_credential_opens_no_session_and_its_live_sessions_lose_
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcp_host")
     async with running_host(_settings(tmp_path, database_url)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         await access.put_role(owner, "staff", ["test.guarded"])
         if kind == "code":
             code, _ = await access.create_code(owner, "staff")
@@ -168,7 +168,7 @@ async def test_wrong_expired_used_up_and_revoked_credentials_all_get_the_same_40
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url, access_failures_free=100)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         expired, expired_code = await access.create_code(owner, "public")
         await _expire(database_url, expired_code.id)
         used_up, _ = await access.create_code(owner, "public", max_uses=1)
@@ -200,7 +200,7 @@ async def test_with_public_sessions_off_a_request_without_credentials_gets_401(
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         code, _ = await access.create_code(owner, "public")
         await access.set_host_settings(owner, public_sessions=False)
 
@@ -220,7 +220,7 @@ async def test_twelve_concurrent_redemptions_of_a_three_use_code_open_exactly_th
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url, access_failures_free=100)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         code, _ = await access.create_code(owner, "public", max_uses=3)
         go = anyio.Event()
         answers: list[httpx2.Response] = []

@@ -232,7 +232,7 @@ async def test_owner_profile_sets_and_shows_the_profile_of_the_running_host(
         refused = await profile("--timezone", "Berlin")
         unset = await profile("--email", "")
         shown = await profile()
-        stored = await host.host.owners.get(host.host.owner_id)
+        stored = await host.owners.get(host.owner_id)
         other = tmp_path / "another-data-dir"
         write_owner_token_file(other, "not-this-hosts-owner-token-0123456789abcdef")
         target = ["--url", host.url, "--data-dir", str(other)]

@@ -136,8 +136,8 @@ async def test_a_host_run_by_the_tests_writes_its_address_file_and_removes_it(
     tmp_path: Path, database_url: str
 ) -> None:
     async with host_in(tmp_path, database_url) as host:
-        record = read_host_file(host.host.settings.data_dir)
-    data = host.host.settings.data_dir
+        record = read_host_file(host.settings.data_dir)
+    data = host.settings.data_dir
 
     assert record is not None
     assert (record.url, record.pid) == (host.url, os.getpid())
@@ -174,7 +174,7 @@ async def test_a_command_sent_to_another_address_says_where_the_data_dirs_host_l
 ) -> None:
     elsewhere = f"http://127.0.0.1:{free_port()}"
     async with host_in(tmp_path, database_url) as host:
-        data = str(host.host.settings.data_dir)
+        data = str(host.settings.data_dir)
         capsys.readouterr()
         said = []
         for command in (["session", "new"], ["caps", "list"], ["owner"]):
@@ -192,7 +192,7 @@ async def test_no_owner_token_or_a_refused_one_is_one_line(
     tmp_path: Path, database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with host_in(tmp_path, database_url) as host:
-        data = host.host.settings.data_dir
+        data = host.settings.data_dir
         token_file = data / OWNER_TOKEN_FILE
         capsys.readouterr()
         token_file.unlink()

@@ -48,8 +48,7 @@ async def test_metrics_need_the_metrics_or_owner_token_never_a_visitors(tmp_path
             response = await running.http.get(url, headers={"Authorization": f"Bearer {wrong}"})
             assert response.status_code == 401
             assert "mcp_host" not in response.text
-        assert running.host.owner_token_file is not None
-        owner_token = running.host.owner_token_file.read_text().strip()
+        owner_token = running.owner_token()
         await scrape(running, owner_token)
         await scrape(running, TOKEN)
 
@@ -69,7 +68,7 @@ async def test_metrics_count_calls_refusals_host_ops_and_a_childs_crash(tmp_path
         async with running.client(session, "legacy") as client:
             assert (await client.call_tool("die", {})).is_error  # the child is killed mid-call
             assert not (await client.call_tool("echo", {"text": "back"})).is_error
-        await wait_until(lambda: len(running.host.spawned) == 3, within_s=10)  # echo twice, notes once
+        await wait_until(lambda: len(running.spawned) == 3, within_s=10)  # echo twice, notes once
         after = await scrape(running)
 
     calls = "mcp_host_tool_call_duration_seconds_count"

@@ -70,7 +70,7 @@ async def test_a_node_lists_and_calls_a_granted_capability(
     tmp_path: Path, database_url: str, postgres_server: str
 ) -> None:
     async with parent_and_node(tmp_path, database_url, postgres_server, ["test.echo"]) as (parent, node, owner, grant):
-        assert node.host.report is not None
+        assert node.loaded is not None
         session = await _visitor_of(node, ["test.echo"])
         async with node.client(session) as visitor:
             names = sorted(t.name for t in (await visitor.list_tools()).tools)

@@ -125,10 +125,10 @@ async def test_add_list_remove_go_through_the_running_host_without_a_restart(
         assert await run("plugin", "add", "shout.mcpb", "--data-dir", data) == 2
         again = capsys.readouterr()
 
-        assert running.host.pool.get(NPM_ID) is not None  # listed in owner context when added
+        assert running.child(NPM_ID) is not None  # listed in owner context when added
         assert await run("plugin", "remove", NPM_ID, "--purge", "--data-dir", data) == 0
         removed = capsys.readouterr()
-        assert running.host.pool.get(NPM_ID) is None  # its child stopped
+        assert running.child(NPM_ID) is None  # its child stopped
         failed, left = await owner_call(owner, "plugins_list")
         assert not failed and [p["id"] for p in left["plugins"]] == [BUNDLE_ID]
 

@@ -18,14 +18,14 @@ async def test_children_every_session_sees_are_prestarted(tmp_path: Path, databa
     async with running_host(settings) as host:
 
         def both_running() -> bool:
-            children = [host.host.pool.get(i) for i in ("test.echo", "test.shifty")]
+            children = [host.child(i) for i in ("test.echo", "test.shifty")]
             return all(c is not None and c.running for c in children)
 
         await wait_until(both_running, within_s=15)
         session = await host.new_session()
         async with host.client(session) as client:
             assert len((await client.list_tools()).tools) == 6
-        assert len(host.host.spawned) == 2  # the visitor's list reused them
+        assert len(host.spawned) == 2  # the visitor's list reused them
 
 
 def test_serve_without_bubblewrap_refuses_to_start_and_says_how_to_install(tmp_path: Path) -> None:
@@ -51,8 +51,7 @@ async def test_the_owner_token_is_shown_once_on_the_terminal_at_first_start(
 ) -> None:
     settings = host_settings(tmp_path, database_url, ["echo"])
     async with running_host(settings) as first:
-        assert first.host.owner_token_file is not None
-        token = first.host.owner_token_file.read_text().strip()
+        token = first.owner_token()
     shown = capsys.readouterr().out
     async with running_host(settings.model_copy(update={"port": free_port()})):
         pass

@@ -99,7 +99,7 @@ async def test_grant_replayed_after_its_call_ended_is_denied(host: Any) -> None:
 
     assert answer == {"outcomes": [DENIED]}
     running, _ = host
-    assert running.host.grants.live_count() == 0
+    assert running.live_grants() == 0
 
 
 async def test_owner_forged_in_op_meta_is_ignored(host: Any) -> None:
@@ -111,8 +111,8 @@ async def test_owner_forged_in_op_meta_is_ignored(host: Any) -> None:
     )
 
     assert answer["outcomes"][0]["is_error"] is False
-    store = running.host.stores.bound("capability", "forger")
-    assert [r.doc for r in await store.query(running.host.owner_id, "forged")] == [{"n": 1}]
+    store = running.stores.bound("capability", "forger")
+    assert [r.doc for r in await store.query(running.owner_id, "forged")] == [{"n": 1}]
     assert await store.query("intruder", "forged") == []
 
 
@@ -136,11 +136,11 @@ async def test_plugin_reaches_only_its_own_store(host: Any) -> None:
     running, _ = host
     await forge(host, "op", name="store.insert", arguments={"collection": "notes", "doc": {"text": "planted"}})
 
-    notes = running.host.stores.bound("capability", "notes")
-    forger = running.host.stores.bound("capability", "forger")
+    notes = running.stores.bound("capability", "notes")
+    forger = running.stores.bound("capability", "forger")
 
-    assert await notes.query(running.host.owner_id, "notes") == []
-    assert [r.doc for r in await forger.query(running.host.owner_id, "notes")] == [{"text": "planted"}]
+    assert await notes.query(running.owner_id, "notes") == []
+    assert [r.doc for r in await forger.query(running.owner_id, "notes")] == [{"text": "planted"}]
 
 
 async def test_a_call_gets_at_most_its_budget_of_ops(host: Any) -> None:

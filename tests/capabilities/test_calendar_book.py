@@ -205,7 +205,7 @@ host = host_fixture([], builtin_dir=BUILTINS, child_start_timeout_s=60.0)
 
 async def _connect(running: RunningHost, radicale: Radicale, user: str = "owner") -> str:
     url = new_calendar(radicale)
-    await running.host.connections.connect(running.host.owner_id, "caldav", radicale.connection(url, user))
+    await running.connections.connect(running.owner_id, "caldav", radicale.connection(url, user))
     return url
 
 
@@ -213,7 +213,7 @@ async def _visitor(
     running: RunningHost, name: str = "Ada", *, max_bookings: int = 3, notify_owner: bool = False
 ) -> dict[str, Any]:
     """A code session of a role granting calendar.book (one role and one code per visitor)."""
-    access, owner = running.host.access, running.host.owner_id
+    access, owner = running.access, running.owner_id
     role = f"role_{name.lower()}"
     await access.put_role(owner, role, [CAPABILITY], {CAPABILITY: {"notify_owner": notify_owner}})
     code, _ = await access.create_code(owner, role, {CAPABILITY: {"max_bookings": max_bookings}})
@@ -347,7 +347,7 @@ async def test_bookings_belong_to_the_credential_and_a_public_session_keeps_its_
     host: RunningHost, radicale: Radicale
 ) -> None:
     await _connect(host, radicale)
-    access, owner = host.host.access, host.host.owner_id
+    access, owner = host.access, host.owner_id
     await access.put_role(owner, "visitors", [CAPABILITY])
     await access.put_role(owner, "public", [CAPABILITY])
     code, _ = await access.create_code(owner, "visitors")
@@ -451,7 +451,7 @@ async def test_a_booking_whose_save_is_refused_leaves_no_event(
     settings = host_settings(tmp_path, database_url, [], builtin_dir=BUILTINS, quota_limit_ttl_s=60)
     async with running_host(settings) as running:
         url = await _connect(running, radicale)
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         await access.put_role(owner, "visitors", [CAPABILITY])
         code, issued = await access.create_code(owner, "visitors", {CAPABILITY: {"max_bookings": 2}})
         session = await running.new_session({"code": code, "visitor": {"name": "Ada"}})

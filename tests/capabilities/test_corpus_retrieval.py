@@ -220,8 +220,7 @@ def test_split_text_cuts_at_breaks_and_keeps_every_word() -> None:
 
 @asynccontextmanager
 async def owner_client(running: RunningHost) -> AsyncIterator[Client]:
-    assert running.host.owner_token_file is not None
-    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
         transport = streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http)
         async with Client(transport, cache=None) as client:

@@ -121,7 +121,7 @@ async def test_standalone_checks_the_arguments_and_reaches_no_connector() -> Non
 
 
 async def _mailers(running: RunningHost) -> None:
-    await running.host.access.put_role(running.host.owner_id, "mailers", [CAPABILITY])
+    await running.access.put_role(running.owner_id, "mailers", [CAPABILITY])
 
 
 host = host_fixture([], builtin_dir=BUILTINS, ready=_mailers)
@@ -136,14 +136,14 @@ async def set_owner_email(database_url: str, value: str | None) -> None:
 
 
 async def connect_mail(host: RunningHost, settings: dict[str, Any]) -> None:
-    await host.host.connections.connect(host.host.owner_id, "smtp", settings)
+    await host.connections.connect(host.owner_id, "smtp", settings)
 
 
 async def code_session(
     host: RunningHost, config: dict[str, Any] | None = None, visitor: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    code, _ = await host.host.access.create_code(
-        host.host.owner_id, "mailers", {CAPABILITY: config} if config is not None else None
+    code, _ = await host.access.create_code(
+        host.owner_id, "mailers", {CAPABILITY: config} if config is not None else None
     )
     body: dict[str, Any] = {"code": code}
     if visitor is not None:
@@ -228,9 +228,9 @@ async def test_the_owners_configured_recipient_wins_and_a_visitor_cannot_name_on
     host: RunningHost, mailbox: Mailbox, database_url: str
 ) -> None:
     await set_owner_email(database_url, OWNER_EMAIL)
-    plugin = next(p for p in host.host.report.plugins if p.manifest.id == CAPABILITY)
-    await host.host.config.for_plugin(CAPABILITY, plugin.manifest).set(
-        host.host.owner_id, "owner", "", {"recipient": "desk@example.test", "subject_prefix": ""}
+    plugin = host.plugin(CAPABILITY)
+    await host.config.for_plugin(CAPABILITY, plugin.manifest).set(
+        host.owner_id, "owner", "", {"recipient": "desk@example.test", "subject_prefix": ""}
     )
     await connect_mail(host, mailbox.settings())
     session = await code_session(host)
@@ -336,11 +336,9 @@ async def test_the_codes_quota_is_reached_and_a_failed_send_does_not_count(
 @needs_bwrap
 async def test_the_roles_per_session_cap_is_reached(host: RunningHost, mailbox: Mailbox, database_url: str) -> None:
     await set_owner_email(database_url, OWNER_EMAIL)
-    await host.host.access.put_role(
-        host.host.owner_id, "mailers", [CAPABILITY], {CAPABILITY: {"max_emails_per_session": 1}}
-    )
+    await host.access.put_role(host.owner_id, "mailers", [CAPABILITY], {CAPABILITY: {"max_emails_per_session": 1}})
     await connect_mail(host, mailbox.settings())
-    code, _ = await host.host.access.create_code(host.host.owner_id, "mailers", {CAPABILITY: {"max_emails": 0}})
+    code, _ = await host.access.create_code(host.owner_id, "mailers", {CAPABILITY: {"max_emails": 0}})
     session = await host.new_session({"code": code})
     again = await host.new_session({"code": code})  # the same code, a new session
 

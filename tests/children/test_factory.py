@@ -34,7 +34,7 @@ async def env_show(visitor: Client) -> tuple[bool, dict[str, Any], str]:
 
 def bwrap_cmdline(running: RunningHost) -> bytes:
     """The command line of the last process the host spawned (bubblewrap, the sandbox's pid 1)."""
-    return Path(f"/proc/{running.host.spawned[-1]}/cmdline").read_bytes()
+    return Path(f"/proc/{running.spawned[-1]}/cmdline").read_bytes()
 
 
 async def test_owner_config_reaches_the_child_as_env_and_a_secret_is_shown_nowhere(
@@ -46,22 +46,22 @@ async def test_owner_config_reaches_the_child_as_env_and_a_secret_is_shown_nowhe
         async with owner_client(running) as owner, running.client(session) as visitor:
             unset = await env_show(visitor)
             listed_unset = await call(owner, "capabilities_list")
-            spawned_before = len(running.host.spawned)
+            spawned_before = len(running.spawned)
             set_ = await call(owner, "config_set", capability=PLUGIN, scope="owner", values={"api_token": SECRET})
             first = await env_show(visitor)
             cmdline = bwrap_cmdline(running)
-            first_pid = running.host.spawned[-1]
+            first_pid = running.spawned[-1]
             read = await call(owner, "config_get", capability=PLUGIN, scope="owner")
             listed = await call(owner, "capabilities_list")
             changed = await call(
                 owner, "config_set", capability=PLUGIN, scope="owner", values={"greeting": "hey", "retries": 3}
             )
             second = await env_show(visitor)
-            second_pid = running.host.spawned[-1]
+            second_pid = running.spawned[-1]
             cleared = await call(owner, "config_set", capability=PLUGIN, scope="owner", values={"api_token": None})
             again_unset = await env_show(visitor)
             trail = await call(owner, "audit_list", limit=500)
-            stored = await running.host.database.pool.fetch('SELECT "values"::text AS v FROM mcp_host.config_values')
+            stored = await running.sql.fetch('SELECT "values"::text AS v FROM mcp_host.config_values')
 
     why = "the owner must set 'api_token' of test.envy (config_set) before it can start"
     # Never listed, its tool is not there for a visitor; the owner's catalogue says why.

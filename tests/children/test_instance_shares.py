@@ -76,7 +76,7 @@ async def _count(session: dict[str, Any], address: str) -> int:
 
 def _pid(host: RunningHost, session: dict[str, Any]) -> int | None:
     """The host's pid of `session`'s instance (the child's own pid is that of its sandbox)."""
-    child = host.host.pool.get(SESSIONLESS, session["session_id"])
+    child = host.child(SESSIONLESS, session["session_id"])
     return None if child is None else child.health().pid
 
 
@@ -112,7 +112,7 @@ async def test_one_address_with_slow_calls_in_every_session_never_locks_another_
             answered.set()
 
         def running() -> int:
-            own = [host.host.pool.get(SESSIONLESS, s["session_id"]) for s in attackers]
+            own = [host.child(SESSIONLESS, s["session_id"]) for s in attackers]
             return sum(1 for child in own if child is not None and child.busy)
 
         async with anyio.create_task_group() as attack:

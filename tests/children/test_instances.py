@@ -230,7 +230,7 @@ async def _counts(host: RunningHost, session: dict[str, Any], times: int) -> lis
 
 def _pid(host: RunningHost, session: dict[str, Any] | None) -> int:
     """The host's pid of the sessionless child of `session` (None: owner context)."""
-    child = host.host.pool.get(SESSIONLESS, session["session_id"] if session else None)
+    child = host.child(SESSIONLESS, session["session_id"] if session else None)
     assert child is not None
     pid = child.health().pid
     assert pid is not None
@@ -247,7 +247,7 @@ async def test_each_session_has_its_own_instance_and_state_and_the_owner_another
         counted_a += await _counts(host, a, 1)
         # The owner-context instance listed the tools (no session had an instance yet).
         pids = {_pid(host, a), _pid(host, b), _pid(host, None)}
-        assert len(host.host.spawned) == 3
+        assert len(host.spawned) == 3
     assert counted_a == [1, 2, 3] and counted_b == [1, 2]
     assert len(pids) == 3
 
@@ -257,8 +257,8 @@ async def test_a_shared_plugin_has_one_child_for_every_session(tmp_path: Path, d
     async with running_host(settings) as host:
         a, b = await host.new_session(), await host.new_session()
         counted = await _counts(host, a, 2) + await _counts(host, b, 2)
-        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
-        assert len(host.host.spawned) == 1
+        assert host.child(SESSIONLESS, a["session_id"]) is None
+        assert len(host.spawned) == 1
     assert counted == [1, 2, 3, 4]
 
 
@@ -268,10 +268,9 @@ async def test_an_idle_instance_stops_and_leaves_the_pool(tmp_path: Path, databa
         a = await host.new_session()
         assert await _counts(host, a, 1) == [1]
         pid = _pid(host, a)
-        pool = host.host.pool
-        await wait_until(lambda: pool.get(SESSIONLESS, a["session_id"]) is None, within_s=10)
+        await wait_until(lambda: host.child(SESSIONLESS, a["session_id"]) is None, within_s=10)
         await wait_until(lambda: not _alive(pid))
-        assert pool.get(SESSIONLESS) is not None  # the owner-context instance keeps the host's idle time
+        assert host.child(SESSIONLESS) is not None  # the owner-context instance keeps the host's idle time
         assert await _counts(host, a, 1) == [1]  # the next use starts a new one
         assert _pid(host, a) != pid
 
@@ -282,10 +281,10 @@ async def test_ending_a_session_stops_its_instances_at_once(tmp_path: Path, data
         await _counts(host, a, 1)
         await _counts(host, b, 1)
         pid_a, pid_b = _pid(host, a), _pid(host, b)
-        assert await host.host.sessions.end(a["session_id"])
-        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
+        assert await host.sessions.end(a["session_id"])
+        assert host.child(SESSIONLESS, a["session_id"]) is None
         await wait_until(lambda: not _alive(pid_a))
-        assert _alive(pid_b) and host.host.pool.get(SESSIONLESS, b["session_id"]) is not None
+        assert _alive(pid_b) and host.child(SESSIONLESS, b["session_id"]) is not None
 
 
 async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp_path: Path, database_url: str) -> None:
@@ -304,7 +303,7 @@ async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp
 
                 tg.start_soon(long_call)
                 await started.wait()
-                own_a = host.host.pool.get(SESSIONLESS, a["session_id"])
+                own_a = host.child(SESSIONLESS, a["session_id"])
                 assert own_a is not None
                 await wait_until(lambda: own_a.busy)
                 refused = await client_b.call_tool("count", {})
@@ -317,7 +316,7 @@ async def test_past_the_cap_an_idle_instance_makes_room_and_a_busy_one_never(tmp
             served = await client_b.call_tool("count", {})  # A is idle now: its instance makes room
         assert served.structured_content is not None and served.structured_content["count"] == 1
         await wait_until(lambda: not _alive(pid_a))
-        assert host.host.pool.get(SESSIONLESS, a["session_id"]) is None
+        assert host.child(SESSIONLESS, a["session_id"]) is None
 
 
 async def test_a_crash_loop_is_the_plugins_a_new_sessions_instance_waits_out_its_backoff(
@@ -334,13 +333,13 @@ async def test_a_crash_loop_is_the_plugins_a_new_sessions_instance_waits_out_its
         child_restart_backoff_max_s=60.0,
     )
     async with running_host(settings) as host:
-        spawned = host.host.spawned
+        spawned = host.spawned
         answers = []
         for _ in range(4):
             session = await host.new_session()
             async with host.client(session) as client:
                 answers.append(refusal(await client.call_tool("crash", {})))
-            own = host.host.pool.get("test.boom", session["session_id"])
+            own = host.child("test.boom", session["session_id"])
             assert own is not None
             await wait_until(lambda own=own: not own.running and not own.busy)  # type: ignore[misc]
         # The owner-context instance that listed the tools, and two sessions' instances.
@@ -351,11 +350,11 @@ async def test_a_crash_loop_is_the_plugins_a_new_sessions_instance_waits_out_its
         for refused in answers[2:]:
             assert refused is not None and refused["code"] == "unavailable"
             assert refused["message"].startswith("the capability keeps failing; retry in ")
-        run = host.host.pool.failures("test.boom")
+        run = host.child_failures("test.boom")
         assert run is not None and run.count == 2 and run.retry_in_s() > 25
-        owner_context = host.host.pool.get("test.boom")
+        owner_context = host.child("test.boom")
         assert owner_context is not None and owner_context.running  # it still serves the lists
-        entry = {e.id: e for e in host.host.catalogue.entries()}["test.boom"]
+        entry = {e.id: e for e in host.catalogue()}["test.boom"]
         assert (entry.status, entry.instances) == ("failing", 0)
         assert entry.cause is not None and "exit code 3" in entry.cause
 

@@ -38,8 +38,8 @@ async def test_child_killed_during_a_call_is_unavailable_then_works_again(tmp_pa
             assert result.structured_content["code"] == "unavailable"
             again = await client.call_tool("echo", {"text": "back"})
             assert again.structured_content == {"text": "back"}
-        assert len(host.host.spawned) == 2
-        await wait_until(lambda: not _alive(host.host.spawned[0]))
+        assert len(host.spawned) == 2
+        await wait_until(lambda: not _alive(host.spawned[0]))
 
 
 async def test_child_killed_from_outside_mid_call_is_unavailable(tmp_path: Path, database_url: str) -> None:
@@ -61,7 +61,7 @@ async def test_child_killed_from_outside_mid_call_is_unavailable(tmp_path: Path,
                 with anyio.fail_after(10):
                     await in_the_child.wait()
                 started = time.monotonic()
-                os.kill(host.host.spawned[0], 9)
+                os.kill(host.spawned[0], 9)
             assert time.monotonic() - started < 2.0  # the caller hears within the B2 bound
             result = outcome["result"]
             assert getattr(result, "structured_content", None)["code"] == "unavailable"  # type: ignore[index]
@@ -92,9 +92,9 @@ async def test_repeated_timeouts_recycle_the_child(tmp_path: Path, database_url:
                 result = await client.call_tool("sleep", {"seconds": 30})
                 assert result.structured_content is not None
                 assert result.structured_content["code"] == "timeout"
-            await wait_until(lambda: not _alive(host.host.spawned[0]))
+            await wait_until(lambda: not _alive(host.spawned[0]))
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
-            assert len(host.host.spawned) == 2
+            assert len(host.spawned) == 2
 
 
 def _rss_bytes() -> int:
@@ -137,7 +137,7 @@ async def test_child_that_cannot_start_is_left_out_with_its_cause(tmp_path: Path
         async with host.client(session) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             assert names == ["echo", "whoami", "sleep", "die"]
-        entry = {e.id: e for e in host.host.catalogue.entries()}["test.wont_start"]
+        entry = {e.id: e for e in host.catalogue()}["test.wont_start"]
         assert entry.status == "failing"
         assert entry.cause is not None
         assert "exit code 7" in entry.cause
@@ -155,11 +155,11 @@ async def test_crash_loop_backs_off_and_marks_child_failing(tmp_path: Path, data
         async with host.client(session) as client:
             for _ in range(4):
                 await client.list_tools()
-        child = host.host.pool.get("test.wont_start")
+        child = host.child("test.wont_start")
         assert child is not None
         assert child.health().state == ChildState.FAILING
         # the second failure set a backoff, so four lists did not spawn four processes
-        assert len(host.host.spawned) == 2
+        assert len(host.spawned) == 2
 
 
 async def test_a_tool_that_kills_its_child_backs_off_then_marks_it_failing(tmp_path: Path, database_url: str) -> None:
@@ -174,7 +174,7 @@ async def test_a_tool_that_kills_its_child_backs_off_then_marks_it_failing(tmp_p
         child_restart_backoff_max_s=4.0,
     )
     async with running_host(settings) as host:
-        spawned = host.host.spawned
+        spawned = host.spawned
         session = await host.new_session()
         async with host.client(session) as client:
 
@@ -184,7 +184,7 @@ async def test_a_tool_that_kills_its_child_backs_off_then_marks_it_failing(tmp_p
                 return dict(result.structured_content)
 
             assert (await die())["code"] == "unavailable"
-            child = host.host.pool.get("test.echo")
+            child = host.child("test.echo")
             assert child is not None
             await wait_until(lambda: child.health().failures == 1)
             assert child.health().retry_in_s == 0  # the first restart is immediate
@@ -211,7 +211,7 @@ async def test_a_tool_that_kills_its_child_backs_off_then_marks_it_failing(tmp_p
             refused = await die()
             assert refused["message"].startswith("the capability keeps failing; retry in ")
             assert len(spawned) == 3
-        entry = {e.id: e for e in host.host.catalogue.entries()}["test.echo"]
+        entry = {e.id: e for e in host.catalogue()}["test.echo"]
         assert entry.status == "failing"
         assert entry.cause is not None and entry.cause.startswith("exited; ")
 
@@ -222,7 +222,7 @@ async def test_only_an_answered_call_ends_a_run_of_failures(tmp_path: Path, data
         session = await host.new_session()
         async with host.client(session) as client:
             await client.call_tool("die", {})
-            child = host.host.pool.get("test.echo")
+            child = host.child("test.echo")
             assert child is not None
             await wait_until(lambda: child.health().failures == 1)
             await client.list_tools()  # restarts it: it answers initialize and tools/list
@@ -250,14 +250,14 @@ async def test_idle_child_is_stopped_and_started_again_on_next_use(tmp_path: Pat
         session = await host.new_session()
         async with host.client(session) as client:
             await client.call_tool("echo", {"text": "x"})
-            child = host.host.pool.get("test.echo")
+            child = host.child("test.echo")
             assert child is not None
             await wait_until(lambda: not child.running)
             await wait_until(lambda: child.health().pid is None)  # reaped
             assert child.health().state == ChildState.STOPPED
             assert child.health().cause is None
             assert (await client.call_tool("echo", {"text": "y"})).structured_content == {"text": "y"}
-            assert len(host.host.spawned) == 2
+            assert len(host.spawned) == 2
 
 
 async def test_children_stop_with_the_host(tmp_path: Path, database_url: str) -> None:
@@ -265,7 +265,7 @@ async def test_children_stop_with_the_host(tmp_path: Path, database_url: str) ->
         session = await host.new_session()
         async with host.client(session) as client:
             await client.list_tools()
-        pids = list(host.host.spawned)
+        pids = list(host.spawned)
         assert len(pids) == 2
     for pid in pids:
         assert not _alive(pid)
@@ -298,5 +298,5 @@ async def test_past_the_child_cap_capabilities_are_left_out_and_the_host_keeps_s
         async with host.client(session) as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["echo", "whoami", "sleep", "die"]
             assert (await client.call_tool("echo", {"text": "x"})).structured_content == {"text": "x"}
-        entries = {e.id: e for e in host.host.catalogue.entries()}
+        entries = {e.id: e for e in host.catalogue()}
         assert entries["test.shifty"].cause == "left out of tool lists: the host runs as many capabilities as it may"

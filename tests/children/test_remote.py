@@ -177,7 +177,7 @@ async def test_a_remote_server_is_a_plugin_with_its_token_from_sealed_config(
         settings = host_settings(tmp_path, database_url, [], pin_tools=True)
         settings = settings.model_copy(update={"plugins": [remote_plugin(tmp_path / "remote", f"{remote.url}/mcp")]})
         async with running_host(settings) as running:
-            pins = running.host.pins
+            pins = running.pins
             assert pins is not None
             session = await running.new_session()
             async with owner_client(running) as owner, running.client(session, mode=mode) as visitor:

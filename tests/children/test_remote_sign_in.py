@@ -155,8 +155,8 @@ def text_of(result: Any) -> str:
 
 
 def sign_ins(running: RunningHost) -> SignInStore:
-    box = SecretBox(load_host_key(running.host.settings.data_dir, None))
-    return SignInStore(running.host.database.pool, box)
+    box = SecretBox(load_host_key(running.settings.data_dir, None))
+    return SignInStore(running.sql, box)
 
 
 async def past_expiry(store: SignInStore, by_s: float) -> None:
@@ -215,7 +215,7 @@ async def test_the_owner_signs_the_host_in_and_visitors_call_with_a_refreshed_to
         signed = await entry(owner)
         store = sign_ins(running)
         record = await store.read(PLUGIN)
-        raw = await running.host.database.pool.fetchrow("SELECT * FROM mcp_host.remote_sign_ins")
+        raw = await running.sql.fetchrow("SELECT * FROM mcp_host.remote_sign_ins")
         await past_expiry(store, by_s=0.5)
         later = await visitor.call_tool("whoami", {})
         refreshed = await store.read(PLUGIN)
@@ -275,9 +275,7 @@ async def test_a_token_the_server_refuses_before_its_expiry_is_refreshed_not_sig
         store = sign_ins(running)
         await past_expiry(store, by_s=0.5)
         # The host now thinks the expired token has an hour left.
-        await running.host.database.pool.execute(
-            "UPDATE mcp_host.remote_sign_ins SET expires_at = now() + interval '1 hour'"
-        )
+        await running.sql.execute("UPDATE mcp_host.remote_sign_ins SET expires_at = now() + interval '1 hour'")
         called = await visitor.call_tool("whoami", {})
         grants = (await at.server.stats())["grants"]
 

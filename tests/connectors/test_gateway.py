@@ -33,7 +33,7 @@ host = host_fixture(["scheduler"], builtin_dir=BUILTINS)
 
 async def connect(host: RunningHost, radicale: Radicale, user: str = "owner") -> str:
     url = new_calendar(radicale)
-    await host.host.connections.connect(host.host.owner_id, "caldav", radicale.connection(url, user))
+    await host.connections.connect(host.owner_id, "caldav", radicale.connection(url, user))
     return url
 
 
@@ -88,7 +88,7 @@ async def test_disconnecting_mid_session_removes_the_dependants_at_the_next_list
     session = await host.new_session()
     assert "slots_busy" in await tool_names(host, session)
 
-    assert await host.host.connections.disconnect(host.host.owner_id, "calendar") is True
+    assert await host.connections.disconnect(host.owner_id, "calendar") is True
 
     names = await tool_names(host, session)
     assert not {"slots_busy", "meeting_book", "meta_seen", "mail_send"} & set(names)
@@ -103,17 +103,16 @@ async def test_secrets_reach_neither_listings_nor_the_capability(host: RunningHo
     async with host.client(session) as client:
         seen = await client.call_tool("meta_seen", {})
 
-    listed = await host.host.connections.list(host.host.owner_id)
+    listed = await host.connections.list(host.owner_id)
     assert [(c.connector, c.settings, c.secrets_set) for c in listed] == [
         ("caldav", {"url": url, "username": "owner"}, ("password",))
     ]
     meta = (seen.structured_content or {})["meta"]
     assert "mcp-host/grant" in meta and "mcp-host/session" in meta
     assert PASSWORDS["owner"] not in meta and "mcp-host/connection" not in meta
-    assert host.host.owner_token_file is not None
     catalogue = await host.http.get(
         f"{host.url}/v1/catalogue",
-        headers={"Authorization": f"Bearer {host.host.owner_token_file.read_text().strip()}"},
+        headers={"Authorization": f"Bearer {host.owner_token()}"},
     )
     assert catalogue.status_code == 200 and PASSWORDS["owner"] not in catalogue.text
 

@@ -50,7 +50,7 @@ async def _scope(client: Client) -> dict[str, Any]:
 
 
 async def _staff_code(running: RunningHost, **limits: Any) -> tuple[str, str]:
-    access, owner = running.host.access, running.host.owner_id
+    access, owner = running.access, running.owner_id
     await access.put_role(owner, "staff", ["test.guarded"], {"test.guarded": {"greeting": "hi"}})
     code, issued = await access.create_code(owner, "staff", **limits)
     return code, issued.id
@@ -98,8 +98,8 @@ async def test_a_visitor_walks_in_with_an_access_code_and_gets_its_role(
             assert tokens.tokens is not None
             bearer = {"Authorization": f"Bearer {tokens.tokens.access_token}"}
             at_owner_door = await running.http.post(f"{running.url}{OWNER_PATH}", headers=bearer, json={})
-        live = await running.host.sessions.list_live(running.host.owner_id)
-        uses = {c.id: c.uses for c in await running.host.access.list_codes(running.host.owner_id)}
+        live = await running.sessions.list_live(running.owner_id)
+        uses = {c.id: c.uses for c in await running.access.list_codes(running.owner_id)}
 
     assert names == STAFF_TOOLS
     assert hello.structured_content == {"hello": "Bob"}
@@ -148,7 +148,7 @@ async def test_refreshing_keeps_the_session_and_an_ended_session_ends_its_grant(
             after = await _scope(client)
             second = tokens.tokens
             assert first is not None and second is not None
-            await running.host.sessions.end(after["session_id"])
+            await running.sessions.end(after["session_id"])
             bearer = {"Authorization": f"Bearer {second.access_token}"}
             ended = await running.http.post(_door(running), headers=bearer, json={})
             assert tokens.client is not None
@@ -200,7 +200,7 @@ async def test_each_door_without_a_credential_answers_401_naming_its_metadata(
 
 async def test_a_sessions_own_token_and_an_api_key_work_at_the_one_url(tmp_path: Path, database_url: str) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        access, owner = running.host.access, running.host.owner_id
+        access, owner = running.access, running.owner_id
         await _staff_code(running)
         key, api_key = await access.create_api_key(owner, "staff")
         session = await running.new_session({"visitor": {"name": "Scripted"}})
@@ -211,7 +211,7 @@ async def test_a_sessions_own_token_and_an_api_key_work_at_the_one_url(tmp_path:
                     scopes.append(await _scope(client) if bearer == key else {"session_id": None})
                     names = sorted(t.name for t in (await client.list_tools()).tools)
                     assert names == (STAFF_TOOLS if bearer == key else PUBLIC_TOOLS)
-        live = await running.host.sessions.list_live(owner)
+        live = await running.sessions.list_live(owner)
 
     key_sessions = [s for s in live if s.mode == "api_key"]
     assert [s.id for s in key_sessions] == [scopes[1]["session_id"]] == [scopes[2]["session_id"]]
@@ -220,7 +220,7 @@ async def test_a_sessions_own_token_and_an_api_key_work_at_the_one_url(tmp_path:
 
 async def test_the_desk_page_shows_hostile_names_escaped_and_forbids_framing(tmp_path: Path, database_url: str) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        await running.host.owners.set_profile(running.host.owner_id, {"name": "Ann <script>"})
+        await running.owners.set_profile(running.owner_id, {"name": "Ann <script>"})
         desk = await _pending(running, _door(running), client_name='<img src=x onerror="alert(1)">')
         page = await running.http.get(desk)
         foreign = await running.http.post(
@@ -270,7 +270,7 @@ async def test_wrong_codes_at_the_desk_are_throttled_with_post_sessions_and_logg
         tmp_path, database_url, access_failures_free=2, access_failure_delay_s=0.3, access_failure_delay_max_s=1.0
     )
     async with running_host(settings) as running:
-        await running.host.access.set_host_settings(running.host.owner_id, public_sessions=False)
+        await running.access.set_host_settings(running.owner_id, public_sessions=False)
         desk = await _pending(running, _door(running))
         page = await running.http.get(desk)
         wrong = [f"wrong-code-{n}-{secrets.token_hex(4)}" for n in range(3)]
@@ -300,7 +300,7 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rota
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(_settings(tmp_path, database_url)) as running:
-        token = await running.host.owners.issue_token(running.host.owner_id)
+        token = await running.owners.issue_token(running.owner_id)
         refused = DeskBrowser({"owner_token": "not-the-token"})
         with pytest.raises(AssertionError):
             await refused.open(await _pending(running, f"{running.url}{OWNER_PATH}"))
@@ -312,7 +312,7 @@ async def test_the_owner_lets_a_client_in_at_the_owner_door_until_the_token_rota
         assert tokens.tokens is not None
         bearer = {"Authorization": f"Bearer {tokens.tokens.access_token}"}
         at_visitor_door = await running.http.post(_door(running), headers=bearer, json={})
-        await running.host.owners.issue_token(running.host.owner_id)  # rotation ends what the old token let in
+        await running.owners.issue_token(running.owner_id)  # rotation ends what the old token let in
         after_rotation = await running.http.post(owner_door, headers=bearer, json={})
         another = await running.http.get(await _pending(running, owner_door), follow_redirects=True)
         form = {"request": _request_id(another), "decision": "allow", "owner_token": "wrong"}
@@ -440,12 +440,12 @@ async def test_the_desk_asks_the_email_as_the_owner_wants_it(tmp_path: Path, dat
     """`desk_email`: optional (the default) shows the field; required refuses an empty one and
     keeps the request usable; off shows none and keeps none a client slips in."""
     async with running_host(_settings(tmp_path, database_url)) as running:
-        owner = running.host.owner_id
+        owner = running.owner_id
         shown: dict[str, dict[str, tuple[str, str]]] = {}
         for asked in ("optional", "required", "off"):
-            await running.host.access.set_host_settings(owner, desk_email=asked)
+            await running.access.set_host_settings(owner, desk_email=asked)
             shown[asked] = read_form((await running.http.get(await _pending(running, _door(running)))).text).inputs
-        await running.host.access.set_host_settings(owner, desk_email="required")
+        await running.access.set_host_settings(owner, desk_email="required")
         desk = await _pending(running, _door(running))
         request_id = _request_id(await running.http.get(desk))
         form = {"request": request_id, "name": "Ada", "decision": "allow"}
@@ -454,14 +454,14 @@ async def test_the_desk_asks_the_email_as_the_owner_wants_it(tmp_path: Path, dat
         given = await running.http.post(
             f"{running.url}/oauth/desk", data={**form, "email": "ada@example.com"}, headers=origin
         )
-        await running.host.access.set_host_settings(owner, desk_email="off")
+        await running.access.set_host_settings(owner, desk_email="off")
         request_id = _request_id(await running.http.get(await _pending(running, _door(running))))
         slipped = await running.http.post(
             f"{running.url}/oauth/desk",
             data={"request": request_id, "name": "Bo", "email": "bo@example.com", "decision": "allow"},
             headers=origin,
         )
-        visitors = {s.visitor.name: s.visitor.email for s in await running.host.sessions.list_live(owner) if s.visitor}
+        visitors = {s.visitor.name: s.visitor.email for s in await running.sessions.list_live(owner) if s.visitor}
 
     assert shown["optional"]["email"] == ("email", "") and "email" in shown["required"] and "email" not in shown["off"]
     assert empty.status_code == 400 and "The owner asks for your email." in empty.text

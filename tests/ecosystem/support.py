@@ -177,8 +177,7 @@ async def set_tool_search_threshold(running: RunningHost, threshold: int) -> Non
 
 
 def owner_token(running: RunningHost) -> str:
-    assert running.host.owner_token_file is not None
-    return running.host.owner_token_file.read_text().strip()
+    return running.owner_token()
 
 
 @asynccontextmanager

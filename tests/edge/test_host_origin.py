@@ -17,8 +17,7 @@ pytestmark = pytest.mark.anyio
 async def test_every_plain_route_refuses_a_foreign_host_and_a_foreign_origin(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
-        assert host.host.owner_token_file is not None
-        owner = {"Authorization": f"Bearer {host.host.owner_token_file.read_text().strip()}"}
+        owner = {"Authorization": f"Bearer {host.owner_token()}"}
         visitor = {"Authorization": f"Bearer {session['token']}"}
         base = f"{host.url}/v1/sessions/{session['session_id']}"
         turn = await host.http.post(f"{base}/turns", json={"message": "hi"}, headers=visitor)
@@ -29,7 +28,7 @@ async def test_every_plain_route_refuses_a_foreign_host_and_a_foreign_origin(tmp
             "POST turns": ("POST", f"{base}/turns", {"message": "hi"}, visitor),
             "POST answer": ("POST", f"{base}/turns/{turn.json()['turn']}/answer", {"text": "ok"}, visitor),
         }
-        own_origin = f"http://127.0.0.1:{host.host.settings.port}"
+        own_origin = f"http://127.0.0.1:{host.settings.port}"
         outcomes = {}
         for name, (method, url, body, headers) in routes.items():
             statuses = []

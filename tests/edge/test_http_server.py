@@ -103,7 +103,7 @@ async def _host(tmp_path: Path, database_url: str, **limits: Any) -> AsyncIterat
 
 async def _connect(host: RunningHost, source: str | None = None) -> SocketStream:
     """A connection to the host, from the loopback address `source` (any of 127.0.0.0/8)."""
-    return await anyio.connect_tcp("127.0.0.1", host.host.settings.port, local_host=source)
+    return await anyio.connect_tcp("127.0.0.1", host.settings.port, local_host=source)
 
 
 async def _read_until_closed(stream: SocketStream) -> bytes:
@@ -202,7 +202,7 @@ async def test_a_request_body_that_stops_arriving_gets_408_and_the_connection_cl
 ) -> None:
     async with _host(tmp_path, database_url, http_body_timeout_s=0.5) as host:
         stream = await _connect(host)
-        port = host.host.settings.port
+        port = host.settings.port
         head = (
             f"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
             "Content-Length: 100\r\n\r\n"
@@ -220,7 +220,7 @@ async def test_a_request_body_that_stops_arriving_gets_408_and_the_connection_cl
 
 
 def _post_head(host: RunningHost, content_length: int) -> bytes:
-    port = host.host.settings.port
+    port = host.settings.port
     return (
         f"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {content_length}\r\n\r\n"

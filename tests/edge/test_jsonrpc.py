@@ -123,7 +123,7 @@ async def test_lone_surrogate_anywhere_in_a_modern_call_is_refused_and_the_host_
         assert answer["error"]["data"] == {"code": "invalid_arguments"}
         assert answer["id"] == ("MARK-ID" if where != "id" else None)
         await _assert_serving(host, session)
-        assert len(host.host.spawned) == 1  # the child never saw it and was never restarted
+        assert len(host.spawned) == 1  # the child never saw it and was never restarted
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ async def test_a_body_that_is_not_utf8_is_refused_at_the_edge_in_the_modern_era(
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "the body is not UTF-8 text"}},
         )
         await _assert_serving(host, session)
-        assert len(host.host.spawned) == 1  # the child never saw it
+        assert len(host.spawned) == 1  # the child never saw it
 
 
 async def test_lone_surrogate_in_a_legacy_call_is_refused(tmp_path: Path, database_url: str) -> None:
@@ -191,8 +191,7 @@ async def test_lone_surrogate_through_the_owner_door_is_refused_and_nothing_is_u
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
-        assert host.host.owner_token_file is not None
-        token = host.host.owner_token_file.read_text().strip()
+        token = host.owner_token()
         arguments = {"capability": "test.echo", "tool": "MARK", "arguments": {"text": "x"}}
         body, headers = _modern("tools/call", {"name": "capability_invoke", "arguments": arguments})
         response = await host.http.post(
@@ -216,7 +215,7 @@ async def test_lone_surrogate_through_the_owner_door_is_refused_and_nothing_is_u
         odd = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "roles_list\x00", "arguments": {}}}
         refused = await host.http.post(f"{host.url}{OWNER_PATH}", json=odd, headers=legacy)
         assert refused.status_code == 200 and '"isError":true' in refused.text.replace(" ", "")
-        rows = await host.host.audit.list(host.host.owner_id, since=None, limit=10)
+        rows = await host.audit.list(host.owner_id, since=None, limit=10)
         assert [(r.tool, r.arguments.get("capability")) for r in rows][:2] == [
             ("roles_list\ufffd", None),
             ("config_get", "a\ufffdb"),
@@ -229,13 +228,13 @@ async def test_a_message_the_child_cannot_be_sent_fails_only_its_call(tmp_path: 
     async with running_host(host_settings(tmp_path, database_url, ["echo"])) as host:
         session = await host.new_session()
         await _assert_serving(host, session)
-        child = host.host.pool.get("test.echo")
+        child = host.child("test.echo")
         assert child is not None
         with anyio.fail_after(5), pytest.raises(TransportFailure):
             await child.call_tool("echo", {"text": "\ud800"}, {}, timeout_s=5)
         assert (await child.call_tool("echo", {"text": "ok"}, {}, timeout_s=5)).structured_content == {"text": "ok"}
         await _assert_serving(host, session)
-        assert len(host.host.spawned) == 1
+        assert len(host.spawned) == 1
 
 
 @pytest.mark.parametrize("request_id", [7, 2**64, "same-id"])
@@ -352,7 +351,7 @@ async def test_the_edge_frees_an_id_as_its_answer_leaves_not_when_the_handler_re
 
 
 def _in_flight(host: RunningHost) -> int:
-    child = host.host.pool.get("test.echo")
+    child = host.child("test.echo")
     return child.router.in_flight() if child is not None else 0
 
 

@@ -117,14 +117,13 @@ async def visitor(host: RunningHost, code: str | None = None) -> Door:
 
 async def codes(host: RunningHost, count: int) -> list[str]:
     """`count` access codes of one role: each is a principal of its own, whatever the address."""
-    access, owner_id = host.host.access, host.host.owner_id
+    access, owner_id = host.access, host.owner_id
     await access.put_role(owner_id, "guests", [])
     return [(await access.create_code(owner_id, "guests"))[0] for _ in range(count)]
 
 
 def owner(host: RunningHost) -> Door:
-    assert host.host.owner_token_file is not None
-    return Door(host.http, f"{host.url}{OWNER_PATH}", host.host.owner_token_file.read_text().strip())
+    return Door(host.http, f"{host.url}{OWNER_PATH}", host.owner_token())
 
 
 def _settings(tmp_path: Path, database_url: str, **caps: Any) -> Settings:
@@ -507,7 +506,7 @@ async def test_a_resting_session_whose_record_is_gone_has_ended(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with resting(tmp_path, database_url, caplog) as (host, door, [opened]):
-        await host.host.database.pool.execute("DELETE FROM mcp_host.protocol_sessions")
+        await host.sql.execute("DELETE FROM mcp_host.protocol_sessions")
         assert not await door.alive(opened)
         assert (await door.open()) != opened  # its place was given back
 
@@ -516,7 +515,7 @@ async def test_a_resting_session_whose_record_cannot_be_read_is_answered_503_and
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with resting(tmp_path, database_url, caplog) as (host, door, [opened]):
-        pool = host.host.database.pool
+        pool = host.sql
         await pool.execute("ALTER TABLE mcp_host.protocol_sessions RENAME TO protocol_sessions_away")
         try:
             refused = await door.http.post(door.url, json=PING, headers={**door.headers, "Mcp-Session-Id": opened})

@@ -302,7 +302,7 @@ async def test_a_changed_definition_shows_approved_and_live_side_by_side(
     settings = settings.model_copy(update={"plugins": [_morph_plugin(tmp_path / "morph")]})
     async with running_host(settings) as host:
         chromium.base_url = host.url
-        pins = host.host.pins
+        pins = host.pins
         assert pins is not None
         async with host.client(await host.new_session()) as visitor:
             before = [t.name for t in (await visitor.list_tools()).tools]

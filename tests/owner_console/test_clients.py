@@ -28,18 +28,16 @@ GRANT_ROW = re.compile(r'<tr data-grant="([0-9a-f]{32})" class="(live|revoked)">
 
 async def _two_clients(host: RunningHost) -> tuple[str, str]:
     """A client at the owner door (Cursor) and one of a visitor session (Claude): their access tokens."""
-    oauth = host.host.oauth
+    oauth = host.oauth
     session = await host.new_session({"visitor": {"name": "Ada"}})
-    door = await granted(
-        oauth, owner_subject(host.host.owner_id), resource=f"{host.url}{OWNER_PATH}", client_name="Cursor"
-    )
+    door = await granted(oauth, owner_subject(host.owner_id), resource=f"{host.url}{OWNER_PATH}", client_name="Cursor")
     visiting = await granted(oauth, session["session_id"], client_name="Claude <b>Desktop</b>")
     return door.access_token, visiting.access_token
 
 
 async def test_the_clients_page_shows_each_client_and_revokes_one_by_its_button(host: RunningHost) -> None:
     door_token, visitor_token = await _two_clients(host)
-    grant = await host.host.oauth.load_access_token(door_token)
+    grant = await host.oauth.load_access_token(door_token)
     assert grant is not None
     headers, csrf = await _signed_in(host)
     page = await host.http.get(f"{host.url}/owner/clients", headers=headers)
@@ -64,15 +62,15 @@ async def test_the_clients_page_shows_each_client_and_revokes_one_by_its_button(
     assert "Revoked." in after.text
     assert dict(GRANT_ROW.findall(after.text))[grant.grant_id] == "revoked"
     assert unknown.status_code == 400 and "no OAuth grant of yours has the id" in unknown.text
-    assert await host.host.oauth.load_access_token(door_token) is None
-    assert await host.host.oauth.load_access_token(visitor_token) is not None
+    assert await host.oauth.load_access_token(door_token) is None
+    assert await host.oauth.load_access_token(visitor_token) is not None
     assert ("oauth_grant_revoke", "ok") in trail and ("oauth_grant_revoke", "unknown") in trail
 
 
 @needs_chromium
 async def test_in_chromium_the_owner_revokes_a_client_with_a_click(host: RunningHost) -> None:
     door_token, visitor_token = await _two_clients(host)
-    grant = await host.host.oauth.load_access_token(visitor_token)
+    grant = await host.oauth.load_access_token(visitor_token)
     assert grant is not None
     with Browser.window() as browser:
         browser.base_url = host.url
@@ -87,5 +85,5 @@ async def test_in_chromium_the_owner_revokes_a_client_with_a_click(host: Running
         await browser.screenshot("clients-after-revoke")
 
     assert (before, done, after) == (2, "Revoked.", (1, 1))
-    assert await host.host.oauth.load_access_token(visitor_token) is None
-    assert await host.host.oauth.load_access_token(door_token) is not None
+    assert await host.oauth.load_access_token(visitor_token) is None
+    assert await host.oauth.load_access_token(door_token) is not None

@@ -122,7 +122,7 @@ async def test_sign_out_ends_the_session_everywhere(host: RunningHost, tmp_path:
     assert out.status_code == 303 and out.headers["set-cookie"].startswith("mcp_host_console=; Path=/owner/; Max-Age=0")
     assert (after.status_code, after.headers["location"]) == (303, "/owner/login")
     assert poll.status_code == 401
-    rows = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.console_sessions")
+    rows = await host.sql.fetchval("SELECT count(*) FROM mcp_host.console_sessions")
     assert rows == 0
 
 

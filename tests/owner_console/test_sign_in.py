@@ -76,8 +76,8 @@ async def test_rotating_the_owner_token_ends_every_console_session(tmp_path: Pat
         again = await _sign_in(host, old_token)
         new_token = owner_token(host)
         fresh = await _sign_in(host, new_token)
-        roles = await host.host.database.pool.fetch("SELECT id FROM mcp_host.roles ORDER BY id")
-        live = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.console_sessions")
+        roles = await host.sql.fetch("SELECT id FROM mcp_host.roles ORDER BY id")
+        live = await host.sql.fetchval("SELECT count(*) FROM mcp_host.console_sessions")
 
     assert (read.status_code, read.headers["location"]) == (303, "/owner/login")
     assert poll.status_code == 401

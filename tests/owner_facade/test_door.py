@@ -80,8 +80,7 @@ INITIALIZE = {
 
 
 def owner_token(running: RunningHost) -> str:
-    assert running.host.owner_token_file is not None
-    return running.host.owner_token_file.read_text().strip()
+    return running.owner_token()
 
 
 @asynccontextmanager
@@ -113,7 +112,7 @@ async def test_owner_lists_tools_and_capabilities_without_starting_a_child(
             tools = (await client.list_tools()).tools
             failed, listed = await call(client, "capabilities_list")
             trail = await audit(client)
-        assert running.host.spawned == []
+        assert running.spawned == []
 
     assert [t.name for t in tools] == OWNER_TOOLS
     assert all(t.input_schema.get("additionalProperties") is False for t in tools)
@@ -180,7 +179,7 @@ async def test_owner_tool_runs_in_owner_context_after_its_arguments_pass_the_sch
             undeclared = await call(client, "capability_invoke", capability="notes", tool="note_list")
             bad = await call(client, "capability_invoke", capability="notes", tool="notes.add", arguments={})
             nameless = await call(client, "capability_invoke", capability="nope", tool="notes.add")
-            spawned_before = list(running.host.spawned)
+            spawned_before = list(running.spawned)
             who = await call(client, "capability_invoke", capability="notes", tool="notes.whoami")
             added = await call(
                 client, "capability_invoke", capability="notes", tool="notes.add", arguments={"text": "x"}
@@ -196,7 +195,7 @@ async def test_owner_tool_runs_in_owner_context_after_its_arguments_pass_the_sch
     assert who == (
         False,
         {
-            "owner_id": running.host.owner_id,
+            "owner_id": running.owner_id,
             "session_id": None,
             "mode": "owner",
             "subject": None,
@@ -264,7 +263,7 @@ async def test_the_owner_profile_round_trips_and_plugins_read_it(tmp_path: Path,
             after = await visitor.call_tool("owner_timezone", {})
             unset = await call(client, "owner_profile_set", name=None, email="")
             trail = await audit(client)
-        stored = await running.host.owners.get(running.host.owner_id)
+        stored = await running.owners.get(running.owner_id)
 
     assert fresh == (False, {"name": None, "email": None, "timezone": None})
     assert (before.structured_content or {}) == {"timezone": None}

@@ -22,7 +22,7 @@ UNKNOWN = "unknown"
 
 async def test_the_owner_lists_and_revokes_the_clients_let_in_by_oauth(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, [])) as running:
-        oauth, owner_id = running.host.oauth, running.host.owner_id
+        oauth, owner_id = running.oauth, running.owner_id
         door = f"{running.url}{OWNER_PATH}"
         session = await running.new_session()
         at_door = await granted(oauth, owner_subject(owner_id), resource=door, client_name="Cursor")
@@ -54,7 +54,7 @@ async def test_the_owner_lists_and_revokes_the_clients_let_in_by_oauth(tmp_path:
 
 async def test_ending_a_visitor_session_ends_the_grants_of_its_clients(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, [])) as running:
-        oauth = running.host.oauth
+        oauth = running.oauth
         ended, kept = await running.new_session(), await running.new_session()
         ended_grant = await granted(oauth, ended["session_id"])
         kept_grant = await granted(oauth, kept["session_id"])

@@ -50,8 +50,7 @@ def local_npm(monkeypatch: pytest.MonkeyPatch, tarball: Path) -> LocalPackages:
 
 @asynccontextmanager
 async def owner_client(running: RunningHost) -> AsyncIterator[Client]:
-    assert running.host.owner_token_file is not None
-    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
         Client(streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http), cache=None) as owner,
@@ -160,7 +159,7 @@ async def test_plugin_add_then_approve_call_and_remove_without_a_restart(
             assert "shout" in {tool.name for tool in (await visitor.list_tools()).tools}
             shout = await visitor.call_tool("shout", {"text": "hello"})
             assert not shout.is_error and shout.content[0].text == "HELLO"  # type: ignore[union-attr]
-            child = running.host.pool.get(NPM_ID, session["session_id"]) or running.host.pool.get(NPM_ID)
+            child = running.child(NPM_ID, session["session_id"]) or running.child(NPM_ID)
             assert child is not None
             pid = child.health().pid
             assert pid is not None
@@ -170,8 +169,7 @@ async def test_plugin_add_then_approve_call_and_remove_without_a_restart(
             assert "shout" not in {tool.name for tool in (await visitor.list_tools()).tools}
             gone = await visitor.call_tool("shout", {"text": "hello"})
             assert gone.is_error
-        pool = running.host.pool
-        assert pool.get(NPM_ID) is None and pool.sessions.of(NPM_ID) == []
+        assert running.child(NPM_ID) is None and running.session_instances(NPM_ID) == []
         await wait_until(lambda: not _alive(pid), within_s=10)
         assert leftovers(settings.data_dir) == []
         failed, listed_plugins = await owner_call(owner, "plugins_list")

@@ -19,7 +19,7 @@ async def _reviewed(running: RunningHost, *plugin_ids: str) -> None:
     """Until the host's own listing at start has recorded each plugin's tools (no session asked)."""
 
     def reviewed() -> bool:
-        causes = {e.id: e.cause or "" for e in running.host.catalogue.entries()}
+        causes = {e.id: e.cause or "" for e in running.catalogue()}
         return all("pending owner approval" in causes[p] for p in plugin_ids)
 
     await wait_until(reviewed, within_s=30)

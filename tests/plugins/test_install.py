@@ -228,8 +228,7 @@ async def owner_call(client: Client, name: str, /, **arguments: Any) -> tuple[bo
 async def review_and_grant(running: RunningHost) -> dict[str, Any]:
     """The owner approves the installed plugins' pending tools and makes a code whose role
     grants both; returns a visitor session of that code."""
-    assert running.host.owner_token_file is not None
-    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
         Client(streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http), cache=None) as owner,

@@ -361,8 +361,7 @@ def test_a_bundle_packed_by_the_official_mcpb_cli_installs(tmp_path: Path) -> No
 async def review_and_grant(running: RunningHost, ids: set[str], tools: set[tuple[str, str]]) -> dict[str, Any]:
     """The owner approves the pending tools of `ids` and makes a code whose role grants them;
     returns a visitor session of that code."""
-    assert running.host.owner_token_file is not None
-    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
         Client(streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http), cache=None) as owner,
@@ -461,8 +460,7 @@ GREETER_ENTRY_ID = "pypi.greeter_server"
 
 async def owner_tool(running: RunningHost, name: str, /, **arguments: Any) -> Any:
     """Call owner tool `name` on `running`'s owner door; its answer (a refusal fails the test)."""
-    assert running.host.owner_token_file is not None
-    headers = {"Authorization": f"Bearer {running.host.owner_token_file.read_text().strip()}"}
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http,
         Client(streamable_http_client(f"{running.url}{OWNER_PATH}", http_client=http), cache=None) as owner,

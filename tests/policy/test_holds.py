@@ -445,7 +445,7 @@ async def test_a_visitor_past_its_pending_holds_is_refused_unavailable_through_t
             again = _held_id(await _visitor_call(visitor, "wipe", target="a"))
             ran = await _visitor_call(visitor, "calls")
             _, pending = await call(owner, "holds_list")
-        principals = await running.host.database.pool.fetch("SELECT DISTINCT principal FROM mcp_host.holds")
+        principals = await running.sql.fetch("SELECT DISTINCT principal FROM mcp_host.holds")
     assert refused[0] and refused[1]["code"] == UNAVAILABLE
     assert refused[1]["message"].startswith("2 calls of this session already wait for the owner's approval")
     assert again == held[0]

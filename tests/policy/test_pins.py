@@ -351,7 +351,7 @@ async def test_plugin_tools_are_hidden_and_refused_as_unknown_until_the_owner_ap
 ) -> None:
     caplog.set_level(logging.INFO, logger="mcp_host.visitor.door")
     async with running_host(host_settings(tmp_path, database_url, ["echo"], pin_tools=True)) as host:
-        pins = host.host.pins
+        pins = host.pins
         assert pins is not None
         session = await host.new_session()
         async with host.client(session) as client:
@@ -385,8 +385,8 @@ async def test_builtin_tools_are_visible_at_once(tmp_path: Path, database_url: s
         async with host.client(session) as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["alpha", "shift"]
             assert (await client.call_tool("alpha", {})).structured_content == {"called": "alpha"}
-        assert host.host.pins is not None
-        assert await host.host.pins.pending() == []
+        assert host.pins is not None
+        assert await host.pins.pending() == []
 
 
 async def test_a_schema_only_change_after_approval_hides_the_tool_until_approved_again(
@@ -397,7 +397,7 @@ async def test_a_schema_only_change_after_approval_hides_the_tool_until_approved
     settings = host_settings(tmp_path, database_url, [], pin_tools=True, child_start_timeout_s=60.0)
     settings = settings.model_copy(update={"plugins": [_morph_plugin(tmp_path / "morph")]})
     async with running_host(settings) as host:
-        pins = host.host.pins
+        pins = host.pins
         assert pins is not None
         session = await host.new_session()
         async with host.client(session) as client:
@@ -433,7 +433,7 @@ async def test_shifty_renaming_a_tool_after_approval_leaves_the_new_name_pending
     tmp_path: Path, database_url: str
 ) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["shifty"], pin_tools=True)) as host:
-        pins = host.host.pins
+        pins = host.pins
         assert pins is not None
         session = await host.new_session()
         async with host.client(session) as client:

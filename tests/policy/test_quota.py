@@ -31,7 +31,7 @@ MCP_HOST = Path(sys.executable).parent / "mcp-host"
 async def new_code(running: RunningHost, max_notes: int | None = None) -> tuple[str, str]:
     """A new access code (of the `public` role) and its id; `max_notes` goes into its code_config."""
     config = {"notes": {"max_notes": max_notes}} if max_notes is not None else None
-    text, code = await running.host.access.create_code(running.host.owner_id, "public", config)
+    text, code = await running.access.create_code(running.owner_id, "public", config)
     return text, code.id
 
 
@@ -44,8 +44,8 @@ async def code_session(running: RunningHost, code: str, base_url: str | None = N
 
 
 def notes_config(running: RunningHost) -> PluginConfig:
-    plugin = next(p for p in running.host.report.plugins if p.manifest.id == "notes")
-    return running.host.config.for_plugin("notes", plugin.manifest)
+    plugin = running.plugin("notes")
+    return running.config.for_plugin("notes", plugin.manifest)
 
 
 async def call(running: RunningHost, session: dict[str, Any], tool: str, **arguments: Any) -> tuple[bool, Any]:
@@ -79,7 +79,7 @@ async def test_quota_exhausted_hides_tool_and_refuses_call(tmp_path: Path, datab
 
 async def test_a_quota_refusal_says_whose_quota_it_is(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
-        key, _ = await running.host.access.create_api_key(running.host.owner_id, "public", {"notes": {"max_notes": 1}})
+        key, _ = await running.access.create_api_key(running.owner_id, "public", {"notes": {"max_notes": 1}})
         opened = await running.http.post(
             f"{running.url}/v1/sessions", headers={"Authorization": f"Bearer {key}"}, json={}
         )
@@ -118,7 +118,7 @@ async def test_quota_that_cannot_be_read_hides_the_tools_and_says_why(
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
         code, code_id = await new_code(running, max_notes=5)
         session = await code_session(running, code)
-        await running.host.stores.drop("capability", "notes")  # the count now fails
+        await running.stores.drop("capability", "notes")  # the count now fails
         caplog.set_level(logging.WARNING, "mcp_host")
 
         async with running.client(session) as client:
@@ -188,8 +188,8 @@ async def test_quota_race_across_two_host_processes_has_exactly_n_winners(tmp_pa
         assert sorted(outcomes, key=str) == sorted(
             [(False, None)] * cap + [(True, "quota_exhausted")] * (callers - cap), key=str
         )
-        store = running.host.stores.bound("capability", "notes")
-        assert await store.count(running.host.owner_id, "notes", {"subject_id": code_id}) == cap
+        store = running.stores.bound("capability", "notes")
+        assert await store.count(running.owner_id, "notes", {"subject_id": code_id}) == cap
 
 
 async def test_concurrent_claims_through_the_host_have_one_winner(tmp_path: Path, database_url: str) -> None:
@@ -212,9 +212,9 @@ async def test_concurrent_claims_through_the_host_have_one_winner(tmp_path: Path
 async def test_plugin_reads_declared_config_at_its_scopes_with_defaults(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
         config = notes_config(running)
-        await config.set(running.host.owner_id, "owner", "", {"greeting": "welcome"})
+        await config.set(running.owner_id, "owner", "", {"greeting": "welcome"})
         code, code_id = await new_code(running)
-        await config.set(running.host.owner_id, "code", code_id, {"max_notes": 3})
+        await config.set(running.owner_id, "code", code_id, {"max_notes": 3})
         session = await code_session(running, code)
 
         error, answer = await call(running, session, "config_show")
@@ -244,7 +244,7 @@ async def test_plugin_sees_the_trusted_session_and_the_owner_fields(tmp_path: Pa
         _, timezone = await call(running, session, "owner_timezone")
 
         assert who == {
-            "owner_id": running.host.owner_id,
+            "owner_id": running.owner_id,
             "session_id": session["session_id"],
             "mode": "code",
             "subject": {"kind": "code", "id": code_id},

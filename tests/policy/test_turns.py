@@ -528,7 +528,7 @@ async def test_the_turn_routes_refuse_a_turn_too_large_413_and_a_full_session_42
         too_large = await _post(running, session, "/turns", {"message": "x" * 3000})
         opened = [await _post(running, session, "/turns", {"message": m}) for m in ("hi", "again", "third")]
         long_answer = await _post(running, session, "/turns/1/answer", {"text": "y" * 2047})
-        rows = await running.host.database.pool.fetch("SELECT n, message, answer FROM mcp_host.turns ORDER BY n")
+        rows = await running.sql.fetch("SELECT n, message, answer FROM mcp_host.turns ORDER BY n")
     assert (too_large.status_code, too_large.json()) == (
         413,
         {"error": "invalid_arguments", "message": "the message is 3000 bytes; a turn holds at most 2048"},
@@ -558,7 +558,7 @@ async def test_one_public_session_writes_no_more_than_its_caps_into_the_database
     minute are lifted here: `test_a_principal_opening_turns_too_fast_...` covers that cap.)"""
     settings = host_settings(tmp_path, database_url, [], principal_turns_per_minute=100_000)
     async with running_host(settings) as running:
-        pool = running.host.database.pool
+        pool = running.sql
         before = await _turn_tables_bytes(pool)
         session = await running.new_session()
         statuses: list[int] = []
@@ -592,7 +592,7 @@ async def test_a_principal_opening_turns_too_fast_over_its_sessions_is_told_when
         first, second = await running.new_session(), await running.new_session()
         statuses = [(await _post(running, s, "/turns", {"message": "hi"})).status_code for s in (first, second, first)]
         refused = await _post(running, second, "/turns", {"message": "hi"})
-        stored = await running.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.turns")
+        stored = await running.sql.fetchval("SELECT count(*) FROM mcp_host.turns")
     assert statuses == [201, 201, 201]
     wait = int(refused.headers["retry-after"])
     assert 15 <= wait <= 20

@@ -483,7 +483,7 @@ async def test_a_normal_child_works_end_to_end_under_the_filter(tmp_path: Path, 
         async with host.client(session) as client:
             result = await client.call_tool("echo", {"text": "through the filter"})
             assert result.structured_content == {"text": "through the filter"}
-            (bwrap,) = host.host.spawned
+            (bwrap,) = host.spawned
             (init,) = child_pids(bwrap)  # bwrap's init, pid 1 of the sandbox
             (server,) = child_pids(init)
             seccomp = {pid: _status(pid)["Seccomp"] for pid in (bwrap, init, server)}

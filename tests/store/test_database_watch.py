@@ -360,7 +360,7 @@ async def test_the_host_restarts_its_killed_database_and_refuses_calls_cleanly_m
             # the postmaster is dead and cannot be restarted until the test lets it.
             os.kill(_postmaster_pid(pgdata), signal.SIGKILL)
             with _no_access(pgdata):
-                watch = running.host.database.watch
+                watch = running.database_watch
                 assert watch is not None
                 await wait_until(lambda: watch.down_since is not None)
                 outage_began = len(caplog.records)
@@ -425,7 +425,7 @@ async def test_with_a_database_url_the_host_waits_for_the_server_and_restarts_no
                 assert refused.structured_content == {"code": "unavailable", "message": OUTAGE_MESSAGE}
                 opened = await running.http.post(f"{running.url}/v1/sessions", json={})
                 assert (opened.status_code, opened.headers.get("retry-after")) == (503, "2")
-                watch = running.host.database.watch
+                watch = running.database_watch
                 assert watch is not None
                 await wait_until(lambda: watch.down_since is not None)
                 assert (await running.http.get(f"{running.url}/healthz")).status_code == 200

@@ -260,9 +260,9 @@ async def test_the_host_sweeps_while_it_runs(tmp_path: Path, database_url: str) 
         session = await running.new_session()
         url = f"{running.url}/v1/sessions/{session['session_id']}/turns"
         headers = {"Authorization": f"Bearer {session['token']}"}
-        grant = await granted(running.host.oauth, session["session_id"])  # a client let in for this session
+        grant = await granted(running.oauth, session["session_id"])  # a client let in for this session
         assert (await running.http.post(url, json={"message": "hi"}, headers=headers)).status_code == 201
-        pool = running.host.database.pool
+        pool = running.sql
         await _set(
             pool,
             "UPDATE mcp_host.sessions SET last_seen_at = now() - interval '2 hours' WHERE id = $1",
@@ -274,7 +274,7 @@ async def test_the_host_sweeps_while_it_runs(tmp_path: Path, database_url: str) 
             while await pool.fetchval(ended, session["session_id"]) is None:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         refused = await running.http.post(url, json={"message": "again"}, headers=headers)
-        oauth = running.host.oauth
+        oauth = running.oauth
         with anyio.fail_after(10):
             # The OAuth sweep runs in the same sweep: the expired session's grant ends.
             while await oauth.load_access_token(grant.access_token) is not None:  # noqa: ASYNC110

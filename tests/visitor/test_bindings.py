@@ -20,7 +20,7 @@ async def test_draft_07_tools_reach_visitors_and_each_dropped_tool_shows_in_the_
         async with host.client(session) as client:
             listed = [t.name for t in (await client.list_tools()).tools]
             called = await client.call_tool("ts_style", {"who": "ann", "point": [1, 2], "unit": "m"})
-        causes = {e.id: (e.status, e.cause) for e in host.host.catalogue.entries()}
+        causes = {e.id: (e.status, e.cause) for e in host.catalogue()}
 
     assert listed == ["ts_style", "plain"]
     assert called.structured_content == {"called": "ts_style"}

@@ -58,7 +58,7 @@ async def test_colliding_tool_names_are_exposed_by_neither_and_catalogue_says_wh
                 "code": "unknown",
                 "message": "no tool named 'same_name' is available in this session",
             }
-        entries = {e.id: e for e in host.host.catalogue.entries()}
+        entries = {e.id: e for e in host.catalogue()}
         assert entries["test.twin_a"] == snapshot(
             CatalogueEntry(
                 id="test.twin_a",
@@ -85,7 +85,7 @@ async def test_names_that_differ_only_in_case_dash_or_underscore_collide_and_cat
         async with host.client(session) as client:
             listed = sorted(t.name for t in (await client.list_tools()).tools)
             refused = await client.call_tool("Only-A", {})
-        causes = {e.id: e.cause for e in host.host.catalogue.entries()}
+        causes = {e.id: e.cause for e in host.catalogue()}
     assert listed == ["own_tool", "same_name"]
     assert refusal(refused) == {
         "code": "unknown",
@@ -213,7 +213,7 @@ async def test_role_granted_capability_is_hidden_from_public_sessions(
                 "message": "no tool named 'only_z' is available in this session",
             }
             assert refused.is_error is missing.is_error is True
-        assert len(host.host.spawned) == 1  # twin_a never started for a session that cannot see it
+        assert len(host.spawned) == 1  # twin_a never started for a session that cannot see it
         # the visitor hears `unknown`, as for a tool that does not exist; the log says which it was
         assert (
             f"session {session['session_id']}: tool 'only_a' refused as unknown "

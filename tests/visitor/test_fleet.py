@@ -72,12 +72,12 @@ async def _retry(running: RunningHost, session: dict[str, Any], state: str, keys
 
 async def test_a_parked_elicitation_is_answered_through_another_replica(tmp_path: Path, database_url: str) -> None:
     async with _replica(tmp_path, database_url, "a") as a, _replica(tmp_path, database_url, "b") as b:
-        ids = {r["id"] for r in await a.host.database.pool.fetch("SELECT id FROM mcp_host.replicas")}
+        ids = {r["id"] for r in await a.sql.fetch("SELECT id FROM mcp_host.replicas")}
         session = await a.new_session()
         first = await _parked(a, session)
         assert first.request_state is not None
         done = await _retry(b, session, first.request_state, list(first.input_requests or {}))
-        parked_after = a.host.rounds.parked_count()
+        parked_after = a.parked_rounds()
     assert len(ids) == 2 and first.request_state.partition(".")[0] in ids
     assert done.is_error is False
     assert done.structured_content == {"asked": True, "action": "accept", "reply": "Tuesday"}
@@ -102,7 +102,7 @@ async def test_a_state_naming_an_unreachable_replica_is_refused_within_the_conne
 ) -> None:
     async with _replica(tmp_path, database_url, "b") as b:
         # A replica whose row is fresh but whose address refuses connections.
-        await b.host.database.pool.execute(
+        await b.sql.execute(
             "INSERT INTO mcp_host.replicas (id, url) VALUES ($1, $2)",
             "00000000deadbeef",
             f"http://127.0.0.1:{free_port()}",
@@ -120,7 +120,7 @@ async def test_a_forged_or_stale_forward_header_is_refused_403(tmp_path: Path, d
         session = await b.new_session()
         path = f"/v1/sessions/{session['session_id']}/mcp"
         body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","requestState":"x.y"}}'
-        key = forward_key(load_host_key(b.host.settings.data_dir, SHARED_KEY))
+        key = forward_key(load_host_key(b.settings.data_dir, SHARED_KEY))
         headers = {
             "Authorization": f"Bearer {session['token']}",
             "Content-Type": "application/json",

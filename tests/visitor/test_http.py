@@ -229,7 +229,7 @@ async def test_an_address_opening_public_sessions_too_fast_is_told_when_to_retry
             },
         )
         assert (await other.post(url, json={})).status_code == 201
-        rows = await host.host.database.pool.fetchval("SELECT count(*) FROM mcp_host.sessions")
+        rows = await host.sql.fetchval("SELECT count(*) FROM mcp_host.sessions")
         assert rows == 4  # the refused one stored nothing
 
 

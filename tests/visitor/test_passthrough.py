@@ -370,7 +370,7 @@ async def test_prompts_and_resources_follow_the_same_gate_as_tools(tmp_path: Pat
     """List and get agree (docs/security.md E2): once the session's code is revoked, its prompts and
     resources go with its tools, and reading by a known URI or name is refused too."""
     async with running_host(_settings(tmp_path, database_url)) as host:
-        access, owner = host.host.access, host.host.owner_id
+        access, owner = host.access, host.owner_id
         await access.put_role(owner, "plain", [])
         code, _ = await access.create_code(owner, "plain")
         session = await host.new_session({"code": code})

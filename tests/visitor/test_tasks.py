@@ -247,7 +247,7 @@ async def test_a_tasks_elicitation_reaches_the_visitor_awaiting_its_result(tmp_p
                 tg.start_soon(result, "a", a, a_id)
                 tg.start_soon(result, "b", b, b_id)
             # Read beside the host: its writer lands the queued receipt a moment (a batch) later.
-            receipts = await _landed(PostgresTurns(host.host.database.pool), session_a["session_id"])
+            receipts = await _landed(PostgresTurns(host.sql), session_a["session_id"])
 
     for who, task_id in (("a", a_id), ("b", b_id)):
         structured = results[who]["result"]["structuredContent"]
@@ -325,7 +325,7 @@ async def test_a_task_the_host_forgets_at_its_ttls_end_is_cancelled_in_its_child
                 "tools/call", {"name": "research", "arguments": {"seconds": 30}, "task": {"ttl": 300}}
             )
             task_id = created["result"]["task"]["taskId"]
-            child = host.host.pool.get("test.tasker")
+            child = host.child("test.tasker")
             assert child is not None
 
             def cancelled() -> bool:

@@ -114,7 +114,7 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
         reported.append(progress)
 
     async with running_host(host_settings(tmp_path, database_url, ["liar"])) as host:
-        code, _ = await host.host.access.create_code(host.host.owner_id, "public", {"test.liar": {"max_lies": 5}})
+        code, _ = await host.access.create_code(host.owner_id, "public", {"test.liar": {"max_lies": 5}})
         session = await host.new_session({"code": code})
         async with _recorded_client(host, session, mode, wire, message_handler=on_message) as client:
             log_opt_in: dict[str, Any] = {}
@@ -156,8 +156,7 @@ async def test_a_childs_host_and_protocol_meta_never_reach_the_visitor(
 
 async def test_the_owner_door_does_not_pass_on_a_childs_claims_either(tmp_path: Path, database_url: str) -> None:
     async with running_host(host_settings(tmp_path, database_url, ["liar"])) as running:
-        assert running.host.owner_token_file is not None
-        token = running.host.owner_token_file.read_text().strip()
+        token = running.owner_token()
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             transport = streamable_http_client(f"{running.url}/v1/owner/mcp", http_client=http)

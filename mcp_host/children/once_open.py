@@ -1,0 +1,64 @@
+"""`OnceOpen`: what the child factory needs from the parts built once the database is open, given
+to it at construction, before they exist: the owner's config (a child's config-fed variables)
+and the audit of a node's calls to its parent.
+
+Above: the composition root (`app/early` makes one empty with the factory; `app/shared` opens
+it once the owner's config and the audit log exist). Below: `ChildFactory`, which reads it as
+its `EnvSource` and `ParentCalls`.
+
+Why a seam made empty and opened later, not a setter on the factory: the factory is built
+before the database opens (children boot while it starts), and the parts it reads are built
+after; the factory holds one collaborator from its construction on, and the one place that
+fills it is this seam's `open`, called once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import anyio
+
+from mcp_host.errors import Unavailable
+from mcp_host.plugins import ChildConfig, Plugin
+
+from .factory import EnvSource, OnCall
+
+__all__ = ["OnceOpen"]
+
+
+class OnceOpen:
+    """An `EnvSource` and `ParentCalls` whose answers come once `open` is called. Until then a
+    child that needs the owner's config waits for it (at most `wait_s`), then is refused
+    Unavailable; a remote plugin's child made before then tells no one of its calls (none of a
+    parent's lent capabilities is loaded before the database opens)."""
+
+    def __init__(self, *, wait_s: float) -> None:
+        self._wait_s = wait_s
+        self._env: EnvSource | None = None
+        self._parent_calls: Mapping[str, OnCall] = {}
+        self._opened = anyio.Event()
+
+    def open(self, env: EnvSource, parent_calls: Mapping[str, OnCall]) -> None:
+        """The owner's config, and what each of a parent's lent capabilities (by id) tells of a
+        call (tool, request id) before it is sent. Raises RuntimeError when called twice."""
+        if self._opened.is_set():
+            raise RuntimeError("opened once, by the composition root")
+        self._env = env
+        self._parent_calls = dict(parent_calls)
+        self._opened.set()
+
+    def on_call(self, plugin_id: str) -> OnCall | None:
+        return self._parent_calls.get(plugin_id)
+
+    async def env_for(self, plugin: Plugin) -> dict[str, str]:
+        return await (await self._given()).env_for(plugin)
+
+    async def child_config(self, plugin: Plugin) -> ChildConfig:
+        return await (await self._given()).child_config(plugin)
+
+    async def _given(self) -> EnvSource:
+        with anyio.move_on_after(self._wait_s):
+            await self._opened.wait()
+        if self._env is None:
+            raise Unavailable("the host's config is not open yet; try again")
+        return self._env

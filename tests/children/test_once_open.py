@@ -1,0 +1,60 @@
+"""`OnceOpen`: the child factory's view of the parts built once the database is open."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcp_host.children import OnceOpen
+from mcp_host.errors import Unavailable
+from mcp_host.plugins import ChildConfig, Plugin
+from mcp_host.plugins.manifest import load_manifest
+from tests.hosting import PLUGINS
+
+pytestmark = pytest.mark.anyio
+
+
+class _Env:
+    async def env_for(self, plugin: Plugin) -> dict[str, str]:
+        return {"WHO": plugin.manifest.id}
+
+    async def child_config(self, plugin: Plugin) -> ChildConfig:
+        return ChildConfig(env={"WHO": plugin.manifest.id}, args=("--x",))
+
+
+def _echo() -> Plugin:
+    return Plugin(load_manifest(PLUGINS / "echo"), PLUGINS / "echo", builtin=False)
+
+
+async def test_a_start_waits_for_the_config_until_the_host_opens_it() -> None:
+    once_open, echo = OnceOpen(wait_s=5), _echo()
+    read: list[ChildConfig] = []
+
+    async def start() -> None:
+        read.append(await once_open.child_config(echo))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(start)
+        await anyio.wait_all_tasks_blocked()
+        assert read == []
+        once_open.open(_Env(), {})
+    assert read == [ChildConfig(env={"WHO": echo.manifest.id}, args=("--x",))]
+    assert await once_open.env_for(echo) == {"WHO": echo.manifest.id}
+
+
+async def test_a_start_is_refused_unavailable_when_the_config_never_opens() -> None:
+    with pytest.raises(Unavailable, match="not open yet"):
+        await OnceOpen(wait_s=0.05).child_config(_echo())
+
+
+async def test_the_parent_calls_are_those_opened_with_and_it_opens_once() -> None:
+    once_open = OnceOpen(wait_s=5)
+    assert once_open.on_call("lent") is None
+
+    async def told(tool: str, request_id: str) -> None: ...
+
+    once_open.open(_Env(), {"lent": told})
+    assert once_open.on_call("lent") is told
+    assert once_open.on_call("own") is None
+    with pytest.raises(RuntimeError):
+        once_open.open(_Env(), {})
