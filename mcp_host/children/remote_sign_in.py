@@ -37,7 +37,7 @@ from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata
 from pydantic import AnyHttpUrl, AnyUrl, BaseModel, ConfigDict, ValidationError
 
-from mcp_host.errors import InvalidArguments, Unavailable
+from mcp_host.errors import InvalidArguments, Unavailable, Unconfigured
 from mcp_host.plugins import Plugin, PrivateReach
 from mcp_host.store import SignInState, SignInStore
 
@@ -67,11 +67,14 @@ class SignInOutcome(BaseModel):
     cause: str | None = None
 
 
-class _NeedsSignIn(Exception):  # noqa: N818 - a signal inside the SDK's flow, never raised past RemoteChild
+class _NeedsSignIn(Unconfigured):  # noqa: N818 - a signal inside the SDK's flow, never raised past RemoteChild
     """A child's start met a server that wants a sign-in the host cannot do on its own."""
 
+    def __init__(self, message: str = "the server wants a sign-in") -> None:
+        super().__init__(message)
 
-class _Abandoned(Exception):  # noqa: N818 - a signal inside the SDK's flow
+
+class _Abandoned(Unconfigured):  # noqa: N818 - a signal inside the SDK's flow
     def __init__(self, cause: str) -> None:
         super().__init__(cause)
         self.cause = cause

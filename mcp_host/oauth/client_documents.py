@@ -42,6 +42,7 @@ from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import ValidationError
 
 from mcp_host.children import RemoteGuard, Resolver, SystemResolver
+from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import PrivateReach, printable
 
 from .redirect_uris import check_redirect_uris
@@ -75,8 +76,8 @@ class DocumentLimits:
     max_age_cap_s: float = 86_400.0
 
 
-class _Refused(Exception):
-    """Why a document URL or document was refused (logged, never answered)."""
+class _Refused(InvalidArguments):
+    """Why a document URL or document was refused (logged, never answered: the client is unknown)."""
 
 
 class ClientDocuments:
