@@ -158,6 +158,14 @@ class SignInStore:
         await self._pool.execute("DELETE FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", plugin_id)
         return record
 
+    async def forget_session(self, suffix: str) -> int:
+        """Delete every row whose key ends with `suffix` (a visitor session's own sign-ins, when
+        the session ends); how many went."""
+        done = await self._pool.execute(
+            "DELETE FROM mcp_host.remote_sign_ins WHERE right(plugin_id, $2) = $1", suffix, len(suffix)
+        )
+        return int(done.split()[-1]) if isinstance(done, str) and done.split()[-1].isdigit() else 0
+
     def _open(self, sealed: str | None, plugin_id: str, column: str) -> dict[str, Any] | None:
         if sealed is None:
             return None
