@@ -215,7 +215,7 @@ class RemoteSignIns:
 
     async def refresh(self) -> None:
         """Read every plugin's sign-in state again (another replica may have changed one)."""
-        self._states = await self._store.states()
+        self._states = {key: state for key, state in (await self._store.states()).items() if _VISITOR not in key}
 
     async def child_start(self, plugin_id: str, url: str) -> ChildSignIn:
         """The sign-in a remote child's start uses: the stored token's, else none."""
@@ -323,7 +323,7 @@ class RemoteSignIns:
         for key in [k for k in self._signed if k.endswith(suffix)]:
             del self._signed[key]
         try:
-            await self._store.forget_session(suffix)
+            await self._store.forget_keyed(suffix=suffix)
         except Exception:  # the database closing as the host stops: logged, never raised into the host's tasks
             logger.warning("a visitor session's sign-ins could not be deleted at its end", exc_info=True)
 
@@ -449,6 +449,7 @@ class RemoteSignIns:
             flow.scope.cancel()
         self._states.pop(plugin_id, None)
         self._outcomes.pop(plugin_id, None)
+        await self._store.forget_keyed(prefix=plugin_id + _VISITOR)  # its visitors' own sign-ins
         record = await self._store.forget(plugin_id)
         if record is None:
             return False

@@ -158,13 +158,16 @@ class SignInStore:
         await self._pool.execute("DELETE FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", plugin_id)
         return record
 
-    async def forget_session(self, suffix: str) -> int:
-        """Delete every row whose key ends with `suffix` (a visitor session's own sign-ins, when
-        the session ends); how many went."""
-        done = await self._pool.execute(
-            "DELETE FROM mcp_host.remote_sign_ins WHERE right(plugin_id, $2) = $1", suffix, len(suffix)
+    async def forget_keyed(self, *, prefix: str = "", suffix: str = "") -> None:
+        """Delete every row whose key starts with `prefix` and ends with `suffix` (a visitor
+        session's own sign-ins when it ends; a plugin's visitors' when it goes)."""
+        await self._pool.execute(
+            "DELETE FROM mcp_host.remote_sign_ins WHERE left(plugin_id, $2) = $1 AND right(plugin_id, $4) = $3",
+            prefix,
+            len(prefix),
+            suffix,
+            len(suffix),
         )
-        return int(done.split()[-1]) if isinstance(done, str) and done.split()[-1].isdigit() else 0
 
     def _open(self, sealed: str | None, plugin_id: str, column: str) -> dict[str, Any] | None:
         if sealed is None:

@@ -1268,6 +1268,16 @@ def test_an_http_transport_takes_headers_config_headers_a_timeout_and_allowed_ho
             ("transport.timeout_s", "Input should be greater than 0"),
             id="zero-timeout",
         ),
+        pytest.param(
+            "instances: shared\ntransport: {kind: http, url: 'https://a.example/mcp', sign_in: per_visitor}",
+            ("transport.sign_in", "per_visitor needs instances: per_session"),
+            id="per-visitor-shared",
+        ),
+        pytest.param(
+            "transport: {command: node, sign_in: per_visitor}",
+            ("transport.sign_in", "only an http transport takes sign_in"),
+            id="stdio-sign-in",
+        ),
     ],
 )
 def test_bad_http_transport_is_refused_naming_the_field(tmp_path: Path, text: str, expected: tuple[str, str]) -> None:
