@@ -167,10 +167,10 @@ def sign_ins(running: RunningHost) -> SignInStore:
     return SignInStore(running.host.database.pool, box)
 
 
-async def past_expiry(store: SignInStore, by_s: float) -> None:
+async def past_expiry(store: SignInStore, by_s: float, key: str = PLUGIN) -> None:
     """Wait until `by_s` after the stored access token's expiry (a wall-clock time: the token's
     lifetime is the server's, nothing here can signal it)."""
-    record = await store.read(PLUGIN)
+    record = await store.read(key)
     assert record is not None and record.expires_at is not None
     assert record.expires_at - time.time() < 30  # the test's short lifetimes
     await anyio.sleep(max(0.0, record.expires_at + by_s - time.time()))
@@ -509,3 +509,29 @@ async def test_each_visitor_signs_in_with_its_own_account_and_one_who_has_not_ge
     assert gone is None
     assert kept is not None and kept.tokens is not None
     assert owners is not None and owners.tokens is not None
+
+
+async def test_a_visitors_own_token_is_refreshed_as_the_owners_is_without_asking_again(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with upstream(access_ttl=3, refresh_ttl=600) as server:
+        plugin = signin_plugin(tmp_path / "signin", server.mcp_url, "per_session", sign_in="per_visitor")
+        settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+        async with running_host(settings) as running, owner_client(running) as owner:
+            await connect(owner, "owner")
+            dana = Visitor("dana", await running.new_session(), [])
+            store = sign_ins(running)
+            key = visitor_key(PLUGIN, dana.session["session_id"])
+            async with running.client(dana.session, elicitation_callback=dana.answer) as client:
+                first = await client.call_tool("whoami", {})
+                before = await store.read(key)
+                await past_expiry(store, by_s=0.5, key=key)
+                later = await client.call_tool("whoami", {})
+            after = await store.read(key)
+            grants = (await server.stats())["grants"]
+
+    assert [text_of(first), text_of(later)] == ["signed in as dana"] * 2
+    assert len(dana.asked) == 1
+    assert before is not None and before.tokens is not None and after is not None and after.tokens is not None
+    assert after.tokens["refresh_token"] != before.tokens["refresh_token"]  # rotated in the visitor's row
+    assert grants.get("refresh_token", 0) >= 1
