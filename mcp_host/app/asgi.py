@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_host.children import CALLBACK_PATH, CLIENT_DOCUMENT_PATH
+from mcp_host.children import CALLBACK_PATH, CLIENT_DOCUMENT_PATH, VISITOR_PATH
 from mcp_host.desk import DESK_PATH, OWNER_CONSENT_PATH
 from mcp_host.edge import REST_ERRORS, HostOriginGuard, Unauthorized, rest_response
 from mcp_host.errors import Unavailable
@@ -34,7 +34,7 @@ from .early import security
 from .health import OutageGuard, answer_outages, healthz, readyz
 from .host_metrics import metrics
 from .lifespan import host_lifespan
-from .sign_in_routes import client_document, sign_in_callback
+from .sign_in_routes import client_document, sign_in_callback, visitor_sign_in
 from .wiring import NODE_PATH, OWNER_PATH, Host
 
 __all__ = ["HostApp", "create_app"]
@@ -204,6 +204,7 @@ def _routes(app: Starlette, rules: TransportSecuritySettings) -> list[BaseRoute]
         # The host as an OAuth client of remote servers (sign_in_routes.py).
         Route(CLIENT_DOCUMENT_PATH, _with_host(client_document), methods=["GET"]),
         Route(CALLBACK_PATH, _with_host(sign_in_callback), methods=["GET"]),
+        Route(VISITOR_PATH, _with_host(visitor_sign_in), methods=["GET"]),
     ]
 
 

@@ -304,6 +304,11 @@ async def _sign_ins(
     sign_ins = RemoteSignIns(store, settings.base_url, background, on_connected=connected)
     await sign_ins.refresh()
     early.children.use_sign_ins(sign_ins)
+
+    def session_ended(session_id: str) -> None:
+        background.start_soon(sign_ins.forget_session, session_id)
+
+    early.pool.on_session_end(session_ended)
     return sign_ins
 
 

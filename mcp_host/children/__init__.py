@@ -16,12 +16,13 @@ from .once_open import OnceOpen
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
 from .remote_guard import MemoryResolver, RemoteGuard, Resolver, SystemResolver
-from .remote_sign_in import CALLBACK_PATH, CLIENT_DOCUMENT_PATH, RemoteSignIns, SignInOutcome
+from .remote_sign_in import CALLBACK_PATH, CLIENT_DOCUMENT_PATH, VISITOR_PATH, RemoteSignIns, SignInOutcome
 from .stderr import LogKind
 
 __all__ = [
     "CALLBACK_PATH",
     "CLIENT_DOCUMENT_PATH",
+    "VISITOR_PATH",
     "PARENT_KIND",
     "Child",
     "ChildFactory",

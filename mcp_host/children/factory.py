@@ -29,7 +29,7 @@ from typing import Protocol
 import anyio
 
 from mcp_host.errors import HostError
-from mcp_host.plugins import ChildConfig, Plugin, Transport, needs_config
+from mcp_host.plugins import ChildConfig, Plugin, PrivateReach, Transport, needs_config
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
 
@@ -140,7 +140,14 @@ class ChildFactory:
             headers=dict(transport.headers),
             config_headers=config_headers if needs_config(plugin.manifest) else None,
             on_call=self._parent_calls.on_call(plugin.manifest.id) if self._parent_calls is not None else None,
-            sign_in=SignInLink(lambda: self._sign_ins, plugin.manifest.id, transport.url),
+            sign_in=SignInLink(
+                lambda: self._sign_ins,
+                plugin.manifest.id,
+                transport.url,
+                session_id=scope,
+                per_visitor=transport.sign_in == "per_visitor",
+                reach=PrivateReach.of(transport.allow_private),
+            ),
         )
 
         def no_launch() -> Launch:

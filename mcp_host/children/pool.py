@@ -87,6 +87,7 @@ class ChildPool:
         self._on_tools_changed = on_tools_changed
         self._metrics = metrics
         self._children: dict[str, Child] = {}
+        self._session_ends: list[Callable[[str], None]] = []
         self._logs: dict[str, ChildLog] = {}
         self._runs: dict[str, RunOfFailures] = {}
         self._tg: TaskGroup | None = None
@@ -212,8 +213,15 @@ class ChildPool:
         return self._children.get(plugin_id)
 
     def end_session(self, session_id: str) -> None:
-        """The visitor session ended: stop and forget its per-session instances."""
+        """The visitor session ended: stop and forget its per-session instances; tell those
+        that asked (`on_session_end`)."""
         self.sessions.end_session(session_id)
+        for told in self._session_ends:
+            told(session_id)
+
+    def on_session_end(self, told: Callable[[str], None]) -> None:
+        """Call `told(session_id)` whenever a visitor session ends (its own sign-ins go)."""
+        self._session_ends.append(told)
 
     def stop_plugin(self, plugin_id: str) -> None:
         """Stop and forget every child of `plugin_id`, shared, owner-context and per-session (it

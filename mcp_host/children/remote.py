@@ -26,7 +26,12 @@ catalogue, and costs no backoff. A server that asks for an OAuth sign-in (a 401 
 protected-resource metadata) is signed in by the owner once (`remote_sign_in`); each start then
 signs its requests with the host's token (`RemoteLink.sign_in`), refreshed as it nears expiry,
 and when the server no longer accepts it the start, and a call in flight, are `unconfigured`
-saying the owner must sign in again.
+saying the owner must sign in again. A plugin whose manifest says `transport.sign_in:
+per_visitor` signs each visitor session's child in as that visitor: a call of a session that
+holds no token of its own first asks its visitor, by a URL elicitation (put to the visitor as
+any question of a call is, in either era), to open a host link that starts its sign-in, and
+waits for it; declined or not completed, the call is `unconfigured` and the server is not
+called. Such a child never carries the owner's token.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from mcp.shared.subscriptions import event_to_notification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-from mcp_host.errors import TransportFailure, Unconfigured
+from mcp_host.errors import TransportFailure, Unavailable, Unconfigured
 from mcp_host.plugins import PrivateReach
 from mcp_host_kit.contract import REQUEST_ID_KEY
 
@@ -60,7 +65,7 @@ from .lifecycle import ChildLimits, Start
 from .mcp_session import Child
 from .parent import parent_answer
 from .remote_guard import RemoteGuard, Resolver, SystemResolver
-from .remote_sign_in import EXPIRED, NEEDS_SIGN_IN, ChildSignIn, SignInLink
+from .remote_sign_in import EXPIRED, NEEDS_SIGN_IN, VISITOR_NEEDS, ChildSignIn, SignInLink
 
 __all__ = ["RemoteChild", "RemoteLink"]
 
@@ -119,7 +124,11 @@ class RemoteChild(Child):
         self, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], **kwargs: Any
     ) -> types.CallToolResult:
         """As `Child.call_tool`; to a node's parent, with a request id first told to `on_call`,
-        and the parent's refusal made this host's (`parent_answer`)."""
+        and the parent's refusal made this host's (`parent_answer`). A visitor's own sign-in
+        first, where the plugin wants one (`_signed_in_as_visitor`)."""
+        sign_in = self._link.sign_in
+        if sign_in is not None and sign_in.own:
+            await self._signed_in_as_visitor(sign_in, meta)
         if self._link.on_call is None:
             return await super().call_tool(name, arguments, meta, **kwargs)
         if REQUEST_ID_KEY not in meta:
@@ -127,6 +136,27 @@ class RemoteChild(Child):
             meta = {**meta, REQUEST_ID_KEY: request_id}
             await self._link.on_call(name, request_id)
         return parent_answer(await super().call_tool(name, arguments, meta, **kwargs))
+
+    async def _signed_in_as_visitor(self, sign_in: SignInLink, meta: dict[str, Any]) -> None:
+        """Return once this child's visitor holds its own token: asked, when it holds none, to
+        open the host's link that starts its sign-in (a URL elicitation), then waited for.
+        Raises Unconfigured when the visitor declines or does not finish (the server is never
+        called without the visitor's own token)."""
+        if await sign_in.held():
+            return
+        link = sign_in.visitor_link()
+        if link is None:
+            raise Unavailable("the host's sign-ins are not open yet; try again")
+        call_id = meta.get(CALL_KEY)
+        params = types.ElicitRequestURLParams(
+            message=f"{self.plugin_id} needs you to sign in to its server with your own account",
+            url=link,
+            elicitation_id=secrets.token_hex(16),
+        )
+        named = {CALL_KEY: call_id} if isinstance(call_id, str) else {}
+        answer = await self.router.elicit(cast(Any, None), _with_meta(params, named))
+        if not isinstance(answer, types.ElicitResult) or answer.action != "accept" or not await sign_in.wait():
+            raise Unconfigured(VISITOR_NEEDS)
 
     async def _run(self, start: Start) -> None:
         started_at = time.monotonic()
@@ -169,6 +199,8 @@ class RemoteChild(Child):
     def _refusal(self, guard: RemoteGuard, signed: ChildSignIn) -> str:
         """Why the server refused the host: the owner's sign-in it wants (`remote_sign_in`), or
         the credentials the owner sets in config."""
+        if self._link.sign_in is not None and self._link.sign_in.own and (signed.asked or guard.challenged):
+            return VISITOR_NEEDS
         if self._link.sign_in is not None and signed.asked:
             return EXPIRED
         if self._link.sign_in is not None and guard.challenged:

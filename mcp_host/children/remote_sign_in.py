@@ -8,7 +8,11 @@ Below: `remote_auth` (the SDK's OAuth client over the host's storage), `remote_g
 request of a sign-in goes out through it, at addresses the plugin's manifest permits),
 `store.SignInStore`.
 
-One sign-in per plugin serves every visitor who may see it. Connecting runs the SDK's flow in
+One sign-in per plugin serves every visitor who may see it, unless its manifest says
+`transport.sign_in: per_visitor`: then each visitor session signs in with its own account
+(`visitor_link`, `start_visitor`), kept in a row of its own (`visitor_key`) that only that
+session's child reads and that goes when the session ends (`forget_session`); the owner's
+sign-in then serves the owner's context only. Connecting runs the SDK's flow in
 the host's task group: `connect` returns the server's authorization URL once discovery and
 registration are done (a client ID metadata document at `{base_url}/oauth/client.json` where
 the server supports one and the host is on https, else dynamic registration); the flow then
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,12 +49,27 @@ from mcp_host.store import SignInState, SignInStore
 from .remote_auth import HostOAuthProvider, PluginTokens
 from .remote_guard import RemoteGuard, Resolver, SystemResolver
 
-__all__ = ["CALLBACK_PATH", "CLIENT_DOCUMENT_PATH", "ChildSignIn", "RemoteSignIns", "SignInLink", "SignInOutcome"]
+__all__ = [
+    "CALLBACK_PATH",
+    "CLIENT_DOCUMENT_PATH",
+    "VISITOR_NEEDS",
+    "VISITOR_PATH",
+    "ChildSignIn",
+    "RemoteSignIns",
+    "SignInLink",
+    "SignInOutcome",
+    "visitor_key",
+]
 
 logger = logging.getLogger(__name__)
 
 CALLBACK_PATH = "/oauth/callback"
 CLIENT_DOCUMENT_PATH = "/oauth/client.json"
+VISITOR_PATH = "/oauth/visitor"
+VISITOR_NEEDS = "this capability's server needs your own sign-in: accept the sign-in the host offers, then call again"
+_VISITOR = "#visitor:"  # a visitor session's own row: `{plugin_id}#visitor:{session_id}`
+_TICKET_S = 600.0  # how long a visitor's sign-in link may wait to be opened
+_VISITOR_WAIT_S = 300.0  # how long an accepted sign-in holds its call, waiting for the browser
 NEEDS_SIGN_IN = "the remote server needs the owner's sign-in: connect it with the owner tool remote_connect"
 EXPIRED = "the remote server's sign-in expired or was refused: the owner signs in again with remote_connect"
 _ERROR_CODE = re.compile(r"[a-z_]{1,40}")
@@ -93,9 +113,27 @@ class ChildSignIn:
     """Why the plugin needs a sign-in, as stored (None: it was not known to need one)."""
 
 
+def visitor_key(plugin_id: str, session_id: str) -> str:
+    """The store key of `session_id`'s own sign-in to `plugin_id`'s server."""
+    return f"{plugin_id}{_VISITOR}{session_id}"
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """A visitor's sign-in link, not yet opened: whose sign-in it starts, and to which server."""
+
+    plugin_id: str
+    key: str
+    url: str
+    reach: PrivateReach
+    expires: float
+
+
 @dataclass
 class _Flow:
     plugin_id: str
+    key: str
+    """Where its tokens go: the plugin id (the owner's sign-in) or a `visitor_key`."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     url: str | None = None
     state: str | None = None
@@ -141,7 +179,9 @@ class RemoteSignIns:
         self._resolver: Resolver = resolver if resolver is not None else SystemResolver()
         self._timeout_s = flow_timeout_s
         self._on_connected = on_connected
-        self._flows: dict[str, _Flow] = {}  # by plugin id: the sign-in each waits for
+        self._flows: dict[str, _Flow] = {}  # by key (plugin id or visitor key): the sign-in each waits for
+        self._tickets: dict[str, _Ticket] = {}
+        self._signed: dict[str, anyio.Event] = {}  # by visitor key: set when its sign-in completes here
         self._outcomes: dict[str, SignInOutcome] = {}
         self._states: dict[str, SignInState] = {}
 
@@ -178,7 +218,7 @@ class RemoteSignIns:
 
     async def refresh(self) -> None:
         """Read every plugin's sign-in state again (another replica may have changed one)."""
-        self._states = await self._store.states()
+        self._states = {key: state for key, state in (await self._store.states()).items() if _VISITOR not in key}
 
     async def child_start(self, plugin_id: str, url: str) -> ChildSignIn:
         """The sign-in a remote child's start uses: the stored token's, else none."""
@@ -206,9 +246,10 @@ class RemoteSignIns:
         return started
 
     async def needed(self, plugin_id: str, cause: str) -> None:
-        """`plugin_id`'s server wants the owner's sign-in; its token (if any) goes."""
+        """`plugin_id`'s server wants the owner's sign-in (or, for a `visitor_key`, that
+        visitor's); its token (if any) goes."""
         if self._states.get(plugin_id) != "needs_sign_in":
-            logger.info("%s: %s", plugin_id, cause)
+            logger.info("%s: %s", plugin_id.partition(_VISITOR)[0], cause)
         await self._store.need_sign_in(plugin_id, cause)
         self._states[plugin_id] = "needs_sign_in"
 
@@ -235,11 +276,67 @@ class RemoteSignIns:
         if transport is None or transport.kind != "http" or transport.url is None:
             raise InvalidArguments(f"capability: {plugin.manifest.id} is not a remote server")
         plugin_id = plugin.manifest.id
-        earlier = self._flows.pop(plugin_id, None)
+        return await self._begin(plugin_id, plugin_id, transport.url, PrivateReach.of(transport.allow_private))
+
+    def visitor_link(self, plugin_id: str, session_id: str, url: str, reach: PrivateReach) -> str:
+        """A host URL that, opened, starts `session_id`'s own sign-in to `plugin_id`'s server at
+        `url`: a random ticket, used once, for `_TICKET_S`, on this replica."""
+        now = time.monotonic()
+        for stale in [t for t, found in self._tickets.items() if found.expires < now]:
+            del self._tickets[stale]
+        ticket = secrets.token_urlsafe(32)
+        key = visitor_key(plugin_id, session_id)
+        self._tickets[ticket] = _Ticket(plugin_id, key, url, reach, now + _TICKET_S)
+        return f"{self._base}{VISITOR_PATH}?ticket={ticket}"
+
+    async def start_visitor(self, ticket: str) -> str:
+        """The visitor opened its sign-in link: start its sign-in; the server's authorization
+        URL. Raises InvalidArguments for a link that is unknown, used or expired, and as
+        `connect` does."""
+        found = self._tickets.pop(ticket, None)
+        if found is None or found.expires < time.monotonic():
+            raise InvalidArguments("this sign-in link is unknown, used or expired: call the tool again for a new one")
+        return await self._begin(found.plugin_id, found.key, found.url, found.reach)
+
+    async def held(self, key: str) -> bool:
+        """Whether the host holds a token for `key` (a plugin id or a `visitor_key`)."""
+        record = await self._store.read(key)
+        return record is not None and record.tokens is not None
+
+    async def wait_for(self, key: str, timeout_s: float = _VISITOR_WAIT_S) -> bool:
+        """Wait until `key`'s sign-in holds a token (read from the store: the browser may come
+        back to another flow's end), or `timeout_s` passes; whether it does."""
+        deadline = anyio.current_time() + timeout_s
+        while not await self.held(key):
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return False
+            signed = self._signed.setdefault(key, anyio.Event())
+            with anyio.move_on_after(min(left, 1.0)):  # one finished on another replica shows in the store
+                await signed.wait()
+        return True
+
+    async def forget_session(self, session_id: str) -> None:
+        """`session_id` ended: its own sign-ins go, with their links and flows (on this replica)."""
+        suffix = _VISITOR + session_id
+        for ticket in [t for t, found in self._tickets.items() if found.key.endswith(suffix)]:
+            del self._tickets[ticket]
+        for key in [k for k in self._flows if k.endswith(suffix)]:
+            self._flows.pop(key).scope.cancel()
+        for key in [k for k in self._signed if k.endswith(suffix)]:
+            del self._signed[key]
+        try:
+            await self._store.forget_keyed(suffix=suffix)
+        except Exception:  # the database closing as the host stops: logged, never raised into the host's tasks
+            logger.warning("a visitor session's sign-ins could not be deleted at its end", exc_info=True)
+
+    async def _begin(self, plugin_id: str, key: str, url: str, reach: PrivateReach) -> str:
+        """Start a sign-in whose tokens go to `key`; the server's authorization URL."""
+        earlier = self._flows.pop(key, None)
         if earlier is not None:
             earlier.scope.cancel()
-        flow = self._flows[plugin_id] = _Flow(plugin_id)
-        self._tg.start_soon(self._run, flow, transport.url, PrivateReach.of(transport.allow_private))
+        flow = self._flows[key] = _Flow(plugin_id, key)
+        self._tg.start_soon(self._run, flow, url, reach)
         with anyio.move_on_after(_REQUEST_TIMEOUT_S * 4):
             await flow.opened.wait()
         if not flow.opened.is_set():
@@ -288,7 +385,7 @@ class RemoteSignIns:
                 return flow.answer
             raise _Abandoned(flow.answer or "the sign-in ended without a code")
 
-        tokens = PluginTokens(self._store, flow.plugin_id, fresh=True)
+        tokens = PluginTokens(self._store, flow.key, fresh=True)
         provider = HostOAuthProvider(
             url,
             self.client_metadata(),
@@ -304,7 +401,7 @@ class RemoteSignIns:
                     cause = await self._signed_in(provider, url, reach)
             except Exception as exc:
                 cause = _cause(exc)
-                logger.info("%s: the owner's sign-in failed", flow.plugin_id, exc_info=True)
+                logger.info("%s: a sign-in failed", flow.plugin_id, exc_info=True)
         if flow.scope.cancelled_caught:
             cause = "a newer sign-in replaced this one"
         elif cause is None and tokens.metadata() is None:
@@ -329,15 +426,20 @@ class RemoteSignIns:
     async def _ended(self, flow: _Flow, cause: str | None) -> None:
         outcome = SignInOutcome(capability=flow.plugin_id, connected=cause is None, cause=cause)
         flow.outcome = outcome
-        if self._flows.get(flow.plugin_id) is flow:
-            del self._flows[flow.plugin_id]
-        self._outcomes[flow.plugin_id] = outcome
+        if self._flows.get(flow.key) is flow:
+            del self._flows[flow.key]
+        own = flow.key == flow.plugin_id  # the owner's sign-in, not a visitor's
+        if own:
+            self._outcomes[flow.plugin_id] = outcome
         if cause is None:
-            self._states[flow.plugin_id] = "connected"
-            logger.info("%s: the owner signed the host in to its remote server", flow.plugin_id)
-            self._on_connected(flow.plugin_id)
+            self._states[flow.key] = "connected"
+            who = "the owner" if own else "a visitor"
+            logger.info("%s: %s signed in to its remote server", flow.plugin_id, who)
+            if own:  # a visitor's child starts signed in at its next call
+                self._on_connected(flow.plugin_id)
+            self._signed.pop(flow.key, anyio.Event()).set()
         else:
-            logger.info("%s: the owner's sign-in ended: %s", flow.plugin_id, cause)
+            logger.info("%s: a sign-in ended: %s", flow.plugin_id, cause)
         flow.opened.set()
         flow.done.set()
 
@@ -350,6 +452,7 @@ class RemoteSignIns:
             flow.scope.cancel()
         self._states.pop(plugin_id, None)
         self._outcomes.pop(plugin_id, None)
+        await self._store.forget_keyed(prefix=plugin_id + _VISITOR)  # its visitors' own sign-ins
         record = await self._store.forget(plugin_id)
         if record is None:
             return False
@@ -403,15 +506,45 @@ class SignInLink:
     source: Callable[[], RemoteSignIns | None]
     plugin_id: str
     url: str
+    session_id: str | None = None
+    """The visitor session the child serves alone (a per-session instance); None: shared or the
+    owner's context."""
+    per_visitor: bool = False
+    """The manifest's `transport.sign_in: per_visitor`."""
+    reach: PrivateReach = field(default_factory=lambda: PrivateReach.of(()))
+
+    @property
+    def own(self) -> bool:
+        """Whether the child signs in as its visitor (never with the owner's token)."""
+        return self.per_visitor and self.session_id is not None
+
+    @property
+    def key(self) -> str:
+        return visitor_key(self.plugin_id, self.session_id) if self.own and self.session_id else self.plugin_id
 
     async def start(self) -> ChildSignIn:
         sign_ins = self.source()
-        return ChildSignIn(None) if sign_ins is None else await sign_ins.child_start(self.plugin_id, self.url)
+        return ChildSignIn(None) if sign_ins is None else await sign_ins.child_start(self.key, self.url)
 
     async def needed(self, cause: str) -> None:
         sign_ins = self.source()
         if sign_ins is not None:
-            await sign_ins.needed(self.plugin_id, cause)
+            await sign_ins.needed(self.key, cause)
+
+    async def held(self) -> bool:
+        sign_ins = self.source()
+        return sign_ins is not None and await sign_ins.held(self.key)
+
+    def visitor_link(self) -> str | None:
+        """The link that starts this child's visitor's own sign-in; None before the database opens."""
+        sign_ins = self.source()
+        if sign_ins is None or self.session_id is None:
+            return None
+        return sign_ins.visitor_link(self.plugin_id, self.session_id, self.url, self.reach)
+
+    async def wait(self) -> bool:
+        sign_ins = self.source()
+        return sign_ins is not None and await sign_ins.wait_for(self.key)
 
 
 def _parsed_server(metadata: Mapping[str, Any]) -> OAuthMetadata | None:

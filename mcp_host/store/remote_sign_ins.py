@@ -158,6 +158,17 @@ class SignInStore:
         await self._pool.execute("DELETE FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", plugin_id)
         return record
 
+    async def forget_keyed(self, *, prefix: str = "", suffix: str = "") -> None:
+        """Delete every row whose key starts with `prefix` and ends with `suffix` (a visitor
+        session's own sign-ins when it ends; a plugin's visitors' when it goes)."""
+        await self._pool.execute(
+            "DELETE FROM mcp_host.remote_sign_ins WHERE left(plugin_id, $2) = $1 AND right(plugin_id, $4) = $3",
+            prefix,
+            len(prefix),
+            suffix,
+            len(suffix),
+        )
+
     def _open(self, sealed: str | None, plugin_id: str, column: str) -> dict[str, Any] | None:
         if sealed is None:
             return None

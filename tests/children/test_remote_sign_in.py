@@ -10,7 +10,10 @@ Proves: a plugin that needs a sign-in is `unconfigured` with the cause and shows
 names the account); the token is refreshed before it expires (short lifetimes here); when the
 server's refresh token expires the plugin needs a sign-in again, calls are `unconfigured`, and a
 new sign-in works; signing out revokes the refresh token at the server and deletes the row; the
-tokens are stored sealed, never in clear.
+tokens are stored sealed, never in clear. A plugin that signs in per visitor
+(`transport.sign_in: per_visitor`) asks each visitor session, by a URL elicitation, to sign in
+with its own account: two visitors' calls name their own accounts, one who declines gets the
+question and no data, and a session's sign-in goes when the session ends.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from urllib.parse import parse_qs, urlparse
 
 import anyio
 import httpx2
+import mcp.types as types
 import pytest
 from mcp import Client
 
+from mcp_host.children.remote_sign_in import VISITOR_NEEDS, visitor_key
 from mcp_host.store import SecretBox, SignInStore, load_host_key
 from mcp_host_kit.contract import codes
 from tests.hosting import REPO, RunningHost, free_port, host_settings, refusal, running_host
@@ -83,7 +88,9 @@ async def upstream(access_ttl: int, refresh_ttl: int) -> AsyncIterator[Upstream]
         await process.aclose()
 
 
-def signin_plugin(folder: Path, url: str, instances: str = "shared", private: str = "[127.0.0.1]") -> Path:
+def signin_plugin(
+    folder: Path, url: str, instances: str = "shared", private: str = "[127.0.0.1]", sign_in: str = "owner"
+) -> Path:
     folder.mkdir()
     (folder / "manifest.yaml").write_text(
         f"""id: {PLUGIN}
@@ -98,6 +105,7 @@ transport:
   allowed_hosts: [127.0.0.1]
   allow_private: {private}
   timeout_s: 10
+  sign_in: {sign_in}
 """
     )
     return folder
@@ -159,10 +167,10 @@ def sign_ins(running: RunningHost) -> SignInStore:
     return SignInStore(running.sql, box)
 
 
-async def past_expiry(store: SignInStore, by_s: float) -> None:
+async def past_expiry(store: SignInStore, by_s: float, key: str = PLUGIN) -> None:
     """Wait until `by_s` after the stored access token's expiry (a wall-clock time: the token's
     lifetime is the server's, nothing here can signal it)."""
-    record = await store.read(PLUGIN)
+    record = await store.read(key)
     assert record is not None and record.expires_at is not None
     assert record.expires_at - time.time() < 30  # the test's short lifetimes
     await anyio.sleep(max(0.0, record.expires_at + by_s - time.time()))
@@ -427,3 +435,101 @@ async def test_the_client_document_and_a_callback_nobody_waits_for(tmp_path: Pat
     assert stray.status_code == 400
     assert "no sign-in is waiting for this answer on this replica; start it again" in stray.text
     assert stray.headers["x-frame-options"] == "DENY" and stray.headers["cache-control"] == "no-store"
+
+
+@dataclass
+class Visitor:
+    """A visitor session whose client answers the host's sign-in question: as a browser signing
+    in as `account`, or (None) declining."""
+
+    account: str | None
+    session: dict[str, Any]
+    asked: list[types.ElicitRequestParams]
+
+    async def answer(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params)
+        if self.account is None or not isinstance(params, types.ElicitRequestURLParams):
+            return types.ElicitResult(action="decline")
+        page = await sign_in_as_a_browser(params.url, self.account)
+        assert page.status_code == 200, page.text
+        return types.ElicitResult(action="accept")
+
+
+async def twice(running: RunningHost, visitor: Visitor, mode: str) -> list[Any]:
+    async with running.client(visitor.session, mode=mode, elicitation_callback=visitor.answer) as client:
+        return [await client.call_tool("whoami", {}) for _ in range(2)]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_each_visitor_signs_in_with_its_own_account_and_one_who_has_not_gets_only_the_question(
+    tmp_path: Path, database_url: str, mode: str
+) -> None:
+    async with upstream(access_ttl=60, refresh_ttl=600) as server:
+        plugin = signin_plugin(tmp_path / "signin", server.mcp_url, "per_session", sign_in="per_visitor")
+        settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+        async with running_host(settings) as running, owner_client(running) as owner:
+            await connect(owner, "owner")  # the owner's context lists the tools; no visitor call uses it
+            alice, bob, carol = [Visitor(a, await running.new_session(), []) for a in ("alice", "bob", None)]
+            answers = {v.account: await twice(running, v, mode) for v in (alice, bob, carol)}
+            store = sign_ins(running)
+            key = visitor_key(PLUGIN, alice.session["session_id"])
+            held = await store.read(key)
+            raw = await running.sql.fetchrow(
+                "SELECT tokens FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", key
+            )
+            link = alice.asked[0]
+            assert isinstance(link, types.ElicitRequestURLParams)
+            reused = await running.http.get(link.url)
+            assert await running.sessions.end(alice.session["session_id"])
+            for _ in range(100):  # the session's sign-ins go in the background, at its end
+                if (gone := await store.read(key)) is None:
+                    break
+                await anyio.sleep(0.1)
+            kept = await store.read(visitor_key(PLUGIN, bob.session["session_id"]))
+            owners = await store.read(PLUGIN)
+
+    assert [text_of(r) for r in answers["alice"]] == ["signed in as alice"] * 2
+    assert [text_of(r) for r in answers["bob"]] == ["signed in as bob"] * 2
+    # Asked once each: the second call carries the token the first sign-in stored.
+    assert [len(v.asked) for v in (alice, bob)] == [1, 1]
+    assert link.url.startswith(f"{running.url}/oauth/visitor?ticket=")
+    assert (link.elicitation_id is not None) == (mode == "legacy")  # an id is on the wire at 2025-11-25 only
+    # Declined: each call is asked again, refused, and reaches no data (never the owner's token).
+    assert len(carol.asked) == 2
+    for refused in answers[None]:
+        assert refusal(refused) == {"code": codes.UNCONFIGURED, "message": VISITOR_NEEDS}
+        assert "signed in as" not in str(refused)
+    # Sealed, bound to the session's own row; the link works once.
+    assert held is not None and held.tokens is not None and raw is not None
+    assert held.tokens["access_token"] not in str(raw["tokens"])
+    assert reused.status_code == 400 and "unknown, used or expired" in reused.text
+    # The ended session's sign-in went; another's and the owner's stay.
+    assert gone is None
+    assert kept is not None and kept.tokens is not None
+    assert owners is not None and owners.tokens is not None
+
+
+async def test_a_visitors_own_token_is_refreshed_as_the_owners_is_without_asking_again(
+    tmp_path: Path, database_url: str
+) -> None:
+    async with upstream(access_ttl=3, refresh_ttl=600) as server:
+        plugin = signin_plugin(tmp_path / "signin", server.mcp_url, "per_session", sign_in="per_visitor")
+        settings = host_settings(tmp_path, database_url, []).model_copy(update={"plugins": [plugin]})
+        async with running_host(settings) as running, owner_client(running) as owner:
+            await connect(owner, "owner")
+            dana = Visitor("dana", await running.new_session(), [])
+            store = sign_ins(running)
+            key = visitor_key(PLUGIN, dana.session["session_id"])
+            async with running.client(dana.session, elicitation_callback=dana.answer) as client:
+                first = await client.call_tool("whoami", {})
+                before = await store.read(key)
+                await past_expiry(store, by_s=0.5, key=key)
+                later = await client.call_tool("whoami", {})
+            after = await store.read(key)
+            grants = (await server.stats())["grants"]
+
+    assert [text_of(first), text_of(later)] == ["signed in as dana"] * 2
+    assert len(dana.asked) == 1
+    assert before is not None and before.tokens is not None and after is not None and after.tokens is not None
+    assert after.tokens["refresh_token"] != before.tokens["refresh_token"]  # rotated in the visitor's row
+    assert grants.get("refresh_token", 0) >= 1

@@ -262,6 +262,7 @@ Second line,	tabbed.
                 "timeout_s": None,
                 "allowed_hosts": [],
                 "allow_private": [],
+                "sign_in": "owner",
             },
             "category": None,
             "verbs": None,
@@ -292,6 +293,7 @@ def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> N
                     "timeout_s": None,
                     "allowed_hosts": [],
                     "allow_private": [],
+                    "sign_in": "owner",
                 },
                 "category": "calendar",
                 "verbs": ["freebusy", "insert_event"],
@@ -1267,6 +1269,16 @@ def test_an_http_transport_takes_headers_config_headers_a_timeout_and_allowed_ho
             "transport: {kind: http, url: 'https://a.example/mcp', timeout_s: 0}",
             ("transport.timeout_s", "Input should be greater than 0"),
             id="zero-timeout",
+        ),
+        pytest.param(
+            "instances: shared\ntransport: {kind: http, url: 'https://a.example/mcp', sign_in: per_visitor}",
+            ("transport.sign_in", "per_visitor needs instances: per_session"),
+            id="per-visitor-shared",
+        ),
+        pytest.param(
+            "transport: {command: node, sign_in: per_visitor}",
+            ("transport.sign_in", "only an http transport takes sign_in"),
+            id="stdio-sign-in",
         ),
     ],
 )

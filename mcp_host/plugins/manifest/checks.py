@@ -27,7 +27,20 @@ __all__ = ["mistakes", "problems", "quota_limit_declared", "warnings"]
 def problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
     """(dotted field, problem) of what stops the load: connector fields on a capability (or
     missing on a connector), a quota key of the wrong type, config a child cannot be given."""
-    return itertools.chain(_connector_problems(manifest), _quota_problems(manifest), _config_env_problems(manifest))
+    return itertools.chain(
+        _connector_problems(manifest),
+        _quota_problems(manifest),
+        _config_env_problems(manifest),
+        _sign_in_problems(manifest),
+    )
+
+
+def _sign_in_problems(manifest: Manifest) -> Iterator[tuple[str, str]]:
+    """A per-visitor sign-in needs a child per visitor session: a shared one would carry one
+    visitor's token to another's calls."""
+    transport = manifest.transport
+    if transport is not None and transport.sign_in == "per_visitor" and not manifest.per_session:
+        yield "transport.sign_in", "per_visitor needs instances: per_session"
 
 
 def warnings(manifest: Manifest) -> Iterator[str]:

@@ -172,6 +172,12 @@ class Transport(Strict):
     """http only: the hosts (names or addresses) that may be reached at a loopback or private
     address; a link-local or cloud-metadata address (169.254.169.254, fd00:ec2::254) only when it
     is named here itself (`plugins.addresses`). Absent: public addresses only."""
+    sign_in: Literal["owner", "per_visitor"] = "owner"
+    """http only, for a server that asks for an OAuth sign-in: the owner signs the host in once
+    and every visitor's calls carry that token (`owner`), or each visitor session signs in with
+    its own account, asked by a URL elicitation, and its calls carry only its own token
+    (`per_visitor`; needs `instances: per_session`; the owner's sign-in then serves only the
+    owner's context, the tool lists among it)."""
 
     def reachable_hosts(self) -> tuple[str, ...]:
         """The hosts an http transport's requests may go to: `allowed_hosts`, else the url's."""
@@ -190,7 +196,7 @@ class Transport(Strict):
             for name in self.env_from_config:
                 if name in self.env:
                     raise problem(f"env_from_config.{name}", f"{name} is set in env too")
-            for name in ("headers", "headers_from_config", "timeout_s", "allowed_hosts", "allow_private"):
+            for name in ("headers", "headers_from_config", "timeout_s", "allowed_hosts", "allow_private", "sign_in"):
                 if name in self.model_fields_set:
                     raise problem(name, f"only an http transport takes {name}")
             return self
