@@ -131,7 +131,7 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         _prestarted(settings, plugins),
         pool,
         sockets,
-        ChildFactory(pool, settings, sockets, env=once_open, parent_calls=once_open),
+        ChildFactory(pool, settings, sockets, env=once_open, parent_calls=once_open, sign_ins=once_open.sign_ins),
         once_open,
         grants,
         spawned,

@@ -303,7 +303,7 @@ async def _sign_ins(
     store = SignInStore(database.pool, SecretBox(shared.host_key))
     sign_ins = RemoteSignIns(store, settings.base_url, background, on_connected=connected)
     await sign_ins.refresh()
-    early.children.use_sign_ins(sign_ins)
+    early.once_open.open_sign_ins(sign_ins)
 
     def session_ended(session_id: str) -> None:
         background.start_soon(sign_ins.forget_session, session_id)

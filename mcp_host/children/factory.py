@@ -93,18 +93,17 @@ class ChildFactory:
         sockets: SocketPaths,
         env: EnvSource,
         parent_calls: ParentCalls | None = None,
+        sign_ins: Callable[[], RemoteSignIns | None] = lambda: None,
     ) -> None:
         """`env`: where a child's config-fed variables are read at each start; `parent_calls`:
-        asked once per remote plugin, when its child is made (a child is made once)."""
+        asked once per remote plugin, when its child is made (a child is made once);
+        `sign_ins`: the host's sign-ins to remote servers, read at each remote child's start
+        (None until the database is open: no sign-in yet)."""
         self._pool = pool
         self._settings = settings
         self._sockets = sockets
         self._env = env
         self._parent_calls = parent_calls
-        self._sign_ins: RemoteSignIns | None = None
-
-    def use_sign_ins(self, sign_ins: RemoteSignIns) -> None:
-        """Sign remote plugins' requests in with `sign_ins` from now on (the database is open)."""
         self._sign_ins = sign_ins
 
     def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
@@ -141,7 +140,7 @@ class ChildFactory:
             config_headers=config_headers if needs_config(plugin.manifest) else None,
             on_call=self._parent_calls.on_call(plugin.manifest.id) if self._parent_calls is not None else None,
             sign_in=SignInLink(
-                lambda: self._sign_ins,
+                self._sign_ins,
                 plugin.manifest.id,
                 transport.url,
                 session_id=scope,

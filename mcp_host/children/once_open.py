@@ -1,10 +1,11 @@
 """`OnceOpen`: what the child factory needs from the parts built once the database is open, given
-to it at construction, before they exist: the owner's config (a child's config-fed variables)
-and the audit of a node's calls to its parent.
+to it at construction, before they exist: the owner's config (a child's config-fed variables),
+the audit of a node's calls to its parent, and the host's sign-ins to remote servers.
 
 Above: the composition root (`app/early` makes one empty with the factory; `app/shared` opens
-it once the owner's config and the audit log exist). Below: `ChildFactory`, which reads it as
-its `EnvSource` and `ParentCalls`.
+it once the owner's config and the audit log exist; `app/wiring` gives it the sign-ins once the
+change feed they tell exists). Below: `ChildFactory`, which reads it as its `EnvSource`,
+`ParentCalls` and source of sign-ins.
 
 Why a seam made empty and opened later, not a setter on the factory: the factory is built
 before the database opens (children boot while it starts), and the parts it reads are built
@@ -22,6 +23,7 @@ from mcp_host.errors import Unavailable
 from mcp_host.plugins import ChildConfig, Plugin
 
 from .factory import EnvSource, OnCall
+from .remote_sign_in import RemoteSignIns
 
 __all__ = ["OnceOpen"]
 
@@ -36,6 +38,7 @@ class OnceOpen:
         self._wait_s = wait_s
         self._env: EnvSource | None = None
         self._parent_calls: Mapping[str, OnCall] = {}
+        self._sign_ins: RemoteSignIns | None = None
         self._opened = anyio.Event()
 
     def open(self, env: EnvSource, parent_calls: Mapping[str, OnCall]) -> None:
@@ -46,6 +49,17 @@ class OnceOpen:
         self._env = env
         self._parent_calls = dict(parent_calls)
         self._opened.set()
+
+    def open_sign_ins(self, sign_ins: RemoteSignIns) -> None:
+        """The host's sign-ins to remote servers (built after the change feed, so after `open`).
+        Raises RuntimeError when called twice."""
+        if self._sign_ins is not None:
+            raise RuntimeError("opened once, by the composition root")
+        self._sign_ins = sign_ins
+
+    def sign_ins(self) -> RemoteSignIns | None:
+        """The host's sign-ins to remote servers; None before `open_sign_ins` (no sign-in yet)."""
+        return self._sign_ins
 
     def on_call(self, plugin_id: str) -> OnCall | None:
         return self._parent_calls.get(plugin_id)

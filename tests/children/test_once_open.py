@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import anyio
 import pytest
 
-from mcp_host.children import OnceOpen
+from mcp_host.children import OnceOpen, RemoteSignIns
 from mcp_host.errors import Unavailable
 from mcp_host.plugins import ChildConfig, Plugin
 from mcp_host.plugins.manifest import load_manifest
@@ -58,3 +60,13 @@ async def test_the_parent_calls_are_those_opened_with_and_it_opens_once() -> Non
     assert once_open.on_call("own") is None
     with pytest.raises(RuntimeError):
         once_open.open(_Env(), {})
+
+
+def test_the_sign_ins_are_none_until_opened_and_opened_once() -> None:
+    once = OnceOpen(wait_s=0.1)
+    before = once.sign_ins()
+    sign_ins = cast(RemoteSignIns, object())  # only held and handed back, never used
+    once.open_sign_ins(sign_ins)
+    with pytest.raises(RuntimeError, match="opened once"):
+        once.open_sign_ins(sign_ins)
+    assert (before, once.sign_ins()) == (None, sign_ins)
