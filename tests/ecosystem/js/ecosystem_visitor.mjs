@@ -6,6 +6,7 @@
 // environment (MCP_VISITOR_TOKEN) so that it never shows on a command line.
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
+import { listAndCall } from "../../js/list_and_call.mjs";
 
 const [sdk, url, callsJson] = process.argv.slice(2);
 const load = (file) => import(pathToFileURL(join(sdk, "dist", "esm", file)).href);
@@ -18,21 +19,6 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
 const client = new Client({ name: "ecosystem-proof", version: "1.0.0" }, { capabilities: {} });
 await client.connect(transport);
 
-const tools = [];
-let cursor;
-do {
-  const page = await client.listTools(cursor ? { cursor } : {});
-  tools.push(...page.tools.map((tool) => tool.name));
-  cursor = page.nextCursor;
-} while (cursor);
-
-const calls = [];
-for (const call of JSON.parse(callsJson)) {
-  try {
-    calls.push({ result: await client.callTool({ name: call.name, arguments: call.arguments ?? {} }) });
-  } catch (error) {
-    calls.push({ error: { code: error?.code ?? null, message: String(error?.message ?? error) } });
-  }
-}
+const { tools, calls } = await listAndCall(client, callsJson);
 process.stdout.write(JSON.stringify({ protocolVersion: transport.protocolVersion ?? null, tools, calls }));
 await client.close();

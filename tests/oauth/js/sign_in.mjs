@@ -15,6 +15,7 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { listAndCall } from "../../js/list_and_call.mjs";
 
 const [sdk, door, callsJson] = process.argv.slice(2);
 const [generation, folder] = [sdk.slice(0, sdk.indexOf(":")), sdk.slice(sdk.indexOf(":") + 1)];
@@ -97,21 +98,7 @@ try {
 callbacks.closeAllConnections();
 callbacks.close();
 
-const tools = [];
-let cursor;
-do {
-  const page = await client.listTools(cursor ? { cursor } : {});
-  tools.push(...page.tools.map((tool) => tool.name));
-  cursor = page.nextCursor;
-} while (cursor);
-const calls = [];
-for (const call of JSON.parse(callsJson)) {
-  try {
-    calls.push({ result: await client.callTool({ name: call.name, arguments: call.arguments ?? {} }) });
-  } catch (error) {
-    calls.push({ error: { code: error?.code ?? null, message: String(error?.message ?? error) } });
-  }
-}
+const { tools, calls } = await listAndCall(client, callsJson);
 const { client_id, token_endpoint_auth_method } = store.client ?? {};
 process.stdout.write(
   JSON.stringify({
