@@ -32,6 +32,7 @@ from .bundles import (
 )
 from .config_refs import ChildConfig, args_need_config, config_keys, fixed_env, needs_config, value_text
 from .config_refs import resolve as resolve_config
+from .egress_rules import DEFAULT_PORTS, EgressPolicy, EgressRule, parse_rule
 from .install import (
     Installed,
     install_npm,
@@ -82,6 +83,10 @@ from .text_safety import check_text, check_tool_schema, printable, schema_valida
 from .upgrade import installed_source, stage_upgrade, switch_upgrade, upgrade_argument
 
 __all__ = [
+    "DEFAULT_PORTS",
+    "EgressPolicy",
+    "EgressRule",
+    "parse_rule",
     "Accept",
     "Added",
     "Blocking",
