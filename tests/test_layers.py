@@ -31,6 +31,7 @@ LAYERS = [
     "wire",
     "observe",
     "plugins",
+    "egress",
     "store",
     "sandbox",
     "children",

@@ -1,5 +1,6 @@
-"""The remote child's only way out (`RemoteGuard`, an httpx transport), and where it asks what a
-host name resolves to (`Resolver`: `SystemResolver`, and `MemoryResolver` for tests).
+"""The remote child's only way out (`RemoteGuard`, an httpx transport). It asks what a host name
+resolves to of an `egress.Resolver` (`SystemResolver`, and `MemoryResolver` for tests; they
+live in `egress`, below `children`, where the sandboxed children's proxy resolves too).
 
 Each request goes to a host the manifest allows (`allowed_hosts`; absent: the url's host), or is
 answered 421 here without leaving the host. A name is resolved once, here, and every address it
@@ -13,22 +14,19 @@ connection whose certificate was checked for one name never carries another's re
 
 Above: `remote.RemoteChild` (the transport of its streamable-HTTP client) and
 `oauth.client_documents` (a client's metadata document is fetched through it). Below: httpx2's
-`AsyncHTTPTransport`, anyio's `getaddrinfo`, `plugins.PrivateReach`.
+`AsyncHTTPTransport`, `egress.Resolver`, `plugins.PrivateReach`.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
 import ssl
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Sequence
 
 import anyio
 import httpx2
 
+from mcp_host.egress import MemoryResolver, Resolver, SystemResolver
 from mcp_host.plugins import Address, PrivateReach, literal_address
 
 __all__ = ["MemoryResolver", "RemoteGuard", "Resolver", "SystemResolver"]
@@ -37,41 +35,6 @@ logger = logging.getLogger(__name__)
 
 _REFUSED_STATUS = 421  # what the guard answers for a request it does not let out
 _MAX_TRIED = 4  # addresses of one name tried in turn when a connection is refused
-
-
-class Resolver(Protocol):
-    """Where the guard learns the addresses of a host name."""
-
-    async def resolve(self, host: str, port: int) -> Sequence[Address]:
-        """The addresses `host` has (at least one), in the order to try them; raises `OSError`
-        when it has none."""
-        ...
-
-
-class SystemResolver:
-    """The machine's resolver (`getaddrinfo`)."""
-
-    async def resolve(self, host: str, port: int) -> Sequence[Address]:
-        found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys(ipaddress.ip_address(sockaddr[0]) for *_, sockaddr in found))
-        if not addresses:
-            raise OSError(f"{host} has no address")
-        return addresses
-
-
-@dataclass
-class MemoryResolver:
-    """A resolver that answers from a table (name → addresses) and records each name asked."""
-
-    table: Mapping[str, Sequence[str]]
-    asked: list[str] = field(default_factory=list)
-
-    async def resolve(self, host: str, port: int) -> Sequence[Address]:
-        self.asked.append(host)
-        answer = self.table.get(host, ())
-        if not answer:
-            raise OSError(f"{host} has no address")
-        return [ipaddress.ip_address(a) for a in answer]
 
 
 class RemoteGuard(httpx2.AsyncBaseTransport):

@@ -1,7 +1,8 @@
 """`HostMetrics`: the host's Prometheus series, in one registry per host (`GET /metrics`).
 
 Above: the parts that count (`children.ChildPool`: starts, crashes, restarts;
-`visitor.VisitorDoor`: tool calls and quota refusals; `backchannel.BackChannel`: host ops),
+`visitor.VisitorDoor`: tool calls and quota refusals; `backchannel.BackChannel`: host ops;
+`egress.EgressGate`: connections and bytes through the egress proxy),
 the composition root (which makes one `HostMetrics` per host and registers the gauges read at
 scrape time) and `app.host_metrics` (the route). Below: `prometheus_client`.
 
@@ -120,7 +121,22 @@ class HostMetrics:
             ["op", "outcome"],
             registry=r,
         )
+        self.egress_connections = Counter(
+            "mcp_host_egress_connections",
+            "Connections a sandboxed child made through the egress proxy, by plugin and outcome "
+            "(allowed: a tunnel opened; refused: answered without one; capped: over the plugin's "
+            "connection limit).",
+            ["plugin", "outcome"],
+            registry=r,
+        )
+        self.egress_bytes = Counter(
+            "mcp_host_egress_bytes",
+            "Bytes through the egress proxy's tunnels, by plugin and direction (up: from the child).",
+            ["plugin", "direction"],
+            registry=r,
+        )
         self._calls: dict[tuple[str, str, str, str], Histogram] = {}
+        self._egress_bytes: dict[tuple[str, str], Counter] = {}
         self._readings = _Readings()
         r.register(self._readings)
 
@@ -145,6 +161,18 @@ class HostMetrics:
 
     def backchannel_op(self, op: str, outcome: str) -> None:
         self.backchannel_ops.labels(op, outcome).inc()
+
+    def egress_connection(self, plugin_id: str, outcome: str) -> None:
+        """One connection through the egress proxy; never labelled with where it went."""
+        self.egress_connections.labels(plugin_id, outcome).inc()
+
+    def egress_bytes_carried(self, plugin_id: str, direction: str, count: int) -> None:
+        """Bytes of one chunk through an egress tunnel (per chunk: the label values' child is kept)."""
+        key = (plugin_id, direction)
+        child = self._egress_bytes.get(key)
+        if child is None:
+            child = self._egress_bytes[key] = self.egress_bytes.labels(*key)
+        child.inc(count)
 
     def gauge(
         self,
