@@ -34,6 +34,7 @@ LAYERS = [
     "store",
     "sandbox",
     "children",
+    "egress",
     "access",
     "connectors",
     "policy",
