@@ -1,5 +1,6 @@
 """The host's egress proxy: how a sandboxed child reaches the hosts its manifest and the owner
-name, and nothing else. One unix socket per child instance (`EgressGate`, opened by
+name, and nothing else, and each child's caps through it (`egress_caps_for`).
+One unix socket per child instance (`EgressGate`, opened by
 `EgressProxy.open` with the plugin's `plugins.EgressPolicy` and `EgressCaps`) speaks HTTP
 `CONNECT`, absolute-form HTTP and SOCKS5; the proxy resolves each name itself
 (`HostsFileResolver`, then the system's), checks every address, and connects to a checked one.
@@ -9,6 +10,7 @@ Below: `plugins` (the policy), `observe` (the counters). Above: `sandbox` (binds
 socket and the bridge), `children` (opens a gate per child start), the composition root.
 """
 
+from .allowance import egress_caps_for, egress_limit_warnings
 from .caps import EgressCaps
 from .gate import EgressGate, GateStats, Refusal
 from .proxy import EgressProxy
@@ -24,4 +26,6 @@ __all__ = [
     "Refusal",
     "Resolver",
     "SystemResolver",
+    "egress_caps_for",
+    "egress_limit_warnings",
 ]

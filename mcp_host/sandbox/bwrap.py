@@ -14,8 +14,8 @@ bwrap gives no security by default (docs/security.md 0.4): the argv built here *
 model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
 
     /usr (ro), /bin /sbin /lib /lib64 as on the host (symlinks into /usr on merged-/usr systems)
-    /etc            only ld.so.cache and localtime; with allow_net also the resolver files
-                    and the CA certificates (never /etc/passwd, /etc/ssl/private ...)
+    /etc            only ld.so.cache and localtime; with egress also the CA certificates
+                    (never /etc/passwd, /etc/ssl/private ..., nor the resolver files)
     <runtime>       each `extra_ro_binds` path, read-only at the same path (an interpreter's or
                     a command's install tree outside /usr), each `ro_binds_at` at its path
                     inside (for `command: python`: the SDK's packages, the kit), and each
@@ -29,22 +29,29 @@ model, and tests/test_sandbox.py pins every flag. The sandbox a child sees:
     /proc /dev      the sandbox's own; only its own pids are visible. /dev is read-only but
                     for its device nodes and /dev/shm, a private tmpfs of `limits.shm_bytes`
     sockets         each `socket_binds` entry, read-write (the host-op socket)
+    egress          with `egress_socket` (module `egress_view`): the host's egress proxy socket
+                    read-write at /run/mcp-host/egress.sock, the bridge and the Node preload
+                    read-only beside it, the base Python's tree read-only (its site-packages
+                    hidden), the proxy variables (HTTP_PROXY ... = http://127.0.0.1:3128), and
+                    the command run behind the bridge, which listens there and carries each
+                    connection to the socket. The proxy decides what is reached.
     the rest        read-only: bwrap's root (/, /etc, /run, /opt ...) is an uncapped tmpfs,
                     RAM the host pays for, so it is remounted read-only once every mount
                     point is made (`--remount-ro /`, last). Only /tmp, /dev/shm and (with
                     its layer) /plugin take writes.
     env             only `spec.env` plus PATH, HOME and LANG (`BASE_ENV`)
-    namespaces      all new (user, ipc, pid, net, uts, cgroup); the network is the host's only
-                    with allow_net; no nested user namespaces (--disable-userns)
+    namespaces      all new (user, ipc, pid, net, uts, cgroup); never the host's network: the
+                    sandbox's own has only loopback, and egress goes through the proxy socket;
+                    no nested user namespaces (--disable-userns)
     privileges      no capabilities (bounding set empty), NO_NEW_PRIVS, new session (no
                     controlling tty: TIOCSTI), dies with the host (--die-with-parent).
                     Under a root host the sandbox's uid 0 is the host's root to file
                     permissions: whatever is bound, it can read.
     seccomp         the filter of `seccomp.program` (--seccomp FD), loaded by bwrap after its
                     own mounts, into the sandbox's init and the command (prlimit, then the
-                    child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI, System V
+                    bridge, the child): no namespaces, mounts, keyrings, ptrace, bpf, TIOCSTI, System V
                     IPC; `Seccomp` reads 2 inside. Required: no sandboxed argv without it.
-    limits          prlimit: tasks, open files, CPU (hard: SIGKILL), file size, and, only when
+    limits          prlimit, around the bridge too: tasks, open files, CPU (hard: SIGKILL), file size, and, only when
                     the sandbox has no memory cgroup, the data segment (RLIMIT_DATA).
                     `limits.memory_bytes` is the sandbox's whole memory budget: the tmpfs caps
                     come out of it and the rest is the data limit (`Limits`)
@@ -75,7 +82,7 @@ from pathlib import Path
 
 from mcp_host.errors import Unavailable
 
-from . import overlay
+from . import egress_view, overlay
 from .cgroups import SandboxCgroup
 from .procs import child_pids, proc_stat, started_at
 
@@ -116,18 +123,6 @@ _ROOT_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 # /etc files any child needs: the dynamic linker's cache (libraries in multiarch dirs) and
 # the time zone. "-try" binds: a file missing on some host must not break every child.
 _ETC_ALWAYS = ("/etc/ld.so.cache", "/etc/localtime")
-# Only with allow_net: name resolution and TLS trust. Exactly these files and the certs
-# directory, never all of /etc/ssl (its private/ holds keys the sandbox's root could read).
-_ETC_NET = (
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/nsswitch.conf",
-    "/etc/host.conf",
-    "/etc/gai.conf",
-    "/etc/services",
-    "/etc/ssl/certs",
-    "/etc/ssl/openssl.cnf",
-)
 
 
 class SandboxUnavailable(Unavailable):
@@ -195,8 +190,7 @@ class SandboxSpec:
         the lower layer of /plugin's overlay.
     command, args: the program inside; `command` is an absolute path or a bare name looked up
         on `BASE_ENV`'s PATH. Both always come after bwrap's `--`.
-    env: the child's variables, over `BASE_ENV`.
-    allow_net: keep the host's network namespace (and bind the resolver and CA files).
+    env: the child's variables, over `BASE_ENV` (with egress, the proxy's over them).
     extra_ro_binds: absolute host paths (an interpreter's or a command's install tree),
         read-only at the same path.
     ro_binds_at: (host path, path inside), read-only (the plugin kit, the SDK's packages at
@@ -204,6 +198,8 @@ class SandboxSpec:
     hidden: absolute paths inside, each covered by an empty read-only tmpfs (a directory of
         a bound tree the child must not read).
     socket_binds: (host path, path inside), bound read-write (the plugin's host-op socket).
+    egress_socket: the host's egress proxy socket for this child (`egress_view`); None: the
+        child reaches no network at all (its own namespace, loopback only, either way).
     layer_dir: an empty host directory on which `overlay.wrapper_argv` mounts this sandbox's
         writable layer, in the sandbox's own mount namespace: /plugin and /tmp are bound from
         it (one tmpfs of `limits.tmp_bytes`). None: /plugin read-only, /tmp bwrap's tmpfs.
@@ -213,13 +209,13 @@ class SandboxSpec:
     command: str
     args: tuple[str, ...]
     env: Mapping[str, str]
-    allow_net: bool
     limits: Limits
     extra_ro_binds: tuple[Path, ...] = ()
     ro_binds_at: tuple[tuple[Path, str], ...] = ()
     hidden: tuple[str, ...] = ()
     socket_binds: tuple[tuple[Path, str], ...] = ()
     layer_dir: Path | None = None
+    egress_socket: Path | None = None
 
 
 def bwrap_path() -> str | None:
@@ -291,6 +287,7 @@ def build_command(
         # Everything after this is the child's argv: no manifest value is ever read as a flag.
         "--",
         *_prlimit_argv(spec.limits, memory_cgroup=cgroup is not None and cgroup.memory is not None),
+        *(egress_view.bridge_argv() if spec.egress_socket is not None else ()),
         spec.command,
         *spec.args,
     ]
@@ -309,7 +306,7 @@ def _bwrap_operations(spec: SandboxSpec, env: Mapping[str, str], seccomp_fd: int
     if type(seccomp_fd) is not int or seccomp_fd < 3:
         raise ValueError(f"a sandboxed argv needs the seccomp filter's fd (3 or above), got {seccomp_fd!r}")
     return [
-        *_namespace_args(spec.allow_net),
+        *_namespace_args(),
         *_privilege_args(seccomp_fd),
         "--clearenv",
         *(arg for key, value in env.items() for arg in ("--setenv", key, value)),
@@ -319,14 +316,12 @@ def _bwrap_operations(spec: SandboxSpec, env: Mapping[str, str], seccomp_fd: int
     ]
 
 
-def _namespace_args(allow_net: bool) -> list[str]:
+def _namespace_args() -> list[str]:
     # --unshare-all only *tries* the user namespace; ask for it outright so a host where it
     # cannot be made fails to start the child instead of running it in the host's userns.
     # --disable-userns (needs --unshare-user) makes a nested `unshare -U` fail (ENOSPC).
-    args = ["--unshare-all", "--unshare-user", "--disable-userns"]
-    if allow_net:
-        args.append("--share-net")
-    return args
+    # Never --share-net: a child's network is its proxy socket or nothing (`egress_view`).
+    return ["--unshare-all", "--unshare-user", "--disable-userns"]
 
 
 def _privilege_args(seccomp_fd: int) -> list[str]:
@@ -362,17 +357,24 @@ def _filesystem_args(spec: SandboxSpec) -> list[str]:
     else:
         args += ["--bind", str(layer / overlay.TMP_DIR), "/tmp"]
     args += ["--ro-bind", "/usr", "/usr", *_root_link_args()]
-    etc = _ETC_ALWAYS + (_ETC_NET if spec.allow_net else ())
+    egress = spec.egress_socket
+    etc = _ETC_ALWAYS + (egress_view.CA_FILES if egress is not None else ())
     args += [arg for path in etc for arg in ("--ro-bind-try", path, path)]
-    args += [arg for path in spec.extra_ro_binds for arg in ("--ro-bind", str(path), str(path))]
-    args += [arg for host, inside in spec.ro_binds_at for arg in ("--ro-bind", str(host), inside)]
+    own_paths, binds_at, hidden, sockets = spec.extra_ro_binds, spec.ro_binds_at, spec.hidden, spec.socket_binds
+    if egress is not None:  # the bridge's interpreter may be bound already (`command: python`)
+        own_paths = tuple(dict.fromkeys((*own_paths, *egress_view.interpreter_trees())))
+        hidden = tuple(dict.fromkeys((*hidden, *egress_view.interpreter_hidden())))
+        files, socket = egress_view.file_binds(egress)
+        binds_at, sockets = (*binds_at, *files), (*sockets, socket)
+    args += [arg for path in own_paths for arg in ("--ro-bind", str(path), str(path))]
+    args += [arg for host, inside in binds_at for arg in ("--ro-bind", str(host), inside)]
     # A tmpfs of one page, read-only once made: what was bound there cannot be read.
-    args += [arg for path in spec.hidden for arg in ("--size", "4096", "--tmpfs", path, "--remount-ro", path)]
+    args += [arg for path in hidden for arg in ("--size", "4096", "--tmpfs", path, "--remount-ro", path)]
     if layer is None:
         args += ["--ro-bind", str(spec.plugin_dir), _PLUGIN_MOUNT]
     else:
         args += ["--bind", str(layer / overlay.PLUGIN_DIR), _PLUGIN_MOUNT]
-    args += [arg for host, inside in spec.socket_binds for arg in ("--bind", str(host), inside)]
+    args += [arg for host, inside in sockets for arg in ("--bind", str(host), inside)]
     # Last, once every mount point is made: bwrap's root and its /dev are tmpfs without a
     # size, so anything written there (/x, /etc, /run, /dev/x) would be host RAM beyond every
     # limit (measured: 900 MiB written, host Shmem +901 MiB). Read-only, not recursively, so
@@ -441,7 +443,8 @@ def _child_env(spec: SandboxSpec) -> dict[str, str]:
         if not _ENV_KEY.fullmatch(key):
             raise ValueError(f"env key {key!r} must be letters, digits and _, not starting with a digit")
         _check_text(f"env {key}", value)
-    return {**BASE_ENV, **spec.env}
+    env = {**BASE_ENV, **spec.env}
+    return egress_view.egress_env(env) if spec.egress_socket is not None else env
 
 
 def _check_spec(spec: SandboxSpec) -> None:
@@ -451,8 +454,9 @@ def _check_spec(spec: SandboxSpec) -> None:
     for index, arg in enumerate(spec.args):
         _check_text(f"args[{index}]", arg)
     _check_path("plugin_dir", str(spec.plugin_dir))
-    if spec.layer_dir is not None:
-        _check_path("layer_dir", str(spec.layer_dir))
+    for what, path in (("layer_dir", spec.layer_dir), ("egress_socket", spec.egress_socket)):
+        if path is not None:
+            _check_path(what, str(path))
     for path in spec.extra_ro_binds:
         _check_path("extra_ro_binds", str(path))
         if str(path) == "/":

@@ -154,6 +154,7 @@ def launch_for(
     host_socket: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
     args: Sequence[str] | None = None,
+    egress_socket: Path | None = None,
 ) -> Launch:
     """The launch of `plugin`'s stdio child under the host's sandbox settings and its manifest's
     `limits` (`sandbox.budget`); sandboxed, under its own seccomp filter's fd, in new pids and
@@ -171,6 +172,11 @@ def launch_for(
     manifest's, which must then hold no `${config.KEY}`.
     `command: python` children also see the SDK's packages and the plugin kit, read-only, the
     kit on their PYTHONPATH; other commands see none of the host's Python (`sandbox.runtimes`).
+    egress_socket: the host's egress proxy socket opened for this child (`EgressProxy.open`):
+    the child reaches what the proxy lets through, by the proxy variables (`sandbox.egress_view`).
+    Without one a sandboxed child reaches no network, whatever its manifest asks
+    (`allow_net` and `egress` are the proxy's policy, not the sandbox's). Unsandboxed it is
+    ignored: the child has the host's network (one warning).
     A sandboxed child sees its plugin folder writable through its own throwaway layer, where the
     machine can make one (`sandbox.overlay`), else read-only.
 
@@ -190,6 +196,8 @@ def launch_for(
         _warn_once(warning)
     env = _env(transport, extra_env, None if host_socket is None else SOCKET_INSIDE if sandboxed else str(host_socket))
     if not sandboxed:
+        if egress_socket is not None or _asks_network(transport):
+            _warn_once(f"{plugin.manifest.id}: sandbox off: its network is the host's, through no egress proxy")
         return _unsandboxed(plugin, transport.command, argv_tail, env, dict(extra_env or {}), budget)
     view = python_view() if transport.command == "python" else command_view(transport.command, plugin.folder)
     env.update(view.env)
@@ -198,15 +206,20 @@ def launch_for(
         command=view.command,
         args=argv_tail,
         env=env,
-        allow_net=bool(transport.sandbox and transport.sandbox.allow_net),
         limits=budget.limits,
         extra_ro_binds=view.own_paths,
         ro_binds_at=view.binds_at,
         hidden=view.hidden,
         socket_binds=((host_socket, SOCKET_INSIDE),) if host_socket is not None else (),
         layer_dir=_layer_dir(settings),
+        egress_socket=egress_socket,
     )
     return _sandboxed(plugin.manifest.id, spec, settings, budget)
+
+
+def _asks_network(transport: Transport) -> bool:
+    sandbox = transport.sandbox
+    return sandbox.allow_net or bool(sandbox.egress)
 
 
 def _env(transport: Transport, extra_env: Mapping[str, str] | None, socket: str | None) -> dict[str, str]:
@@ -242,7 +255,6 @@ def _unsandboxed(
         command=sys.executable if python else command,
         args=argv_tail,
         env=env,
-        allow_net=False,
         limits=budget.limits,
     )
     build_command(spec, sandbox=False)  # checks every variable, the owner's too, as it would pass them

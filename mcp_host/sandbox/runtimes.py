@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bwrap import BASE_ENV
+from .interpreter import base_trees, hidden_in
 
 __all__ = [
     "KIT_INSIDE",
@@ -80,7 +81,7 @@ def python_view() -> View:
     kit = kit_dir()
     kit_binds = ((kit, f"{KIT_INSIDE}/{_KIT_PACKAGE}"),) if kit is not None else ()
     kit_env = (("PYTHONPATH", KIT_INSIDE),) if kit is not None else ()
-    base = _base_trees()
+    base = base_trees()
     if sys.prefix == sys.base_prefix:
         return View(sys.executable, tuple(sorted(base)), kit_binds, (), kit_env)
     venv = Path(sys.prefix).resolve()
@@ -100,7 +101,7 @@ def python_view() -> View:
         *kit_binds,
     )
     own = tuple(sorted(base - {venv}))
-    return View(f"{VENV_INSIDE}/{python}", own, binds, _hidden_in(own), kit_env)
+    return View(f"{VENV_INSIDE}/{python}", own, binds, hidden_in(own), kit_env)
 
 
 def command_view(command: str, plugin_dir: Path) -> View:
@@ -115,7 +116,7 @@ def command_view(command: str, plugin_dir: Path) -> View:
     if tree is None or real.is_relative_to(plugin_dir.resolve()):
         return View(run_as)
     own = (tree,)
-    return View(run_as, own, (), _hidden_in(own))
+    return View(run_as, own, (), hidden_in(own))
 
 
 def _program(command: str, plugin_dir: Path) -> tuple[str, Path] | None:
@@ -140,27 +141,6 @@ def _install_tree(real: Path) -> Path | None:
     if folder.name == "bin" and len(folder.parent.parts) >= 3:
         return folder.parent
     return folder if len(folder.parts) >= 3 else None
-
-
-@functools.cache
-def _base_trees() -> frozenset[Path]:
-    """The base interpreter's trees: its prefix and the one its executable lives in."""
-    return frozenset({Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent.parent})
-
-
-@functools.cache
-def _base_site_dirs() -> tuple[Path, ...]:
-    """The base interpreter's own site-packages (another environment's packages: on this kind
-    of host pip installs there)."""
-    if sys.prefix == sys.base_prefix:
-        return ()  # the host's site-packages are the SDK's: `python_view` keeps them
-    scheme = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    dirs = {Path(sysconfig.get_path(name, vars=scheme)).resolve() for name in ("purelib", "platlib")}
-    return tuple(sorted(path for path in dirs if path.is_dir()))
-
-
-def _hidden_in(trees: tuple[Path, ...]) -> tuple[str, ...]:
-    return tuple(str(path) for path in _base_site_dirs() if any(path.is_relative_to(tree) for tree in trees))
 
 
 def _venv_site_packages(venv: Path) -> Path:

@@ -18,6 +18,7 @@ __all__ = [
     "ChildrenSettings",
     "ConnectorSettings",
     "DatabaseSettings",
+    "EgressSettings",
     "Group",
     "HttpSettings",
     "MiB",
@@ -175,6 +176,20 @@ class SandboxSettings(Group):
         if self.tmp_bytes + self.shm_bytes >= self.memory_bytes:
             raise ValueError("child_tmp_bytes + child_shm_bytes must be below child_memory_bytes (they are part of it)")
         return self
+
+
+class EgressSettings(Group):
+    """A sandboxed child's network through the host's egress proxy (egress/, sandbox/budget.py)."""
+
+    # An /etc/hosts-format file the proxy resolves names from before DNS (split-horizon names).
+    hosts_file: Path | None = Field(default=None, validation_alias="egress_hosts_file")
+    # The default and the ceiling of a manifest's `limits.egress_connections` (tunnels open at
+    # once per child) and `limits.egress_mb_per_minute` (MiB per child per rolling minute,
+    # both directions; past it the child's tunnels are slowed, not cut).
+    connections: int = Field(default=32, ge=1, validation_alias="egress_connections")
+    mb_per_minute: int = Field(default=600, ge=1, validation_alias="egress_mb_per_minute")
+    # A tunnel with no byte either way for this long is closed.
+    idle_s: float = Field(default=300.0, gt=0, validation_alias="egress_idle_s")
 
 
 class ChildrenSettings(Group):

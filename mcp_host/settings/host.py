@@ -26,6 +26,7 @@ from .groups import (
     ChildrenSettings,
     ConnectorSettings,
     DatabaseSettings,
+    EgressSettings,
     Group,
     HttpSettings,
     OAuthSettings,
@@ -88,6 +89,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
     children: ChildrenSettings = Field(default_factory=ChildrenSettings)
     principals: PrincipalSettings = Field(default_factory=PrincipalSettings)
     child_logs: ChildLogSettings = Field(default_factory=ChildLogSettings)

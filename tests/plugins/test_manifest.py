@@ -255,6 +255,8 @@ Second line,	tabbed.
                     "host_ops": ["store.insert", "config.get"],
                     "allow_net": False,
                     "workspace": True,
+                    "egress": [],
+                    "allow_private": [],
                 },
                 "env_from_config": {},
                 "headers": {},
@@ -286,7 +288,13 @@ def test_connector_manifest_loads_with_its_connector_fields(tmp_path: Path) -> N
                     "args": [],
                     "env": {},
                     "url": "https://caldav.example/mcp",
-                    "sandbox": {"host_ops": [], "allow_net": False, "workspace": False},
+                    "sandbox": {
+                        "host_ops": [],
+                        "allow_net": False,
+                        "workspace": False,
+                        "egress": [],
+                        "allow_private": [],
+                    },
                     "env_from_config": {},
                     "headers": {},
                     "headers_from_config": {},
@@ -1120,6 +1128,83 @@ def test_limits_load_each_key_optional(tmp_path: Path) -> None:
 )
 def test_bad_limits_are_refused_naming_the_key(tmp_path: Path, limits: str, expected: tuple[str, str]) -> None:
     assert refusal(tmp_path, f"id: demo\ntransport: {{command: node}}\nlimits: {limits}\n") == expected
+
+
+def test_egress_limits_load_and_refuse_below_one(tmp_path: Path) -> None:
+    text = "id: demo\ntransport: {command: node}\nlimits: {egress_connections: 4, egress_mb_per_minute: 20}\n"
+    manifest = load_manifest(write_manifest(tmp_path / "demo", text))
+
+    assert manifest.limits == ResourceLimits(egress_connections=4, egress_mb_per_minute=20)
+    for key in ("egress_connections", "egress_mb_per_minute"):
+        refused = refusal(tmp_path, f"id: demo\ntransport: {{command: node}}\nlimits: {{{key}: 0}}\n")
+        assert refused == (f"limits.{key}", "Input should be greater than or equal to 1")
+
+
+def test_sandbox_egress_and_allow_private_load(tmp_path: Path) -> None:
+    sandbox = "{egress: [api.example.com, '*.cdn.example:8443', '127.0.0.1:5432'], allow_private: [db.lan]}"
+    text = f"id: demo\ntransport: {{command: node, sandbox: {sandbox}}}\n"
+    manifest = load_manifest(write_manifest(tmp_path / "demo", text))
+
+    assert manifest.transport is not None
+    assert manifest.transport.sandbox.model_dump(mode="json") == snapshot(
+        {
+            "host_ops": [],
+            "allow_net": False,
+            "workspace": False,
+            "egress": ["api.example.com", "*.cdn.example:8443", "127.0.0.1:5432"],
+            "allow_private": ["db.lan"],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "expected"),
+    [
+        pytest.param(
+            "{egress: ['*.com']}",
+            (
+                "transport.sandbox.egress.0",
+                "egress entry '*.com': a wildcard names a domain of at least two labels, like *.example.com",
+            ),
+            id="wildcard-tld",
+        ),
+        pytest.param(
+            "{egress: [ok.example, 'x.example:99999']}",
+            ("transport.sandbox.egress.1", "egress entry 'x.example:99999': the port must be 1 to 65535"),
+            id="port-out-of-range",
+        ),
+        pytest.param(
+            "{egress: ['http://x.example/']}",
+            (
+                "transport.sandbox.egress.0",
+                "egress entry 'http://x.example/' is not host, host:port, *.domain or *.domain:port",
+            ),
+            id="a-url",
+        ),
+        pytest.param(
+            "{egress: [a.example, A.example]}",
+            ("transport.sandbox.egress.1", "duplicate egress entry 'A.example'"),
+            id="twice",
+        ),
+        pytest.param(
+            "{allow_private: ['db lan']}",
+            (
+                "transport.sandbox.allow_private.0",
+                "'db lan' is not a host name (or an IP address, an IPv6 one in [brackets])",
+            ),
+            id="private-not-a-host",
+        ),
+    ],
+)
+def test_bad_egress_entries_are_refused_naming_the_entry(
+    tmp_path: Path, sandbox: str, expected: tuple[str, str]
+) -> None:
+    assert refusal(tmp_path, f"id: demo\ntransport: {{command: node, sandbox: {sandbox}}}\n") == expected
+
+
+def test_egress_on_an_http_transport_is_refused(tmp_path: Path) -> None:
+    text = "id: demo\ntransport: {kind: http, url: 'https://x.example', sandbox: {egress: [x.example]}}\n"
+    assert refusal(tmp_path, text) == ("transport.sandbox", "an http transport takes no sandbox")
 
 
 def test_limits_without_a_stdio_child_load_with_a_warning(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from inline_snapshot import snapshot
 from mcp import Client, StdioServerParameters
 
 from mcp_host.errors import Unavailable
+from mcp_host.sandbox import egress_view
 from mcp_host.sandbox.bwrap import (
     BASE_ENV,
     Limits,
@@ -47,6 +48,7 @@ from mcp_host.sandbox.bwrap import (
     require_bwrap,
 )
 from mcp_host.sandbox.cgroups import SandboxCgroup
+from mcp_host.sandbox.egress_view import interpreter_trees
 from mcp_host.sandbox.seccomp import program
 from tests.hosting import PLUGINS, REPO, TESTS
 from tests.processes import FORK_LOOP, needs_bwrap, read_line, wait_until
@@ -71,7 +73,6 @@ TYPICAL = SandboxSpec(
     command="/opt/venv/bin/python",
     args=("server.py", "--verbose"),
     env={"PYTHONUNBUFFERED": "1", "MCP_HOST_SOCKET": "/run/mcp-host.sock"},
-    allow_net=False,
     limits=LIMITS,
     extra_ro_binds=(Path("/opt/venv"), Path("/opt/python")),
     hidden=("/opt/python/lib/python3.11/site-packages",),
@@ -235,7 +236,6 @@ def escape_spec(marker: str, **changes: Any) -> SandboxSpec:
         command=sys.executable,
         args=("server.py",),
         env={"ESCAPE_MARKER": marker},
-        allow_net=False,
         limits=LIMITS,
         extra_ro_binds=INTERPRETER,
     )
@@ -351,15 +351,23 @@ def test_argv_pins_every_flag_for_a_typical_spec() -> None:
     )
 
 
+def host_neutral(groups: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """`groups` with the paths that differ between machines named: the base Python's tree and
+    the folder of the egress bridge."""
+    base = str(interpreter_trees()[0]) if interpreter_trees() else "/nowhere"
+    egress = str(Path(egress_view.__file__).resolve().parent.parent / "egress")
+    return [tuple(part.replace(base, "<base python>").replace(egress, "<egress>") for part in g) for g in groups]
+
+
 @needs_bwrap
-def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files() -> None:
-    assert grouped(build_command(replace(TYPICAL, allow_net=True), seccomp_fd=SECCOMP_FD)) == snapshot(
+def test_argv_with_egress_keeps_its_own_network_binds_the_proxy_socket_and_runs_the_bridge() -> None:
+    spec = replace(TYPICAL, egress_socket=Path("/var/lib/mcp-host/run/egress/1.sock"))
+    assert host_neutral(grouped(build_command(spec, seccomp_fd=SECCOMP_FD))) == snapshot(
         [
             ("/usr/bin/bwrap",),
             ("--unshare-all",),
             ("--unshare-user",),
             ("--disable-userns",),
-            ("--share-net",),
             ("--die-with-parent",),
             ("--new-session",),
             ("--cap-drop", "ALL"),
@@ -371,6 +379,16 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--setenv", "LANG", "C.UTF-8"),
             ("--setenv", "PYTHONUNBUFFERED", "1"),
             ("--setenv", "MCP_HOST_SOCKET", "/run/mcp-host.sock"),
+            ("--setenv", "HTTP_PROXY", "http://127.0.0.1:3128"),
+            ("--setenv", "HTTPS_PROXY", "http://127.0.0.1:3128"),
+            ("--setenv", "ALL_PROXY", "http://127.0.0.1:3128"),
+            ("--setenv", "http_proxy", "http://127.0.0.1:3128"),
+            ("--setenv", "https_proxy", "http://127.0.0.1:3128"),
+            ("--setenv", "all_proxy", "http://127.0.0.1:3128"),
+            ("--setenv", "NO_PROXY", ""),
+            ("--setenv", "no_proxy", ""),
+            ("--setenv", "NODE_USE_ENV_PROXY", "1"),
+            ("--setenv", "NODE_OPTIONS", "--require /run/mcp-host/egress-node.cjs"),
             ("--proc", "/proc"),
             ("--dev", "/dev"),
             ("--size", "16777216"),
@@ -384,21 +402,22 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
             ("--symlink", "usr/lib64", "/lib64"),
             ("--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"),
             ("--ro-bind-try", "/etc/localtime", "/etc/localtime"),
-            ("--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"),
-            ("--ro-bind-try", "/etc/hosts", "/etc/hosts"),
-            ("--ro-bind-try", "/etc/nsswitch.conf", "/etc/nsswitch.conf"),
-            ("--ro-bind-try", "/etc/host.conf", "/etc/host.conf"),
-            ("--ro-bind-try", "/etc/gai.conf", "/etc/gai.conf"),
-            ("--ro-bind-try", "/etc/services", "/etc/services"),
             ("--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs"),
             ("--ro-bind-try", "/etc/ssl/openssl.cnf", "/etc/ssl/openssl.cnf"),
             ("--ro-bind", "/opt/venv", "/opt/venv"),
             ("--ro-bind", "/opt/python", "/opt/python"),
+            ("--ro-bind", "<base python>", "<base python>"),
+            ("--ro-bind", "<egress>/bridge.py", "/run/mcp-host/egress-bridge.py"),
+            ("--ro-bind", "<egress>/node_preload.cjs", "/run/mcp-host/egress-node.cjs"),
             ("--size", "4096"),
             ("--tmpfs", "/opt/python/lib/python3.11/site-packages"),
             ("--remount-ro", "/opt/python/lib/python3.11/site-packages"),
+            ("--size", "4096"),
+            ("--tmpfs", "<base python>/lib/python3.11/site-packages"),
+            ("--remount-ro", "<base python>/lib/python3.11/site-packages"),
             ("--ro-bind", "/srv/plugins/calendar.book", "/plugin"),
             ("--bind", "/var/lib/mcp-host/run/calendar.book.sock", "/run/mcp-host.sock"),
+            ("--bind", "/var/lib/mcp-host/run/egress/1.sock", "/run/mcp-host/egress.sock"),
             ("--remount-ro", "/dev"),
             ("--remount-ro", "/"),
             ("--chdir", "/plugin"),
@@ -411,12 +430,29 @@ def test_argv_with_allow_net_shares_the_network_and_binds_resolver_and_ca_files(
                 "--cpu=60:60",
                 "--fsize=16777216",
                 "--",
+                "<base python>/bin/python3.11",
+                "-I",
+                "-S",
+                "/run/mcp-host/egress-bridge.py",
+                "--listen",
+                "127.0.0.1:3128",
+                "--socket",
+                "/run/mcp-host/egress.sock",
+                "--",
                 "/opt/venv/bin/python",
                 "server.py",
                 "--verbose",
             ),
         ]
     )
+
+
+def test_egress_appends_the_preload_to_the_manifests_node_options() -> None:
+    spec = replace(TYPICAL, env={"NODE_OPTIONS": "--max-old-space-size=64"}, egress_socket=Path("/run/e.sock"))
+    operations = bwrap_arguments(spec, seccomp_fd=SECCOMP_FD)
+    at = operations.index("NODE_OPTIONS")
+    assert operations[at + 1] == "--max-old-space-size=64 --require /run/mcp-host/egress-node.cjs"
+    assert "--share-net" not in operations
 
 
 @needs_bwrap
@@ -715,7 +751,7 @@ def test_require_bwrap_returns_the_bwrap_on_path() -> None:
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_child_without_allow_net_reaches_no_network(marker: str, seccomp_file: Path) -> None:
+async def test_child_without_egress_reaches_no_network(marker: str, seccomp_file: Path) -> None:
     abstract = f"mcp-host-test-{marker}"
     with (
         socket.create_server(("127.0.0.1", 0)) as listener,
@@ -733,26 +769,6 @@ async def test_child_without_allow_net_reaches_no_network(marker: str, seccomp_f
                 "error": "ENETUNREACH",
             }
             assert await call(child, "try_abstract_unix", name=abstract) == refused
-
-
-@needs_bwrap
-@pytest.mark.anyio
-async def test_child_with_allow_net_shares_the_host_network(marker: str, seccomp_file: Path) -> None:
-    # --share-net keeps the host's network namespace: its loopback listeners are reachable.
-    # Egress filtering is the job of the (later) egress proxy, docs/security.md D2.
-    abstract = f"mcp-host-test-{marker}"
-    with (
-        socket.create_server(("127.0.0.1", 0)) as listener,
-        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as unix_listener,
-    ):
-        unix_listener.bind("\0" + abstract)
-        unix_listener.listen()
-        async with running(escape_spec(marker, allow_net=True), seccomp_file) as child:
-            port = listener.getsockname()[1]
-            assert await call(child, "try_tcp", host="127.0.0.1", port=port) == {"ok": True, "error": None}
-            assert await call(child, "try_abstract_unix", name=abstract) == {"ok": True, "error": None}
-            etc = await call(child, "list_dir", path="/etc/ssl")
-    assert "private" not in (etc["entries"] or [])
 
 
 @needs_bwrap
@@ -981,7 +997,7 @@ def test_fork_bomb_is_capped_per_sandbox_when_the_host_is_not_root(seccomp_file:
     plugin_dir.chmod(0o755)
     others = [subprocess.Popen([*as_user, "sleep", "30"]) for _ in range(12)]
     try:
-        spec = SandboxSpec(plugin_dir, "/bin/sh", ("-c", FORK_LOOP), {}, False, limits)
+        spec = SandboxSpec(plugin_dir, "/bin/sh", ("-c", FORK_LOOP), {}, limits)
         bombs = [
             subprocess.Popen(
                 [*as_user, *command(spec, seccomp_file)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL

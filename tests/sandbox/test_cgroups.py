@@ -86,7 +86,7 @@ def pids_cgroups() -> SandboxCgroups:
 
 def sandboxed(command: str, *args: str, limits: Limits = LIMITS) -> SandboxSpec:
     """A sandbox for `command`, with the host's interpreter bound as for `command: python`."""
-    return SandboxSpec(PLUGIN_DIR, command, args, {}, False, limits, extra_ro_binds=INTERPRETER)
+    return SandboxSpec(PLUGIN_DIR, command, args, {}, limits, extra_ro_binds=INTERPRETER)
 
 
 # --- a group's life ----------------------------------------------------------------------------

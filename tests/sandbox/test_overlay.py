@@ -147,9 +147,7 @@ async def test_writes_to_the_plugin_folder_share_the_tmp_cap(scribe: Plugin, tmp
 
 def test_argv_mounts_the_layer_then_execs_bwrap_which_binds_plugin_and_tmp_from_it(tmp_path: Path) -> None:
     layer = tmp_path / "layer"
-    spec = SandboxSpec(
-        plugin_dir=Path("/srv/p"), command="node", args=(), env={}, allow_net=False, limits=LIMITS, layer_dir=layer
-    )
+    spec = SandboxSpec(plugin_dir=Path("/srv/p"), command="node", args=(), env={}, limits=LIMITS, layer_dir=layer)
     argv = build_command(spec, seccomp_fd=5, args_fd=6)
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     at = argv.index(shutil.which("bwrap") or "bwrap") - 2

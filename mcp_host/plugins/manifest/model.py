@@ -188,6 +188,11 @@ class ResourceLimits(Strict):
     """Tasks (threads too) in the sandbox (MCP_HOST_CHILD_MAX_PROCESSES)."""
     open_files: Annotated[StrictInt, Field(ge=32, le=1 << 20)] | None = None
     """Open file descriptors per process (MCP_HOST_CHILD_MAX_OPEN_FILES)."""
+    egress_connections: Annotated[StrictInt, Field(ge=1, le=1 << 16)] | None = None
+    """Connections open at once through the host's egress proxy (MCP_HOST_EGRESS_CONNECTIONS)."""
+    egress_mb_per_minute: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = None
+    """MiB through the egress proxy per rolling minute, both directions; past it the child's
+    tunnels are slowed, not cut (MCP_HOST_EGRESS_MB_PER_MINUTE)."""
 
 
 class ConnectorSetting(Strict):

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..egress_rules import parse_rule
 from ..text_safety import check_text, shown
 from .grammar import HostOp, Key, Strict, problem, unique
 
@@ -31,14 +32,6 @@ __all__ = ["Sandbox", "Transport", "url_host"]
 _ENV_KEY_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _URL_RE = re.compile(r"\Ahttps?://[\x21-\x7e]+\Z")
 _RESERVED_ENV_PREFIX = "MCP_HOST_"
-
-
-class Sandbox(Strict):
-    """What a stdio child may reach beyond its own folder."""
-
-    host_ops: Annotated[tuple[HostOp, ...], unique("host op")] = ()
-    allow_net: StrictBool = False
-    workspace: StrictBool = False
 
 
 def _no_nul(value: str) -> str:
@@ -58,6 +51,17 @@ def _env_key(value: str) -> str:
         raise ValueError(f"{shown(value)} is not an environment variable name")
     if value.startswith(_RESERVED_ENV_PREFIX):
         raise ValueError(f"{shown(value)} is reserved for the host ({_RESERVED_ENV_PREFIX}*)")
+    return value
+
+
+def _egress_entry(value: str) -> str:
+    try:
+        parse_rule(value)
+    except ValueError as exc:
+        # parse_rule's message starts with the entry's repr; shown() bounds what is echoed.
+        said = str(exc)
+        rest = said[len(repr(value)) :] if said.startswith(repr(value)) else " is not a valid egress entry"
+        raise ValueError(f"egress entry {shown(value)}{rest}") from None
     return value
 
 
@@ -119,6 +123,7 @@ def _host_name(value: str) -> str:
 
 HeaderValue = Annotated[StrictStr, AfterValidator(_header_value)]
 HostName = Annotated[StrictStr, AfterValidator(_host_name)]
+EgressEntry = Annotated[StrictStr, StringConstraints(max_length=300), AfterValidator(_egress_entry)]
 
 
 def url_host(url: str) -> str | None:
@@ -132,6 +137,22 @@ def url_host(url: str) -> str | None:
     if not host:
         return None
     return f"[{host}]" if ":" in host else host.casefold()
+
+
+class Sandbox(Strict):
+    """What a stdio child may reach beyond its own folder (only a stdio transport has one)."""
+
+    host_ops: Annotated[tuple[HostOp, ...], unique("host op")] = ()
+    allow_net: StrictBool = False
+    """Any public address at any port, through the host's egress proxy (`egress_rules`)."""
+    workspace: StrictBool = False
+    egress: Annotated[tuple[EgressEntry, ...], Field(max_length=64), unique("egress entry", fold=True)] = ()
+    """The hosts the child may connect to through the host's egress proxy: `host`, `host:port`,
+    `*.domain`, `*.domain:port`, an address (`plugins.egress_rules`). Each is reached at public
+    addresses only unless named in `allow_private`."""
+    allow_private: Annotated[tuple[HostName, ...], Field(max_length=32), unique("private host", fold=True)] = ()
+    """The hosts (names or addresses) the child may reach at a loopback or private address; a
+    link-local or cloud-metadata address only when it is named here itself."""
 
 
 class Transport(Strict):
