@@ -474,9 +474,7 @@ async def test_each_visitor_signs_in_with_its_own_account_and_one_who_has_not_ge
             store = sign_ins(running)
             key = visitor_key(PLUGIN, alice.session["session_id"])
             held = await store.read(key)
-            raw = await running.sql.fetchrow(
-                "SELECT tokens FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", key
-            )
+            raw = await running.sql.fetchrow("SELECT tokens FROM mcp_host.remote_sign_ins WHERE plugin_id = $1", key)
             link = alice.asked[0]
             assert isinstance(link, types.ElicitRequestURLParams)
             reused = await running.http.get(link.url)
