@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.store import SCOPES, declared
+from mcp_host.store import SCOPES, EgressGrants, declared
 
 from .approvals import tools_pending
 from .models import CapabilityInvoke, CapabilityLogs, CapabilityNextSteps, NoArguments
@@ -23,7 +23,8 @@ __all__ = ["CAPABILITY_TOOLS"]
 async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) -> Answer:
     if s.sign_ins is not None:
         await s.sign_ins.refresh()  # another replica may have signed one in or out
-    status = {entry.id: entry for entry in s.catalogue.entries()}
+    owner_egress = await EgressGrants(s.admin.database).all() if s.admin is not None else {}
+    status = {entry.id: entry for entry in s.catalogue.entries(owner_egress)}
     connected = await s.connections.categories(owner_id)
     listed = []
     for plugin in s.plugins:
@@ -58,6 +59,8 @@ async def _capabilities_list(s: OwnerServices, owner_id: str, _: NoArguments) ->
                 "instances": entry.instances if entry is not None else None,
                 # A remote plugin whose server asked for a sign-in: connected, expired, needs_sign_in.
                 "sign_in": entry.sign_in if entry is not None else None,
+                # A sandboxed plugin: the hosts it may reach (manifest, owner), what it was refused.
+                "egress": entry.egress.model_dump(mode="json") if entry is not None and entry.egress else None,
             }
         )
     return {"capabilities": listed}
@@ -98,8 +101,10 @@ CAPABILITY_TOOLS: list[OwnerTool[Any]] = [
     OwnerTool(
         "capabilities_list",
         "Every plugin with what its manifest declares: tools, config (with the owner's values), "
-        "requirements and whether they are connected, quota, claim gate, status, and for a plugin "
-        "with one instance per visitor session how many run now (instances). Starts no plugin.",
+        "requirements and whether they are connected, quota, claim gate, status, for a plugin "
+        "with one instance per visitor session how many run now (instances), and for a sandboxed one its "
+        "egress (the hosts it may reach, from its manifest and from you, and those it was refused). Starts no "
+        "plugin.",
         NoArguments,
         _capabilities_list,
     ),

@@ -31,6 +31,8 @@ __all__ = [
     "OAuthGrantRevoke",
     "OwnerProfileSet",
     "PluginAdd",
+    "PluginEgressAllow",
+    "PluginEgressRemove",
     "PluginRemove",
     "PluginUpgrade",
     "RolePut",
@@ -344,6 +346,26 @@ class PluginRemove(_Arguments):
     id: str = _name("An installed plugin's id, as plugins_list shows it.")
     purge: bool = Field(
         default=False, description="Also delete its store, its config values and its tool approvals (cannot be undone)."
+    )
+
+
+_EGRESS_HOST = (
+    "Where its children may connect: host (ports 80 and 443), host:port, *.domain (every name under it, not "
+    "the domain itself) or *.domain:port; an IPv6 address in [brackets]."
+)
+
+
+class PluginEgressRemove(_Arguments):
+    plugin_id: str = _name("A loaded plugin's id, as capabilities_list shows it.")
+    host: str = Field(min_length=1, max_length=300, description=_EGRESS_HOST)
+
+
+class PluginEgressAllow(PluginEgressRemove):
+    private: bool = Field(
+        default=False,
+        description="Also reach this host at a loopback or private address (a LAN service, a database on this "
+        "machine); never with a *.domain entry. A link-local or cloud-metadata address only when the host is "
+        "that address itself.",
     )
 
 

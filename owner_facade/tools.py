@@ -4,9 +4,10 @@ of one slice per domain, in the order `tools/list` shows them.
 Above: `door` (dispatch, error boundary, audit). Below: the slices — `capability_tools`,
 `connector_tools`, `remote_tools` (sign-ins to remote servers), `config_tools`,
 `access_tools`, `oauth_tools` (clients let in by OAuth), `approvals` (tools and held calls),
-`plugin_tools`, `policy_tools` (rules, node grants, audit), `host_tools` (host settings, the
-owner's profile) — each with its handlers, over `services` (the host's parts) and `models`
-(each tool's arguments); `owner_tool` holds the row type.
+`plugin_tools`, `egress_tools` (the hosts a plugin may reach), `policy_tools` (rules, node
+grants, audit), `host_tools` (host settings, the owner's profile) — each with its handlers,
+over `services` (the host's parts) and `models` (each tool's arguments); `owner_tool` holds
+the row type.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .approvals import APPROVAL_TOOLS
 from .capability_tools import CAPABILITY_TOOLS
 from .config_tools import CONFIG_TOOLS
 from .connector_tools import CONNECTOR_TOOLS
+from .egress_tools import EGRESS_TOOLS
 from .host_tools import HOST_TOOLS
 from .oauth_tools import OAUTH_TOOLS
 from .owner_tool import Answer, OwnerTool
@@ -36,6 +38,7 @@ _SLICES = [
     OAUTH_TOOLS,
     APPROVAL_TOOLS,
     PLUGIN_TOOLS,
+    EGRESS_TOOLS,
     POLICY_TOOLS,
     HOST_TOOLS,
 ]

@@ -31,7 +31,6 @@ import functools
 import json
 import os
 import shlex
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,11 +59,11 @@ from mcp_host.sandbox import launch_for
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigUnset
 
-from .door_client import Door, DoorFailed, DoorRefused, NoDoor, call_door, find_door
-from .host_file import HOST_FILE
+from .door_client import Door, DoorFailed, NoDoor, call_door, find_door
+from .door_lines import cli_command, cli_settings, one_line, progress_said, said, shown, through_host
+from .egress_commands import add_egress_parsers
 
 _LIST_WAIT_S = 60.0
-_SHOWN_MAX = 300  # characters of one value from the host printed to the terminal
 _REACH_MAX = 1200  # of a line saying what a plugin reaches (it names its folder, maybe twice)
 
 __all__ = ["add_plugin_commands", "step_command"]
@@ -72,34 +71,14 @@ __all__ = ["add_plugin_commands", "step_command"]
 T = TypeVar("T")
 
 
-def _settings(args: argparse.Namespace) -> Settings:
-    return Settings(data_dir=args.data_dir) if args.data_dir is not None else Settings()
-
-
-def _shown(value: object, limit: int = _SHOWN_MAX) -> str:
-    """`value` as one printable line (the host's answers name a plugin's own tools and texts)."""
-    text = "".join(c if c.isprintable() else "?" for c in str(value))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-async def _progress(progress: float, total: float | None, message: str | None) -> None:
-    done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
-    _said(_shown(message) if message else done)
-
-
-def _said(line: str) -> None:
-    """An installer's line, or the host's progress, on stderr as it comes."""
-    print(f"  … {line}", file=sys.stderr, flush=True)
-
-
 async def _lines_said(label: str, work: Callable[[], T]) -> T:
     """`work()` in a worker thread, each line its installers print said on stderr as it comes."""
 
-    def said() -> T:
-        with installer_output(_said):
+    def run() -> T:
+        with installer_output(said):
             return work()
 
-    return await anyio.to_thread.run_sync(said)
+    return await anyio.to_thread.run_sync(run)
 
 
 def _admin(args: argparse.Namespace, settings: Settings) -> PluginAdmin:
@@ -109,12 +88,6 @@ def _admin(args: argparse.Namespace, settings: Settings) -> PluginAdmin:
     return PluginAdmin(settings.data_dir, installer, _lines_said)
 
 
-def _cli() -> str:
-    """This environment's console script, as a line to copy names it (else the bare name)."""
-    beside = Path(sys.executable).parent / "mcp-host"
-    return shlex.quote(str(beside)) if beside.exists() else "mcp-host"
-
-
 def step_command(step: dict[str, Any], data_dir: Path) -> str:
     """A `next` step's exact command: `tools approve` on this command line, else the owner tool
     and its arguments (`mcp-host check` prints them too)."""
@@ -122,19 +95,19 @@ def step_command(step: dict[str, Any], data_dir: Path) -> str:
     arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     if step.get("tool") == "tools_approve":
         capability = shlex.quote(str(arguments.get("capability")))
-        return f"{_cli()} tools approve {capability} --all --data-dir {shlex.quote(str(data_dir))}"
-    return f"owner tool {_shown(step.get('tool'))} {_shown(json.dumps(arguments, ensure_ascii=False))}"
+        return f"{cli_command()} tools approve {capability} --all --data-dir {shlex.quote(str(data_dir))}"
+    return f"owner tool {shown(step.get('tool'))} {shown(json.dumps(arguments, ensure_ascii=False))}"
 
 
 def _next_lines(answer: dict[str, Any], door: Door, data_dir: Path) -> list[str]:
     """The steps of a `plugin_add` or `tools_approve` answer (`next`, `visitors`), each with
     its exact command (`tools approve` here, else the owner tool and its arguments), then how a
     visitor reaches the capability."""
-    cli, where = _cli(), shlex.quote(str(data_dir))
+    cli, where = cli_command(), shlex.quote(str(data_dir))
     steps = [step for step in answer.get("next") or [] if isinstance(step, dict)]
     lines = ["next:"] if steps else []
     for n, step in enumerate(steps, 1):
-        lines.append(f"  {n}. {_shown(step.get('step'))}:")
+        lines.append(f"  {n}. {shown(step.get('step'))}:")
         lines.append(f"       {step_command(step, data_dir)}")
     said = answer.get("visitors")
     visitors: dict[str, Any] = said if isinstance(said, dict) else {}
@@ -150,25 +123,6 @@ def _next_lines(answer: dict[str, Any], door: Door, data_dir: Path) -> list[str]
     return lines
 
 
-def _through_host(settings: Settings, tool: str, arguments: dict[str, Any]) -> tuple[Door, dict[str, Any]] | None:
-    """Call `tool` on the owner door of the host running with the data directory: that host
-    and its answer; None, having said so in one line, when no host answers there."""
-    data_dir = settings.data_dir
-    door = find_door(data_dir)
-    if door is None:
-        _offline(f"no host runs with data directory {data_dir}")
-        return None
-    try:
-        return door, anyio.run(call_door, door, tool, arguments, _progress)
-    except NoDoor:
-        _offline(f"the host in {data_dir / HOST_FILE} (pid {door.pid}) does not answer at {door.url}")
-        return None
-
-
-def _offline(why: str) -> None:
-    print(f"(offline: {why}; working on the plugin folders alone)", file=sys.stderr)
-
-
 def _host_source(text: str) -> str:
     """`text` as the host takes it: a path (a bundle, a server.json) made absolute; the host
     runs on this machine but not in this directory."""
@@ -179,27 +133,27 @@ def _host_source(text: str) -> str:
 
 
 def _add(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = cli_settings(args)
     arguments = {"source": _host_source(args.source)} | ({"id": args.id} if args.id else {})
     arguments |= {"role": args.role} if args.role else {}
-    through = _through_host(settings, "plugin_add", arguments)
+    through = through_host(settings, "plugin_add", arguments)
     if through is None:
         if args.role:
             raise InvalidArguments(
                 f"--role needs the running host (roles live in its database); nothing was installed: start it"
-                f" ({_cli()} serve --data-dir {shlex.quote(str(settings.data_dir))}) or leave --role out"
+                f" ({cli_command()} serve --data-dir {shlex.quote(str(settings.data_dir))}) or leave --role out"
             )
         return _add_offline(args, settings)
     door, answer = through
-    print(f"installed {_shown(answer.get('capability'))} {_shown(answer.get('version') or '')}".rstrip())
-    print(f"  folder:  {_shown(answer.get('folder'))}")
+    print(f"installed {shown(answer.get('capability'))} {shown(answer.get('version') or '')}".rstrip())
+    print(f"  folder:  {shown(answer.get('folder'))}")
     for line in answer.get("reaches") or []:
-        print(f"  {_shown(line, _REACH_MAX)}")
-    print(f"  pending: {_shown(', '.join(map(str, answer.get('pending_tools') or [])) or '(none)')}")
+        print(f"  {shown(line, _REACH_MAX)}")
+    print(f"  pending: {shown(', '.join(map(str, answer.get('pending_tools') or [])) or '(none)')}")
     for field in answer.get("config_to_set") or []:
-        print(f"  config:  {_shown(field.get('key'))} ({_shown(field.get('type'))}) to set")
+        print(f"  config:  {shown(field.get('key'))} ({shown(field.get('type'))}) to set")
     if answer.get("role"):
-        print(f"  role:    {_shown(answer['role'])} grants it now (its sessions see its tools once you approve them)")
+        print(f"  role:    {shown(answer['role'])} grants it now (its sessions see its tools once you approve them)")
     print(f"the host at {door.url} serves it now")
     for line in _next_lines(answer, door, settings.data_dir):
         print(line)
@@ -213,7 +167,7 @@ def _add_offline(args: argparse.Namespace, settings: Settings) -> int:
     print(f"  folder:  {done.folder}")
     for line in reach(plugin.manifest, plugin.folder):
         print(f"  {line}")
-    cli, where = _cli(), shlex.quote(str(settings.data_dir))
+    cli, where = cli_command(), shlex.quote(str(settings.data_dir))
     print("a host running with this data directory picks it up at its next start; then:")
     print(f"  1. start it, unless one runs: {cli} serve --data-dir {where}")
     print(f"  2. approve its tools: {cli} tools approve {done.id} --all --data-dir {where}")
@@ -223,8 +177,8 @@ def _add_offline(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    through = _through_host(settings, "plugins_list", {})
+    settings = cli_settings(args)
+    through = through_host(settings, "plugins_list", {})
     if through is not None:
         _, answer = through
         rows = answer.get("plugins") or []
@@ -233,7 +187,7 @@ def _list(args: argparse.Namespace) -> int:
         for row in rows:
             loaded = "loaded" if row.get("loaded") else "not loaded"
             version, source = row.get("version") or "-", row.get("source") or "-"
-            print(f"{_shown(row.get('id'))}  {_shown(version)}  {loaded}  {_shown(source)}")
+            print(f"{shown(row.get('id'))}  {shown(version)}  {loaded}  {shown(source)}")
         return 0
     found = installed(settings.data_dir)
     if not found:
@@ -248,11 +202,11 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    through = _through_host(settings, "plugin_remove", {"id": args.plugin_id, "purge": args.purge})
+    settings = cli_settings(args)
+    through = through_host(settings, "plugin_remove", {"id": args.plugin_id, "purge": args.purge})
     if through is not None:
         door, answer = through
-        print(f"removed {args.plugin_id} ({_shown(answer.get('folder'))}); the host at {door.url} stopped it")
+        print(f"removed {args.plugin_id} ({shown(answer.get('folder'))}); the host at {door.url} stopped it")
         purged = answer.get("purged")
         if isinstance(purged, dict):
             store = "dropped its store" if purged.get("store_dropped") else "it had no store"
@@ -335,19 +289,19 @@ async def _started_and_listed(plugin: Plugin, settings: Settings) -> list[str]:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = cli_settings(args)
     version, source = upgrade_argument(args.version)  # a version, or a path / npm: / pypi: source
     arguments = {"id": args.plugin_id} | ({"version": version} if version else {})
     arguments |= {"source": _host_source(source)} if source else {}
-    through = _through_host(settings, "plugin_upgrade", arguments)
+    through = through_host(settings, "plugin_upgrade", arguments)
     if through is None:
         return _upgrade_offline(args, settings)
     door, answer = through
     old, new = answer.get("from_version") or "?", answer.get("version") or "?"
-    print(f"upgraded {args.plugin_id} from {_shown(old)} to {_shown(new)}")
-    print(f"  folder:  {_shown(answer.get('folder'))}")
-    print(f"  tools:   {_shown(', '.join(map(str, answer.get('tools') or [])) or '(none)')}")
-    print(f"  pending: {_shown(', '.join(map(str, answer.get('pending_tools') or [])) or '(none)')}")
+    print(f"upgraded {args.plugin_id} from {shown(old)} to {shown(new)}")
+    print(f"  folder:  {shown(answer.get('folder'))}")
+    print(f"  tools:   {shown(', '.join(map(str, answer.get('tools') or [])) or '(none)')}")
+    print(f"  pending: {shown(', '.join(map(str, answer.get('pending_tools') or [])) or '(none)')}")
     print(f"  the host at {door.url} serves it now; changed tools wait in tools_pending for your approval")
     return 0
 
@@ -377,14 +331,14 @@ def _running_door(settings: Settings, command: str) -> Door:
         where = shlex.quote(str(settings.data_dir))
         raise InvalidArguments(
             f"{command} needs the running host; none runs with data directory {settings.data_dir}: start it with"
-            f" {_cli()} serve --data-dir {where}"
+            f" {cli_command()} serve --data-dir {where}"
         )
     return door
 
 
 def _ask(door: Door, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     try:
-        return anyio.run(call_door, door, tool, arguments, _progress)
+        return anyio.run(call_door, door, tool, arguments, progress_said)
     except NoDoor:
         raise DoorFailed(f"the host at {door.named} does not answer; is it starting or stopping?") from None
 
@@ -394,9 +348,7 @@ def _show_pending(entry: dict[str, Any]) -> None:
     (every character outside printable ASCII escaped), and for a changed one the lines that
     changed since its approval."""
     changed = entry.get("approved") is not None
-    print(
-        f"{_shown(entry.get('tool'))}  ({'changed' if changed else 'new'})  sha256 {_shown(entry.get('live_sha256'))}"
-    )
+    print(f"{shown(entry.get('tool'))}  ({'changed' if changed else 'new'})  sha256 {shown(entry.get('live_sha256'))}")
     live = json.dumps(entry.get("live"), indent=2, sort_keys=True, ensure_ascii=True).splitlines()
     if changed:
         approved = json.dumps(entry.get("approved"), indent=2, sort_keys=True, ensure_ascii=True).splitlines()
@@ -404,14 +356,14 @@ def _show_pending(entry: dict[str, Any]) -> None:
     for line in live:
         print(f"    {line}")
     if entry.get("warning"):
-        print(f"  warning: {_shown(entry['warning'])}")
+        print(f"  warning: {shown(entry['warning'])}")
 
 
 def _approve(args: argparse.Namespace) -> int:
     """Show the capability's pending tools (or the named ones); with --all or names, approve
     exactly the definitions shown (their hashes go with the call: one changed since is refused,
     nothing approved)."""
-    settings = _settings(args)
+    settings = cli_settings(args)
     door = _running_door(settings, "tools approve")
     capability = args.capability
     review = _ask(door, "tools_pending", {})
@@ -423,49 +375,28 @@ def _approve(args: argparse.Namespace) -> int:
             raise InvalidArguments(f"no tool {unknown[0]!r} of {capability} waits for approval (pending: {waiting})")
         pending = [e for e in pending if e.get("tool") in args.tools]
     if review.get("note"):  # the host is still listing its plugins' tools
-        print(f"({_shown(review['note'])})")
+        print(f"({shown(review['note'])})")
     for entry in pending:
         _show_pending(entry)
     for rejected in review.get("rejected") or []:
         if isinstance(rejected, dict) and rejected.get("capability") == capability:
-            print(
-                f"{_shown(rejected.get('tool'))}  (rejected, never shown to visitors: {_shown(rejected.get('cause'))})"
-            )
+            print(f"{shown(rejected.get('tool'))}  (rejected, never shown to visitors: {shown(rejected.get('cause'))})")
     if pending and not (args.all or args.tools):
         where = shlex.quote(str(settings.data_dir))
-        print(
-            f"approve these {len(pending)}: {_cli()} tools approve {shlex.quote(capability)} --all --data-dir {where}"
-        )
+        line = f"{cli_command()} tools approve {shlex.quote(capability)} --all --data-dir {where}"
+        print(f"approve these {len(pending)}: {line}")
         return 0
     arguments: dict[str, Any] = {"capability": capability, "tools": {e["tool"]: e["live_sha256"] for e in pending}}
     answer = _ask(door, "tools_approve", arguments | ({"hide_colliding": True} if args.hide_colliding else {}))
     if not pending:
         print(f"no tool of {capability} waits for your approval")
     for approved in answer.get("approved") or []:
-        print(f"approved {_shown(approved.get('tool'))}  sha256 {_shown(approved.get('live_sha256'))}")
+        print(f"approved {shown(approved.get('tool'))}  sha256 {shown(approved.get('live_sha256'))}")
     for hidden in answer.get("hidden") or []:
-        print(
-            f"  hidden from sessions that see both: {_shown(hidden.get('tool'))} of {_shown(hidden.get('capability'))}"
-        )
+        print(f"  hidden from sessions that see both: {shown(hidden.get('tool'))} of {shown(hidden.get('capability'))}")
     for line in _next_lines(answer, door, settings.data_dir):
         print(line)
     return 0
-
-
-def _one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """`run`, with the running host's refusal (exit 2) or failure (exit 1) as one line on stderr."""
-
-    def guarded(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except DoorRefused as exc:
-            print(f"mcp-host: {_shown(exc.refusal.message)}", file=sys.stderr)
-            return 2
-        except DoorFailed as exc:
-            print(f"mcp-host: {exc.message}", file=sys.stderr)
-            return 1
-
-    return guarded
 
 
 def add_plugin_commands(
@@ -480,7 +411,7 @@ def add_plugin_commands(
 def _add_plugin_parsers(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str, installer: Installer
 ) -> None:
-    """`plugin add|list|remove|upgrade`."""
+    """`plugin add|list|remove|upgrade|allow|disallow`."""
     plugin = sub.add_parser(
         "plugin",
         help="install MCP servers from npm, PyPI, an .mcpb, a server.json or an https:// URL as plugins (on the"
@@ -491,7 +422,7 @@ def _add_plugin_parsers(
     def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
         parser.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
-        parser.set_defaults(run=_one_line(run), installer=installer)
+        parser.set_defaults(run=one_line(run), installer=installer)
         return parser
 
     add = command(
@@ -530,6 +461,7 @@ def _add_plugin_parsers(
         help="an npm/PyPI plugin's version (default: the newest); a bundle's new .mcpb; a server.json plugin's"
         " server.json (default: the one it was added from, read again)",
     )
+    add_egress_parsers(command)
 
 
 def _add_tools_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], data_dir_help: str) -> None:
@@ -552,4 +484,4 @@ def _add_tools_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         help="approve tools whose names collide with tools visitors see (both are then hidden where both are seen)",
     )
     approve.add_argument("--data-dir", dest="data_dir", type=Path, metavar="DIR", help=data_dir_help)
-    approve.set_defaults(run=_one_line(_approve))
+    approve.set_defaults(run=one_line(_approve))

@@ -5,13 +5,15 @@ load report (manifests), the child pool (health) and the bindings (why tools are
 Listing never starts a child. `logs` gives one plugin's recent log (the owner's
 `capability_logs`): its children's last stderr, exception and error-result lines, escaped,
 and why its last process ended. A remote plugin whose server asked for a sign-in shows its state
-(`sign_in`). `rejected` gives the tools the host drops whatever the owner
+(`sign_in`). A sandboxed plugin's entry shows its `egress` (`egress.PluginEgress`: the
+manifest's entries and the owner's, `allow_net`, the private hosts, the destinations its
+children were refused). `rejected` gives the tools the host drops whatever the owner
 approves (unsafe name, text or schema), with their causes (the owner's `tools_pending`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -20,8 +22,10 @@ from pydantic import BaseModel, ConfigDict
 from mcp_host.children import PARENT_KIND, ChildPool, ChildState, LogKind, RemoteSignIns
 from mcp_host.errors import ManifestError
 from mcp_host.plugins import LoadReport, Plugin, printable
-from mcp_host.store import SignInState
+from mcp_host.store import OwnerEgress, SignInState
 from mcp_host.visitor import Bindings
+
+from .egress import NoRefusals, PluginEgress, RefusedDestinations, egress_of
 
 __all__ = [
     "CapabilityLogs",
@@ -60,6 +64,9 @@ class CatalogueEntry(BaseModel):
     sign_in: SignInState | None = None
     """A remote plugin whose server asked for a sign-in (`children.RemoteSignIns`): `connected`,
     `expired` or `needs_sign_in`; None for every other plugin."""
+    egress: PluginEgress | None = None
+    """Where a sandboxed plugin's children may connect, and what they were refused; None for
+    a remote plugin (its reach is `transport.allowed_hosts`) and an invalid one."""
 
 
 class RejectedTool(BaseModel):
@@ -138,12 +145,15 @@ class Catalogue:
         *,
         lent: Collection[str] = (),
         sign_ins: RemoteSignIns | None = None,
+        refused: RefusedDestinations | None = None,
     ) -> None:
         """`plugins`: the loaded plugins, read live (the registry, which follows plugins
         installed or removed while the host runs); None: the report's. `lent`: the ids of the
         capabilities a node's parent lends it, listed as kind `remote`. `sign_ins`: the host's
-        sign-ins to remote servers, whose state each entry shows."""
+        sign-ins to remote servers, whose state each entry shows. `refused`: the destinations
+        each plugin's children were refused (the egress proxy's record)."""
         self._sign_ins = sign_ins
+        self._refused: RefusedDestinations = refused or NoRefusals()
         self._report = report
         self._lent = frozenset(lent)
         self._plugins: Sequence[Plugin] = report.plugins if plugins is None else plugins
@@ -198,7 +208,13 @@ class Catalogue:
         """Why `plugin_id`'s tool named exactly `tool` is rejected, or None when it is not."""
         return next((cause for name, cause in self._bindings.rejected.get(plugin_id, ()) if name == tool), None)
 
-    def entries(self) -> list[CatalogueEntry]:
+    def egress(self, plugin: Plugin, owner: OwnerEgress) -> PluginEgress | None:
+        """`plugin`'s egress with the owner's entries `owner` and what its children were refused."""
+        return egress_of(plugin, owner, self._refused.of(plugin.manifest.id))
+
+    def entries(self, owner_egress: Mapping[str, OwnerEgress] | None = None) -> list[CatalogueEntry]:
+        """Every plugin's entry; `owner_egress`: the owner's egress entries by plugin
+        (`store.EgressGrants.all`, read by the async caller), none for a plugin not in it."""
         out: list[CatalogueEntry] = []
         causes = self._bindings.causes
         for plugin in self._plugins:
@@ -219,7 +235,8 @@ class Catalogue:
                 status = "not_started" if health.state == ChildState.STOPPED else "healthy"
             failed = status in ("failing", "unconfigured")
             cause = withheld or (health.cause if health is not None and failed else None)
-            entry = entry_for(plugin, status, cause)
+            owner = (owner_egress or {}).get(plugin.manifest.id, OwnerEgress())
+            entry = entry_for(plugin, status, cause).model_copy(update={"egress": self.egress(plugin, owner)})
             if self._sign_ins is not None:
                 entry = entry.model_copy(update={"sign_in": self._sign_ins.state_of(plugin.manifest.id)})
             if plugin.manifest.id in self._lent:

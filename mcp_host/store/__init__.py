@@ -16,6 +16,7 @@ from .config import (
     read_values,
 )
 from .database import Database, PgConnection, PgPool, open_database
+from .egress_grants import MAX_OWNER_EGRESS, EgressGrants, OwnerEgress, owner_rule
 from .node_grants import NodeGrantRow, NodeGrantStore
 from .plugin_store import PluginStore, PluginStores, QuotaCheck, StoreLimits
 from .protocol_records import ProtocolSessionRecords, SessionRecord, record_key
@@ -28,6 +29,7 @@ from .uninstall import Uninstalled, uninstall
 
 __all__ = [
     "MAX_NOTICE_BYTES",
+    "MAX_OWNER_EGRESS",
     "CallCounter",
     "ChangeChannel",
     "ConfigBackend",
@@ -35,8 +37,10 @@ __all__ = [
     "ConfigStore",
     "ConfigUnset",
     "Database",
+    "EgressGrants",
     "NodeGrantRow",
     "NodeGrantStore",
+    "OwnerEgress",
     "OwnerEnv",
     "PgConnection",
     "PgPool",
@@ -65,6 +69,7 @@ __all__ = [
     "load_host_key",
     "new_replica_id",
     "open_database",
+    "owner_rule",
     "read_values",
     "record_key",
     "uninstall",

@@ -16,6 +16,7 @@ from mcp_host.plugins import PluginKind
 
 from .config import ConfigStore
 from .database import PgPool
+from .egress_grants import EgressGrants
 from .plugin_store import PluginStores
 
 __all__ = ["Uninstalled", "uninstall"]
@@ -25,10 +26,12 @@ __all__ = ["Uninstalled", "uninstall"]
 class Uninstalled:
     schema_dropped: bool
     config_rows_deleted: int
+    egress_entries_deleted: int = 0
 
 
 async def uninstall(pool: PgPool, kind: PluginKind, plugin_id: str) -> Uninstalled:
-    """Drop `plugin_id`'s store and config. Raises ValueError for an id that is not a plugin id."""
+    """Drop `plugin_id`'s store and config (the owner's egress entries too). Raises ValueError
+    for an id that is not a plugin id."""
     dropped = await PluginStores(pool).drop(kind, plugin_id)
     deleted = await ConfigStore(pool).forget_plugin(plugin_id)
-    return Uninstalled(dropped, deleted)
+    return Uninstalled(dropped, deleted, await EgressGrants(pool).forget_plugin(plugin_id))

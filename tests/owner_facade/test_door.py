@@ -59,6 +59,8 @@ OWNER_TOOLS = [
     "plugins_list",
     "plugin_remove",
     "plugin_upgrade",
+    "plugin_egress_allow",
+    "plugin_egress_remove",
     "rules_get",
     "rules_set",
     "grant_create",

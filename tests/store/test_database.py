@@ -56,6 +56,7 @@ MIGRATED = [
     (20, "oauth_grants_seen"),
     (21, "remote_sign_ins"),
     (22, "desk_email"),
+    (23, "plugin_egress"),
 ]
 
 
@@ -125,6 +126,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
             "oauth_tokens",
             "owner_tokens",
             "owners",
+            "plugin_egress",
             "protocol_sessions",
             "receipts",
             "remote_sign_ins",
