@@ -1,5 +1,5 @@
 """The parts that live before the database opens, so children can boot while it starts: the
-plugins loaded, the child pool, the back-channel's sockets and the child factory, with the seam
+plugins loaded, the child pool, the back-channel's sockets, the egress proxy and the child factory, with the seam
 it reads the owner's config through once the database is open (`Early`); and the Host and
 Origin rules every door shares (`security`).
 
@@ -10,8 +10,12 @@ builds the rest on them). Below: `limits` and the parts.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
@@ -20,6 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from mcp_host.backchannel import GrantBook, OpSockets
 from mcp_host.children import ChildFactory, ChildPool, ListChange, OnceOpen
+from mcp_host.egress import EgressProxy, HostsFileResolver, Refusal, RefusalBook, Resolver, SystemResolver
 from mcp_host.observe import HostMetrics
 from mcp_host.plugins import LoadReport, Plugin, Registry, installed_root, load_plugins
 from mcp_host.sandbox import SandboxLedger, require_bwrap
@@ -54,6 +59,10 @@ class Early:
     lifespan closes both ends."""
     metrics: HostMetrics
     """This host's series, in its own registry (tests run several hosts in one process)."""
+    egress: EgressProxy
+    """The proxy every sandboxed child's network goes through; entered before the pool, left after."""
+    refused: RefusalBook
+    """What the proxy refused each plugin's children, for the catalogue."""
 
 
 def security(settings: Settings) -> TransportSecuritySettings:
@@ -122,6 +131,15 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         on_list_changed=list_changed,
         metrics=metrics,
     )
+    refused = RefusalBook()
+
+    def on_refused(refusal: Refusal) -> None:
+        refused.note(refusal)
+        log = pool.log_of(refusal.plugin_id)
+        if log is not None:
+            log.egress_refused(refusal.destination, refusal.reason)
+
+    egress = EgressProxy(_egress_folder(), _egress_resolver(settings), on_refused=on_refused, metrics=metrics)
     grants = GrantBook(budget=settings.backchannel.grant_op_budget)
     sockets = OpSockets(report.plugins, runtime_dir=settings.backchannel.runtime_dir)
     plugins = Registry(report.plugins)
@@ -131,11 +149,35 @@ def early_parts(settings: Settings, report: LoadReport, ledger: SandboxLedger) -
         _prestarted(settings, plugins),
         pool,
         sockets,
-        ChildFactory(pool, settings, sockets, env=once_open, parent_calls=once_open, sign_ins=once_open.sign_ins),
+        ChildFactory(
+            pool,
+            settings,
+            sockets,
+            env=once_open,
+            parent_calls=once_open,
+            sign_ins=once_open.sign_ins,
+            egress=egress,
+            egress_grants=once_open,
+        ),
         once_open,
         grants,
         spawned,
         changes_in,
         changes_out,
         metrics,
+        egress,
+        refused,
     )
+
+
+def _egress_folder() -> Path:
+    """A fresh folder of this host's for the egress proxy's sockets: under the system temp dir,
+    so each path stays within a unix socket's 108 bytes (the proxy removes it when it stops)."""
+    return Path(tempfile.gettempdir()) / f"mcp-host-egress-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _egress_resolver(settings: Settings) -> Resolver:
+    """The machine's resolver, behind the owner's hosts file where one is set."""
+    system = SystemResolver()
+    hosts = settings.egress.hosts_file
+    return system if hosts is None else HostsFileResolver(hosts, fallback=system)

@@ -68,7 +68,7 @@ async def running_host(
         await anyio.to_thread.run_sync(plugin_layer_available)
     early = early_parts(settings, report, ledger)
     with early.list_changes_sent, early.list_changes:
-        async with early.sockets, early.pool, anyio.create_task_group() as background:
+        async with early.sockets, early.egress, early.pool, anyio.create_task_group() as background:
             if early.prestart:  # children boot while the database starts: both take about a second
                 background.start_soon(
                     functools.partial(

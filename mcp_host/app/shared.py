@@ -35,6 +35,7 @@ from mcp_host.settings import Settings
 from mcp_host.store import (
     ConfigStore,
     Database,
+    EgressGrants,
     NodeGrantStore,
     OwnerEnv,
     PgPool,
@@ -108,7 +109,10 @@ async def shared_parts(
     host_key, box, config = _sealed_config(settings, early, database)
     # Before the review below lists any child (a child is made once: one of a lent capability made
     # before would pass the parent's bare refusal to visitors, defect 8, and leave no audit row).
-    early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent))
+    egress = EgressGrants(database.pool)
+    early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent), egress)
+    for plugin_id in await egress.all():  # a child started while the database did lacks the owner's egress
+        early.pool.stop_plugin(plugin_id)
     pins, bindings, review = await _listings(settings, early, database, background)
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)

@@ -261,7 +261,9 @@ async def wired(
     channel = _back_channel(settings, early, shared, lent, serves_ops)
     visitor = _visitor_side(settings, early, shared, database, background, rules)
     sign_ins = await _sign_ins(settings, early, shared, database, visitor.feed, background)
-    catalogue = Catalogue(report, early.pool, shared.bindings, early.plugins, lent=lent, sign_ins=sign_ins)
+    catalogue = Catalogue(
+        report, early.pool, shared.bindings, early.plugins, lent=lent, sign_ins=sign_ins, refused=early.refused
+    )
     owner = owner_door(settings, early, shared, catalogue, database, visitor.feed, installer, sign_ins)
     owner_manager = session_manager(build_owner_server(owner), settings, rules)
     node_manager = session_manager(build_node_server(node_door(settings, early, shared)), settings, rules)

@@ -28,17 +28,28 @@ from typing import Protocol
 
 import anyio
 
+from mcp_host.egress import EgressCaps, EgressGate, egress_caps_for
 from mcp_host.errors import HostError
-from mcp_host.plugins import ChildConfig, Plugin, PrivateReach, Transport, needs_config
+from mcp_host.plugins import ChildConfig, EgressPolicy, Plugin, PrivateReach, Transport, needs_config
 from mcp_host.sandbox import Launch, launch_for
 from mcp_host.settings import Settings
+from mcp_host.store import OwnerEgress
 
 from .mcp_session import Child
 from .pool import ChildPool
 from .remote import RemoteChild, RemoteLink
 from .remote_sign_in import RemoteSignIns, SignInLink
 
-__all__ = ["ChildFactory", "ChildSource", "EnvSource", "OnCall", "ParentCalls", "SocketPaths"]
+__all__ = [
+    "ChildFactory",
+    "ChildSource",
+    "EgressGates",
+    "EgressGrantSource",
+    "EnvSource",
+    "OnCall",
+    "ParentCalls",
+    "SocketPaths",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +71,25 @@ class EnvSource(Protocol):
         """Variables and arguments; raises `store.ConfigUnset` as `env_for`."""
         ...
 
+
+class EgressGates(Protocol):
+    """Where a child's egress gate is opened (`egress.EgressProxy`)."""
+
+    async def open(self, plugin_id: str, scope: str | None, policy: EgressPolicy, caps: EgressCaps) -> EgressGate: ...
+
+
+class EgressGrantSource(Protocol):
+    """The egress the owner added to a plugin (`OnceOpen`, over `store.EgressGrants`)."""
+
+    async def owner_egress(self, plugin_id: str) -> OwnerEgress: ...
+
+
+class _NoGrants:
+    async def owner_egress(self, plugin_id: str) -> OwnerEgress:
+        return OwnerEgress()
+
+
+_NO_GRANTS = _NoGrants()
 
 OnCall = Callable[[str, str], Awaitable[None]]
 """Told (tool, request id) before each call a remote child sends."""
@@ -94,17 +124,24 @@ class ChildFactory:
         env: EnvSource,
         parent_calls: ParentCalls | None = None,
         sign_ins: Callable[[], RemoteSignIns | None] = lambda: None,
+        egress: EgressGates | None = None,
+        egress_grants: EgressGrantSource = _NO_GRANTS,
     ) -> None:
         """`env`: where a child's config-fed variables are read at each start; `parent_calls`:
         asked once per remote plugin, when its child is made (a child is made once);
         `sign_ins`: the host's sign-ins to remote servers, read at each remote child's start
-        (None until the database is open: no sign-in yet)."""
+        (None until the database is open: no sign-in yet); `egress`: the host's egress proxy,
+        which opens a gate for each start of a child that may reach the network (None: every
+        child offline); `egress_grants`: the egress the owner added to each plugin, read at
+        each start."""
         self._pool = pool
         self._settings = settings
         self._sockets = sockets
         self._env = env
         self._parent_calls = parent_calls
         self._sign_ins = sign_ins
+        self._egress = egress
+        self._egress_grants = egress_grants
 
     def __call__(self, plugin: Plugin, session_id: str | None = None) -> Child:
         """The child that serves `session_id` (None: owner context). Raises Unavailable when the
@@ -116,12 +153,45 @@ class ChildFactory:
         socket = self._sockets.socket_for(plugin.manifest.id)
 
         async def launch() -> Launch:
-            if not needs_config(plugin.manifest):
-                return launch_for(plugin, self._settings, host_socket=socket)
-            given = await self._env.child_config(plugin)
-            return launch_for(plugin, self._settings, host_socket=socket, extra_env=given.env, args=given.args)
+            given = await self._env.child_config(plugin) if needs_config(plugin.manifest) else None
+            gate = await self._gate(plugin, scope)
+            try:
+                built = launch_for(
+                    plugin,
+                    self._settings,
+                    host_socket=socket,
+                    extra_env=None if given is None else given.env,
+                    args=None if given is None else given.args,
+                    egress_socket=None if gate is None else gate.path,
+                )
+            except BaseException:
+                if gate is not None:
+                    with anyio.CancelScope(shield=True):
+                        await gate.aclose()
+                raise
+            return built if gate is None else built.closing(gate.aclose)
 
         return self._pool.child(plugin.manifest.id, launch, scope, per_session=plugin.manifest.per_session)
+
+    async def _gate(self, plugin: Plugin, scope: str | None) -> EgressGate | None:
+        """The egress gate of one child of `plugin` for `scope`: its manifest's egress with the
+        owner's, through the host's proxy; None when it may reach nothing (or runs unsandboxed,
+        on the host's network: development only)."""
+        if self._egress is None or self._settings.sandbox.mode != "on":
+            return None
+        declared = plugin.manifest.transport
+        assert declared is not None
+        sandbox = declared.sandbox
+        owner = await self._egress_grants.owner_egress(plugin.manifest.id)
+        policy = EgressPolicy.of(
+            (*sandbox.egress, *owner.entries),
+            allow_net=sandbox.allow_net,
+            allow_private=(*sandbox.allow_private, *owner.private),
+        )
+        if policy.offline:
+            return None
+        caps = egress_caps_for(plugin, self._settings.egress)
+        return await self._egress.open(plugin.manifest.id, scope, policy, caps)
 
     def _remote(self, plugin: Plugin, transport: Transport, scope: str | None) -> Child:
         """A remote plugin's child: no launch, a `RemoteLink` from its manifest (headers from the

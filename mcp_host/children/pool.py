@@ -206,6 +206,10 @@ class ChildPool:
         own = self.sessions.get(plugin_id, session_id)
         return own is not None and own.running
 
+    def log_of(self, plugin_id: str) -> ChildLog | None:
+        """What `plugin_id`'s children said (None before its first child was made)."""
+        return self._logs.get(plugin_id)
+
     def get(self, plugin_id: str, session_id: str | None = None) -> Child | None:
         """The child of `plugin_id` for `session_id` (None: shared or owner context), if made."""
         if session_id is not None:

@@ -41,7 +41,7 @@ logger = logging.getLogger("mcp_host.child")
 
 _CHUNK = 65536
 _TELL_DROPPED_AFTER_S = 1.0
-LogKind = Literal["stderr", "exception", "tool_error"]
+LogKind = Literal["stderr", "exception", "tool_error", "egress"]
 _LAST_FRAMES = 3
 _EXCEPTION_LINES = 4  # a wrapped (rich) or multi-line exception message: at most this many lines
 
@@ -90,6 +90,11 @@ class ChildLog:
         line = f"tool {tool[:64]!r} answered an error: {text[: self.line_bytes]}"
         self.keep("tool_error", line)
         self._errors.log(self.name, logging.INFO, "%s: %s", self.name, _escaped(line, self.line_bytes))
+
+    def egress_refused(self, destination: str, reason: str) -> None:
+        """A destination the host's egress proxy refused one of its children (the proxy logs
+        it, once per child): kept for the owner's `capability_logs`."""
+        self.keep("egress", f"egress refused {destination[:300]}: {reason[: self.line_bytes]}")
 
     def flush(self) -> None:
         self._errors.flush()

@@ -14,6 +14,7 @@ from .allowance import egress_caps_for, egress_limit_warnings
 from .caps import EgressCaps
 from .gate import EgressGate, GateStats, Refusal
 from .proxy import EgressProxy
+from .refusals import RefusalBook
 from .resolver import HostsFileResolver, MemoryResolver, Resolver, SystemResolver
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "HostsFileResolver",
     "MemoryResolver",
     "Refusal",
+    "RefusalBook",
     "Resolver",
     "SystemResolver",
     "egress_caps_for",

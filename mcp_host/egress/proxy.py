@@ -2,7 +2,7 @@
 `EgressGate`) per child instance, each with its plugin's policy and caps; an async context
 manager that runs the gates' tasks and closes them all on exit.
 
-The sockets live in `folder` (made mode 0700), under short random names, so a path stays under
+The sockets live in `folder` (made mode 0700, removed on exit), under short random names, so a path stays under
 the 108 bytes of a unix socket's address.
 
 Above: the composition root (makes one proxy per host) and the child factory (opens a gate
@@ -11,6 +11,7 @@ per child start, closes it when the child ends). Below: `gate`, `resolver`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Callable
@@ -71,7 +72,11 @@ class EgressProxy:
             for gate in list(self._gates):
                 await gate.aclose()
         tasks, self._tasks = self._tasks, None
-        return await tasks.__aexit__(kind, exc, tb)
+        try:
+            return await tasks.__aexit__(kind, exc, tb)
+        finally:
+            with contextlib.suppress(OSError):  # not empty: a socket some gate left; kept, harmless
+                self._folder.rmdir()
 
     async def open(self, plugin_id: str, scope: str | None, policy: EgressPolicy, caps: EgressCaps) -> EgressGate:
         """A fresh socket served for one child instance of `plugin_id` (for `scope`, its visitor

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -84,6 +84,8 @@ class Launch:
     pass_fds: tuple[int, ...] = ()
     bwrap_args: tuple[str, ...] = ()
     memory_bytes: int | None = None
+    closers: tuple[Callable[[], Awaitable[None]], ...] = ()
+    """What else ends with the child, awaited by `release` (its egress gate)."""
     _open_fds: set[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -124,8 +126,17 @@ class Launch:
         """Close the fds still open, kill what is left in the sandbox's cgroups and remove
         them; call it once the process has been reaped, or failed to spawn. Safe to call twice."""
         self.close_passed_fds()
+        closers = self.closers
+        object.__setattr__(self, "closers", ())  # frozen; safe to call twice
+        for close in closers:
+            await close()
         if self.cgroup is not None:
             await anyio.to_thread.run_sync(self.cgroup.release)
+
+    def closing(self, close: Callable[[], Awaitable[None]]) -> Launch:
+        """This launch, with `close` awaited by its `release` too; use it instead of this one
+        (both hold the same fds)."""
+        return replace(self, closers=(*self.closers, close))
 
 
 @functools.cache
