@@ -4,7 +4,8 @@ No model is involved: the "agent" is this script, saying what an agent would say
 
 1. sets the host up as the owner, through the owner door (`/v1/owner/mcp`): a calendar (when
    none is connected, a Radicale server it starts on loopback, connected with the `caldav`
-   connector), a role granting `calendar.book`, and an access code for it;
+   connector, which the owner lets reach that loopback address), a role granting
+   `calendar.book`, and an access code for it;
 2. opens a visitor session with that code and lists the session's tools;
 3. turn 1: asks for slots, books the first one, and answers truthfully — the host's claim
    gate accepts the answer;
@@ -33,6 +34,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -148,6 +150,10 @@ async def ensure_calendar(owner: Client, stack: AsyncExitStack, use_connected: b
         say(f"  calendar: the connected {connected[0]['id']} calendar")
         return
     url = stack.enter_context(local_radicale())
+    # The connector reaches public addresses only; this loopback server the owner names one by one.
+    radicale = f"127.0.0.1:{urlsplit(url).port}"
+    await owner_call(owner, "plugin_egress_allow", plugin_id="caldav", host=radicale, private=True)
+    stack.push_async_callback(owner_call, owner, "plugin_egress_remove", plugin_id="caldav", host=radicale)
     settings = {"url": url, "username": DEMO_USER, "password": DEMO_PASSWORD}
     answer = await owner_call(owner, "connector_connect", connector="caldav", settings=settings)
     stack.push_async_callback(owner_call, owner, "connector_disconnect", category="calendar")
