@@ -19,7 +19,7 @@ from anyio.abc import SocketStream
 from mcp_host.egress import EgressCaps, EgressGate, EgressProxy, HostsFileResolver, SystemResolver
 from mcp_host.observe import HostMetrics
 from mcp_host.plugins import EgressPolicy
-from tests.egress.loopback import Peer, ask, echo_server, read_all, short_folder, sink_server, write_hosts
+from tests.egress.loopback import ask, echo_server, open_tunnel, read_all, short_folder, sink_server, write_hosts
 
 pytestmark = pytest.mark.anyio
 
@@ -159,19 +159,11 @@ async def test_a_head_that_drips_in_too_slowly_is_answered_408(tmp_path: Path, d
     assert _status_and_body(answer) == ("HTTP/1.1 408 Request Timeout", "the request head took over 0.5 s\n")
 
 
-async def _open_tunnel(path: Path, port: int) -> SocketStream:
-    stream = await anyio.connect_unix(path)
-    await stream.send(f"CONNECT site.example.test:{port} HTTP/1.1\r\n\r\n".encode())
-    with anyio.fail_after(10):
-        assert await stream.receive() == b"HTTP/1.1 200 Connection established\r\n\r\n"
-    return stream
-
-
 async def test_connections_past_the_cap_are_answered_429_until_one_closes(tmp_path: Path) -> None:
     caps = EgressCaps(connections=2, bytes_per_minute=10_000_000, idle_s=30.0)
     async with echo_server() as peer, proxy(tmp_path) as running:
         gate = await running.open("web", None, to_site(peer.port), caps)
-        first, second = await _open_tunnel(gate.path, peer.port), await _open_tunnel(gate.path, peer.port)
+        first, second = await open_tunnel(gate.path, peer.port), await open_tunnel(gate.path, peer.port)
         answer = await ask(gate.path, f"CONNECT site.example.test:{peer.port} HTTP/1.1\r\n\r\n".encode())
         assert _status_and_body(answer) == (
             "HTTP/1.1 429 Too Many Requests",
@@ -181,7 +173,7 @@ async def test_connections_past_the_cap_are_answered_429_until_one_closes(tmp_pa
         with anyio.fail_after(5):
             while gate.stats.connections_now == 2:  # noqa: ASYNC110 - the gate's counters signal no event
                 await anyio.sleep(0.01)
-        third = await _open_tunnel(gate.path, peer.port)
+        third = await open_tunnel(gate.path, peer.port)
         await third.send(b"still")
         with anyio.fail_after(5):
             assert await third.receive() == b"still"
@@ -216,7 +208,7 @@ async def test_a_thousand_connections_at_once_are_capped_while_another_gate_serv
             async with anyio.create_task_group() as flood:
                 for _ in range(1000):
                     flood.start_soon(one)
-                calm = await _open_tunnel(other.path, peer.port)
+                calm = await open_tunnel(other.path, peer.port)
                 await calm.send(b"served")
                 with anyio.fail_after(5):
                     assert await calm.receive() == b"served"
@@ -251,7 +243,7 @@ async def test_a_flood_of_bytes_is_held_at_the_budget(tmp_path: Path) -> None:
     caps = EgressCaps(connections=4, bytes_per_minute=50_000, idle_s=30.0)
     async with sink_server() as peer, proxy(tmp_path) as running:
         gate = await running.open("web", None, to_site(peer.port), caps)
-        stream = await _open_tunnel(gate.path, peer.port)
+        stream = await open_tunnel(gate.path, peer.port)
         async with stream, anyio.create_task_group() as tasks:
 
             async def flood() -> None:
@@ -275,7 +267,7 @@ async def _until(condition: Any) -> None:
 async def test_a_child_that_hangs_up_mid_tunnel_closes_its_destination(tmp_path: Path) -> None:
     async with echo_server() as peer, proxy(tmp_path) as running:
         gate = await running.open("web", None, to_site(peer.port), CAPS)
-        stream = await _open_tunnel(gate.path, peer.port)
+        stream = await open_tunnel(gate.path, peer.port)
         await stream.send(b"half a message")
         await stream.aclose()
         with anyio.fail_after(5):
@@ -287,7 +279,7 @@ async def test_an_idle_tunnel_is_closed(tmp_path: Path) -> None:
     caps = EgressCaps(connections=4, bytes_per_minute=10_000_000, idle_s=0.3)
     async with echo_server() as peer, proxy(tmp_path) as running:
         gate: EgressGate = await running.open("web", None, to_site(peer.port), caps)
-        stream = await _open_tunnel(gate.path, peer.port)
+        stream = await open_tunnel(gate.path, peer.port)
         async with stream:
             await stream.send(b"one")
             assert await stream.receive() == b"one"
@@ -295,7 +287,3 @@ async def test_an_idle_tunnel_is_closed(tmp_path: Path) -> None:
                 assert await read_all(stream) == b""
         with anyio.fail_after(5):
             await peer.closed.wait()
-
-
-def _peer_unused(peer: Peer) -> bool:
-    return peer.connections == 0
