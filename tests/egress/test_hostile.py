@@ -18,7 +18,7 @@ from anyio.abc import SocketStream
 
 from mcp_host.egress import EgressCaps, EgressGate, EgressProxy, HostsFileResolver, SystemResolver
 from mcp_host.observe import HostMetrics
-from mcp_host.plugins import EgressPolicy
+from mcp_host.plugins import EgressPolicy, PrivateReach
 from tests.egress.loopback import ask, echo_server, open_tunnel, read_all, short_folder, sink_server, write_hosts
 
 pytestmark = pytest.mark.anyio
@@ -287,3 +287,39 @@ async def test_an_idle_tunnel_is_closed(tmp_path: Path) -> None:
                 assert await read_all(stream) == b""
         with anyio.fail_after(5):
             await peer.closed.wait()
+
+
+class _BrokenResolver:
+    """A resolver with a fault of its own (not a failed lookup): what a bug would look like."""
+
+    async def resolve(self, host: str, port: int) -> list[Any]:
+        raise RuntimeError("internal detail that must not reach a child")
+
+
+async def test_a_fault_in_the_proxy_ends_that_connection_only_and_says_nothing_of_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with echo_server() as peer:
+        with short_folder() as folder:
+            async with EgressProxy(folder, _BrokenResolver()) as running:
+                policy = EgressPolicy.of([f"site.example.test:{peer.port}", f"127.0.0.1:{peer.port}"])
+                gate = await running.open("web", None, EgressPolicy(policy.rules, reach=_LOOPBACK), CAPS)
+                answer = await ask(gate.path, f"CONNECT site.example.test:{peer.port} HTTP/1.1\r\n\r\n".encode())
+                assert answer == b""
+                stream = await open_tunnel(gate.path, peer.port, name="127.0.0.1")
+                async with stream:
+                    await stream.send(b"still serving")
+                    with anyio.fail_after(5):
+                        assert await stream.receive() == b"still serving"
+    faults = [r for r in caplog.records if r.exc_info]
+    assert [r.getMessage() for r in faults] == ["plugin web: an egress connection failed"]
+
+
+_LOOPBACK = PrivateReach.of(["127.0.0.1"])
+
+
+def test_caps_are_positive() -> None:
+    with pytest.raises(ValueError, match="egress caps are positive"):
+        EgressCaps(connections=0, bytes_per_minute=1, idle_s=1.0)
+    with pytest.raises(ValueError, match="egress caps are positive"):
+        EgressCaps(connections=1, bytes_per_minute=1, idle_s=float("nan"))
