@@ -21,3 +21,8 @@ class EgressCaps:
     connections: int
     bytes_per_minute: int
     idle_s: float
+
+    def __post_init__(self) -> None:
+        """Raises ValueError for a cap that is not positive (a child with no egress gets no gate)."""
+        if self.connections < 1 or self.bytes_per_minute < 1 or not self.idle_s > 0:
+            raise ValueError("egress caps are positive: connections, bytes_per_minute, idle_s")

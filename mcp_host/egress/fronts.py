@@ -75,6 +75,8 @@ class HttpFront:
             return NoTunnel("large", f"the request head is over {MAX_HEAD_BYTES} bytes")
         except IncompleteRead:
             return NoTunnel("bad", "the connection closed before the request head ended")
+        if len(head) > MAX_HEAD_BYTES:  # the blank line came in the read that went past the limit
+            return NoTunnel("large", f"the request head is over {MAX_HEAD_BYTES} bytes")
         asked = read_http_head(head)
         if isinstance(asked, NoTunnel):
             return asked
@@ -102,6 +104,7 @@ class SocksFront:
     """SOCKS5 (RFC 1928), CONNECT only, no authentication. At most one reply is sent."""
 
     def __init__(self) -> None:
+        self._chosen = False  # the method is chosen: a request, and its reply, may follow
         self._replied = False
 
     async def ask(self, stream: BufferedByteStream) -> Destination | NoTunnel:
@@ -117,6 +120,7 @@ class SocksFront:
             self._replied = True
             await stream.send(_SOCKS_NO_METHOD)
             return NoTunnel("bad", "the SOCKS5 client offers no method without authentication")
+        self._chosen = True
         await stream.send(b"\x05\x00")
         version, command, _, kind = await stream.receive_exactly(4)
         if version != _SOCKS:
@@ -144,7 +148,7 @@ class SocksFront:
 
     async def refuse(self, stream: ByteStream, refusal: NoTunnel) -> None:
         code = _SOCKS_REPLY.get(refusal.outcome)
-        if code is not None and not self._replied:
+        if code is not None and self._chosen and not self._replied:
             await self._reply(stream, code)
 
     async def opened(self, stream: ByteStream, upstream: ByteStream) -> None:

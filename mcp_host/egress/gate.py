@@ -15,6 +15,7 @@ Above: `proxy` (opens and closes gates in its task group). Below: `fronts`, `dia
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 HEAD_TIMEOUT_S = 10.0
 """How long a connection may take to say where it goes (408 past it)."""
+_ACCEPT_PAUSE_S = 0.1  # after an accept failed (no file descriptor left): not a busy loop
 _MAX_REPORTED = 256  # refused destinations logged and reported per gate; more are counted only
 
 
@@ -118,7 +120,11 @@ class EgressGate:
                             accepted = await listener.accept()
                         except anyio.ClosedResourceError:
                             break  # `aclose` closed it
-                        connections.start_soon(self._serve_one, await _over_transport(accepted))
+                        except anyio.BrokenResourceError:  # out of file descriptors, most likely
+                            logger.warning("plugin %s: the egress gate could not accept a connection", self.plugin_id)
+                            await anyio.sleep(_ACCEPT_PAUSE_S)
+                            continue
+                        connections.start_soon(self._serve_one, accepted)
                     connections.cancel_scope.cancel()
         finally:
             self.path.unlink(missing_ok=True)
@@ -134,7 +140,11 @@ class EgressGate:
             self._serving.cancel()
         await self._stopped.wait()
 
-    async def _serve_one(self, connection: SocketStream) -> None:
+    async def _serve_one(self, accepted: SocketStream) -> None:
+        try:
+            connection = await _over_transport(accepted)
+        except (OSError, ValueError):
+            return  # gone before it was served
         async with connection:
             if self._held >= 2 * self._caps.connections:
                 self._count_capped()
@@ -153,6 +163,8 @@ class EgressGate:
                         self._now -= 1
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 pass  # the child hung up: nothing to answer
+            except Exception:  # a fault of the proxy's: this connection ends, the gate serves on
+                logger.exception("plugin %s: an egress connection failed", self.plugin_id)
             finally:
                 self._held -= 1
 
@@ -235,5 +247,9 @@ async def _over_transport(accepted: SocketStream) -> SocketStream:
     on the raw socket with a future its reader callback completes, and a receive cancelled as
     bytes arrive (as a tunnel's is when its other way breaks) makes that callback raise
     InvalidStateError (agronholm/anyio#1267); a transport's reads are cancelled cleanly."""
-    raw = accepted.extra(SocketAttribute.raw_socket)
-    return await SocketStream.from_socket(raw.detach())
+    raw = socket.socket(fileno=accepted.extra(SocketAttribute.raw_socket).detach())
+    try:
+        return await SocketStream.from_socket(raw)
+    except BaseException:
+        raw.close()
+        raise

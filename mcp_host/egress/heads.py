@@ -40,10 +40,6 @@ class Destination:
     host: str
     port: int
 
-    @property
-    def literal(self) -> bool:
-        return _address(self.host) is not None
-
     def __str__(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 

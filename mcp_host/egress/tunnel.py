@@ -26,7 +26,9 @@ _WINDOW_S = 60
 
 class MinuteBudget:
     """At most `limit` bytes in any rolling minute, counted per second of the event loop's
-    clock; `room` waits while the last minute's bytes reach the limit."""
+    clock; `room` waits while the last minute's bytes reach the limit. Readers that wait on
+    their sockets at once may each read what was left: past the limit by at most one read
+    (64 KiB) per other reader, then paused until a minute has passed."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit

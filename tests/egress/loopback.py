@@ -20,6 +20,7 @@ __all__ = [
     "Peer",
     "ask",
     "echo_server",
+    "open_tunnel",
     "read_all",
     "short_folder",
     "sink_server",
@@ -139,3 +140,12 @@ async def tcp_bridge(gate: Path) -> AsyncIterator[int]:
         tasks.start_soon(listener.serve, carry)
         yield listener.extra(anyio.abc.SocketAttribute.local_port)
         tasks.cancel_scope.cancel()
+
+
+async def open_tunnel(path: Path, port: int, name: str = "site.example.test") -> SocketStream:
+    """A CONNECT tunnel through the gate at `path` to `name`:`port`, its 200 read."""
+    stream = await anyio.connect_unix(path)
+    await stream.send(f"CONNECT {name}:{port} HTTP/1.1\r\n\r\n".encode())
+    with anyio.fail_after(10):
+        assert await stream.receive() == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    return stream
