@@ -209,13 +209,14 @@ def _close(*socks: socket.socket) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the command still runs: an exited one may stay a zombie until its parent reaps
+    it, which may be waiting for the bridge to let go of the stderr they share."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return state not in (b"Z", b"X")
 
 
 def _say(line: str) -> None:
