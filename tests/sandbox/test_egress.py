@@ -20,7 +20,8 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from mcp_host.plugins import Manifest, Plugin
+from mcp_host.egress import EgressProxy, MemoryResolver, Refusal, egress_caps_for
+from mcp_host.plugins import EgressPolicy, Manifest, Plugin
 from mcp_host.sandbox import launch_for
 from mcp_host.sandbox.launch import Launch
 from mcp_host.settings import Settings
@@ -100,6 +101,40 @@ print("closed", flush=True)
 sys.stdin.read()
 """
 
+THROUGH_THE_REAL_PROXY = r"""
+import json, socket, sys, urllib.error, urllib.request
+
+port, other = int(sys.argv[1]), int(sys.argv[2])
+out = {}
+out["allowed"] = urllib.request.urlopen(f"http://site.example.test:{port}/", timeout=10).read().decode()
+try:
+    urllib.request.urlopen(f"http://site.example.test:{other}/", timeout=10)
+except urllib.error.HTTPError as refused:
+    out["refused"] = [refused.code, refused.read().decode().strip()]
+
+
+def exactly(s, n):
+    data = b""
+    while len(data) < n:
+        data += s.recv(n - len(data))
+    return data
+
+
+with socket.create_connection(("127.0.0.1", 3128), timeout=10) as s:
+    s.sendall(b"\x05\x01\x00")
+    assert exactly(s, 2) == b"\x05\x00"
+    name = b"site.example.test"
+    s.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + port.to_bytes(2, "big"))
+    head = exactly(s, 4)
+    exactly(s, {1: 6, 4: 18}[head[3]])
+    s.sendall(b"GET / HTTP/1.1\r\nHost: site\r\nConnection: close\r\n\r\n")
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    out["socks5"] = [head[1], data.split(b"\r\n\r\n", 1)[1].decode()]
+print(json.dumps(out), flush=True)
+"""
+
 FETCH = """
 const [port, tlsPort] = process.argv.slice(2);
 const out = {};
@@ -166,10 +201,12 @@ async def started(launch: Launch, **options: Any) -> AsyncIterator[Process]:
 
 async def run(launch: Launch) -> str:
     async with started(launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stderr is not None
         with anyio.fail_after(60):
             out = b"".join([chunk async for chunk in process.stdout])
+            err = b"".join([chunk async for chunk in process.stderr])
             await process.wait()
+    assert process.returncode == 0, err.decode()
     return out.decode()
 
 
@@ -230,6 +267,31 @@ async def test_without_an_egress_socket_the_child_reaches_nothing_whatever_it_as
         "connect": "error: ConnectionRefusedError",
         "direct": "error: ConnectionRefusedError",
     }
+
+
+async def test_through_the_hosts_egress_proxy_the_child_reaches_its_egress_and_is_told_what_it_is_not(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    transport = {"command": "python", "args": ["probe.py"]}
+    child = plugin(tmp_path / "p", transport, {"probe.py": THROUGH_THE_REAL_PROXY})
+    resolver = MemoryResolver({"site.example.test": ["127.0.0.1"]})
+    refusals: list[Refusal] = []
+    async with site() as port, EgressProxy(short_dir, resolver, on_refused=refusals.append) as proxy:
+        policy = EgressPolicy.of([f"site.example.test:{port}"], allow_private=["site.example.test"])
+        gate = await proxy.open("demo.net", None, policy, egress_caps_for(child, Settings().egress))
+        other = port + 1 if port < 65535 else port - 1
+        launch = launch_for(
+            child, settings(tmp_path), args=("probe.py", str(port), str(other)), egress_socket=gate.path
+        )
+        out = json.loads(await run(launch))
+        await gate.aclose()
+
+    assert out == {
+        "allowed": PAGE.decode(),
+        "refused": [403, f"site.example.test:{other} is not in the plugin's egress"],
+        "socks5": [0, PAGE.decode()],
+    }
+    assert [(r.plugin_id, r.destination) for r in refusals] == [("demo.net", f"site.example.test:{other}")]
 
 
 async def test_node_fetch_reaches_http_and_https_sites_through_the_proxy(tmp_path: Path, short_dir: Path) -> None:
