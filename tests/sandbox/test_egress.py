@@ -135,6 +135,23 @@ with socket.create_connection(("127.0.0.1", 3128), timeout=10) as s:
 print(json.dumps(out), flush=True)
 """
 
+ONE_BY_ONE = r"""
+import socket, sys
+
+port, count = int(sys.argv[1]), int(sys.argv[2])
+socks = [socket.create_connection(("127.0.0.1", 3128), timeout=30) for _ in range(count)]
+for s in socks:
+    s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+ok = 0
+for s in socks:  # past the bridge's fds, the rest wait in its listen queue until one closes
+    head = b""
+    while b"\r\n\r\n" not in head and (byte := s.recv(1)):
+        head += byte
+    ok += head.startswith(b"HTTP/1.1 200")
+    s.close()
+print(ok, flush=True)
+"""
+
 FETCH = """
 const [port, tlsPort] = process.argv.slice(2);
 const out = {};
@@ -340,6 +357,18 @@ async def test_the_bridge_carries_a_thousand_connections_leaks_no_fd_and_dies_wi
                 await process.wait()
             assert await anyio.to_thread.run_sync(wait_until, lambda: bridge not in bridges(marker), 10)
     assert len(proxy.destinations) == 1000
+
+
+async def test_a_bridge_out_of_fds_waits_for_one_to_close_instead_of_falling_over(
+    tmp_path: Path, short_dir: Path
+) -> None:
+    # 50 tunnels need 100 fds of the bridge; its limit, 64, holds about 29 at once.
+    child = plugin(tmp_path / "p", {"command": "python", "args": ["one.py"]}, {"one.py": ONE_BY_ONE})
+    host = settings(tmp_path, child_max_open_files=64)
+    async with site() as port, tiny_proxy(short_dir / "e.sock") as proxy:
+        launch = launch_for(child, host, args=("one.py", str(port), "50"), egress_socket=proxy.path)
+        assert await run(launch) == "50\n"
+    assert len(proxy.destinations) == 50
 
 
 async def _lines(stream: Any) -> AsyncIterator[str]:
