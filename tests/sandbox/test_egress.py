@@ -83,22 +83,26 @@ print(json.dumps(out), flush=True)
 MANY = r"""
 import socket, sys
 
-port, count = int(sys.argv[1]), int(sys.argv[2])
+port, count, one_by_one = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "one-by-one"
 socks = [socket.create_connection(("127.0.0.1", 3128), timeout=30) for _ in range(count)]
 for s in socks:
     s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
 ok = 0
-for s in socks:
+for s in socks:  # past the bridge's fds, the rest wait in its listen queue until one closes
     head = b""
     while b"\r\n\r\n" not in head and (byte := s.recv(1)):
         head += byte
     ok += head.startswith(b"HTTP/1.1 200")
-    s.shutdown(socket.SHUT_WR)  # half-close: the answer still comes back
+    if one_by_one:
+        s.close()
+    else:
+        s.shutdown(socket.SHUT_WR)  # half-close: the answer still comes back
 print(ok, flush=True)
-for s in socks:
-    s.close()
-print("closed", flush=True)
-sys.stdin.read()
+if not one_by_one:
+    for s in socks:
+        s.close()
+    print("closed", flush=True)
+    sys.stdin.read()
 """
 
 THROUGH_THE_REAL_PROXY = r"""
@@ -133,23 +137,6 @@ with socket.create_connection(("127.0.0.1", 3128), timeout=10) as s:
         data += chunk
     out["socks5"] = [head[1], data.split(b"\r\n\r\n", 1)[1].decode()]
 print(json.dumps(out), flush=True)
-"""
-
-ONE_BY_ONE = r"""
-import socket, sys
-
-port, count = int(sys.argv[1]), int(sys.argv[2])
-socks = [socket.create_connection(("127.0.0.1", 3128), timeout=30) for _ in range(count)]
-for s in socks:
-    s.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
-ok = 0
-for s in socks:  # past the bridge's fds, the rest wait in its listen queue until one closes
-    head = b""
-    while b"\r\n\r\n" not in head and (byte := s.recv(1)):
-        head += byte
-    ok += head.startswith(b"HTTP/1.1 200")
-    s.close()
-print(ok, flush=True)
 """
 
 FETCH = """
@@ -339,7 +326,7 @@ async def test_the_bridge_carries_a_thousand_connections_leaks_no_fd_and_dies_wi
     child = plugin(tmp_path / "p", transport, {"many.py": MANY})
     host = settings(tmp_path, child_max_open_files=4096)
     async with site() as port, tiny_proxy(short_dir / "e.sock") as proxy:
-        launch = launch_for(child, host, args=("many.py", str(port), "1000"), egress_socket=proxy.path)
+        launch = launch_for(child, host, args=("many.py", str(port), "1000", "hold"), egress_socket=proxy.path)
         async with started(launch, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as process:
             assert process.stdin is not None and process.stdout is not None
             lines = _lines(process.stdout)
@@ -363,10 +350,10 @@ async def test_a_bridge_out_of_fds_waits_for_one_to_close_instead_of_falling_ove
     tmp_path: Path, short_dir: Path
 ) -> None:
     # 50 tunnels need 100 fds of the bridge; its limit, 64, holds about 29 at once.
-    child = plugin(tmp_path / "p", {"command": "python", "args": ["one.py"]}, {"one.py": ONE_BY_ONE})
+    child = plugin(tmp_path / "p", {"command": "python", "args": ["many.py"]}, {"many.py": MANY})
     host = settings(tmp_path, child_max_open_files=64)
     async with site() as port, tiny_proxy(short_dir / "e.sock") as proxy:
-        launch = launch_for(child, host, args=("one.py", str(port), "50"), egress_socket=proxy.path)
+        launch = launch_for(child, host, args=("many.py", str(port), "50", "one-by-one"), egress_socket=proxy.path)
         assert await run(launch) == "50\n"
     assert len(proxy.destinations) == 50
 
