@@ -54,7 +54,8 @@ class _Bridge:
         self.path = path
         self.watched = watched
         self.selector = selectors.DefaultSelector()
-        self.waiting: list[tuple[socket.socket, socket.socket, float]] = []  # (client, upstream, deadline)
+        # (client, its upstream or None while there is no fd for one, deadline)
+        self.waiting: list[tuple[socket.socket, socket.socket | None, float]] = []
         self.accepting = True
         self.selector.register(listener, selectors.EVENT_READ, None)
 
@@ -68,7 +69,7 @@ class _Bridge:
                 else:
                     self._ready(key.data, events)
             self._retry_waiting()
-            if not self.accepting:
+            if not self.accepting and not self.waiting:
                 self._resume_accepting()
             now = time.monotonic()
             if now >= next_watch:
@@ -86,28 +87,28 @@ class _Bridge:
                 if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     # Out of fds: stop accepting for a moment (the clients wait in the listen
                     # queue) rather than spin or fall over.
-                    self.selector.unregister(self.listener)
-                    self.accepting = False
+                    self._pause_accepting()
                 return
             client.setblocking(False)
+            self._connect(client, None, time.monotonic() + _CONNECT_PATIENCE_S)
+            if not self.accepting:
+                return
+
+    def _connect(self, client: socket.socket, upstream: socket.socket | None, deadline: float) -> None:
+        """Carry `client` to a new connection on the proxy's socket; while there is no fd for it,
+        or the proxy's queue is full, try again shortly (until `deadline`, then drop the client)."""
+        if upstream is None:
             try:
                 upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             except OSError:
-                client.close()
-                self.selector.unregister(self.listener)
-                self.accepting = False
+                self._wait(client, None, deadline)
+                self._pause_accepting()  # out of fds: let the clients wait in the listen queue
                 return
             upstream.setblocking(False)
-            self._connect(client, upstream, time.monotonic() + _CONNECT_PATIENCE_S)
-
-    def _connect(self, client: socket.socket, upstream: socket.socket, deadline: float) -> None:
         try:
             upstream.connect(self.path)
         except (BlockingIOError, InterruptedError):
-            if time.monotonic() < deadline:  # the proxy's queue is full: try again shortly
-                self.waiting.append((client, upstream, deadline))
-                return
-            _close(client, upstream)
+            self._wait(client, upstream, deadline)
             return
         except OSError as exc:
             _say(f"cannot reach the host's egress proxy: {exc.strerror or exc}")
@@ -117,6 +118,17 @@ class _Bridge:
         a.peer, b.peer = b, a
         self.selector.register(client, selectors.EVENT_READ, a)
         self.selector.register(upstream, selectors.EVENT_READ, b)
+
+    def _wait(self, client: socket.socket, upstream: socket.socket | None, deadline: float) -> None:
+        if time.monotonic() < deadline:
+            self.waiting.append((client, upstream, deadline))
+        else:
+            _close(client, *(() if upstream is None else (upstream,)))
+
+    def _pause_accepting(self) -> None:
+        if self.accepting:
+            self.selector.unregister(self.listener)
+            self.accepting = False
 
     def _retry_waiting(self) -> None:
         waiting, self.waiting = self.waiting, []
@@ -191,7 +203,7 @@ class _Bridge:
                 if _is_registered(self.selector, one.sock):
                     self.selector.unregister(one.sock)
                 one.sock.close()
-        if not self.accepting:
+        if not self.accepting and not self.waiting:
             self._resume_accepting()
 
 
@@ -209,13 +221,14 @@ def _close(*socks: socket.socket) -> None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the command still runs: an exited one may stay a zombie until its parent reaps
+    it, which may be waiting for the bridge to let go of the stderr they share."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return state not in (b"Z", b"X")
 
 
 def _say(line: str) -> None:

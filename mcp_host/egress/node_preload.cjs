@@ -85,7 +85,8 @@
         return;
       }
       const servername = opts.servername || (net.isIP(host) ? undefined : host);
-      const secure = tls.connect({ socket, servername, ALPNProtocols: ['http/1.1'] });
+      // `host` is what the certificate is checked against (without it: 'localhost').
+      const secure = tls.connect({ socket, host, servername, ALPNProtocols: ['http/1.1'] });
       secure.once('secureConnect', () => {
         secure.removeAllListeners('error');
         settle(null, secure);

@@ -12,12 +12,10 @@ metadata address only when named itself, and `plugin_add` refuses a metadata ser
 
 from __future__ import annotations
 
-import datetime
 import functools
 import ipaddress
 import json
 import ssl
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -30,15 +28,12 @@ import mcp.types as types
 import pytest
 from anyio.abc import SocketAttribute
 from anyio.streams.tls import TLSListener
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 
 from mcp_host.children.remote_guard import MemoryResolver, RemoteGuard
 from mcp_host.plugins import Address, PrivateReach
+from tests.certificates import tls_pair
 from tests.hosting import free_port, host_settings, refusal, running_host, serving
 from tests.owner_facade.test_door import call, owner_client
 
@@ -340,7 +335,8 @@ async def test_a_name_is_connected_at_the_address_checked_and_keeps_its_host_hea
 
 @pytest.mark.parametrize("certified", ["mcp.tls.test", "other.test"])
 async def test_over_tls_the_name_is_sent_as_sni_and_the_certificate_checked_against_it(certified: str) -> None:
-    server_tls, client_tls = _tls_pair(certified)
+    pair = tls_pair(certified)
+    server_tls, client_tls = pair.server, pair.client
     resolver = MemoryResolver({"mcp.tls.test": ["127.0.0.1"]})
     reach = PrivateReach.of(["mcp.tls.test"])
     guard = RemoteGuard(frozenset({"mcp.tls.test"}), reach, resolver, ssl_context=client_tls)
@@ -355,43 +351,6 @@ async def test_over_tls_the_name_is_sent_as_sni_and_the_certificate_checked_agai
 
     assert server.server_names == ["mcp.tls.test"]
     assert answered == ("ok" if certified == "mcp.tls.test" else None)
-
-
-def _tls_pair(name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
-    """A server context with a certificate for `name` only (no address), from a fresh CA, and a
-    client context that trusts that CA alone."""
-    now = datetime.datetime.now(datetime.UTC)
-
-    def certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: str, signer: Any, ca: bool) -> Any:
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = certificate("test CA", ca_key, "test CA", ca_key, True)
-    leaf = certificate(name, leaf_key, "test CA", ca_key, False)
-    client = ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    with tempfile.TemporaryDirectory() as folder:
-        chain, key = Path(folder) / "chain.pem", Path(folder) / "key.pem"
-        chain.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
-        key.write_bytes(
-            leaf_key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-        server.load_cert_chain(chain, key)
-    return server, client
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from mcp_host.children import MemoryResolver
 from mcp_host.oauth import AuthorizationServer, ClientDocuments, DocumentLimits, oauth_routes
 from mcp_host.plugins import PrivateReach
 from mcp_host.store import PgPool, SecretBox
-from tests.children.test_remote import _tls_pair
+from tests.certificates import tls_pair
 
 from .conftest import DOOR, ISSUER, OWNER_DOOR, REDIRECT, DecidingDesk, authorize, pkce, query, redeem
 
@@ -100,7 +100,8 @@ async def _answer(stream: Any, answer: Answer) -> None:
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[DocumentServer, ssl.SSLContext]]:
-    server_tls, client_tls = _tls_pair(NAME)
+    pair = tls_pair(NAME)
+    server_tls, client_tls = pair.server, pair.client
     async with document_server(server_tls) as server:
         yield server, client_tls
 

@@ -66,6 +66,23 @@ async def _handle(proxy: TinyProxy, reader: asyncio.StreamReader, writer: asynci
 async def tiny_proxy(path: Path) -> AsyncIterator[TinyProxy]:
     """Serve a `TinyProxy` on the unix socket `path` for the block's length."""
     proxy = TinyProxy(path)
-    server = await asyncio.start_unix_server(lambda r, w: _handle(proxy, r, w), str(path), backlog=2048)
-    async with server:
-        yield proxy
+    handlers: set[asyncio.Task[None]] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        try:
+            await _handle(proxy, reader, writer)
+        finally:
+            handlers.discard(task)
+
+    server = await asyncio.start_unix_server(handle, str(path), backlog=2048)
+    try:
+        async with server:
+            yield proxy
+    finally:
+        # asyncio's server leaves its handlers running when it closes: end them here.
+        for task in list(handlers):
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
