@@ -1,0 +1,104 @@
+"""Real HTTP clients inside the sandbox reach the hosts their manifest names, and only those,
+through the host's egress proxy: Node's global `fetch` (routed by the host's preload) and
+httpx's AsyncClient as it comes (proxy from the environment). A visitor calls their tools; the
+owner sees each refused destination in the plugin's log, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import fresh_database
+from tests.egress_e2e.support import Site, egress_settings, fixture_plugin, logged_refusals, running_site
+from tests.hosting import RunningHost, running_host
+
+pytestmark = pytest.mark.anyio
+
+NODE, HTTPX = "test.egress_node", "test.egress_httpx"
+METADATA = "http://169.254.169.254/latest/meta-data/"
+
+
+@pytest.fixture(scope="module")
+async def site() -> AsyncIterator[Site]:
+    async with running_site() as serving:
+        yield serving
+
+
+@pytest.fixture(scope="module")
+async def host(
+    site: Site, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RunningHost]:
+    """Node allowed the site by name at one port; httpx allowed `*.example.test` at that port,
+    two of those names at their loopback address."""
+    plugins = [
+        fixture_plugin("egress_node", [f"site.example.test:{site.allowed}"], ["site.example.test"]),
+        fixture_plugin("egress_httpx", [f"*.example.test:{site.allowed}"], ["site.example.test", "a.example.test"]),
+    ]
+    folder = tmp_path_factory.mktemp("egress-clients")
+    async with fresh_database(postgres_server) as url, running_host(egress_settings(folder, url, plugins)) as running:
+        yield running
+
+
+async def get_each(host: RunningHost, tool: str, urls: list[str]) -> list[dict[str, Any]]:
+    """A visitor's call of `tool` (a plugin's GET) on each of `urls`, in order: what the
+    plugin's client saw."""
+    answers = []
+    async with host.client(await host.new_session()) as client:
+        for url in urls:
+            result = await client.call_tool(tool, {"url": url})
+            assert not result.is_error, result
+            answers.append(dict(result.structured_content or {}))
+    return answers
+
+
+async def test_node_fetch_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
+    host: RunningHost, site: Site
+) -> None:
+    other = site.url(port=site.other)
+    allowed, other_port, metadata = await get_each(host, "node_get", [site.url(), other, METADATA])
+
+    assert allowed == {"status": 200, "text": site.says()}
+    # Refused, the proxy answers 403 with its reason; undici's fetch gets it as the response.
+    assert other_port["status"] == 403 and f"site.example.test:{site.other} is not in" in other_port["text"]
+    assert metadata["status"] == 403 and "169.254.169.254:80 is not in" in metadata["text"]
+    refused = [f"site.example.test:{site.other}", "169.254.169.254:80"]
+    assert await logged_refusals(host, NODE, refused) == dict.fromkeys(refused, 1)
+
+
+async def test_httpx_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
+    host: RunningHost, site: Site
+) -> None:
+    other = site.url(port=site.other)
+    allowed, other_port, metadata = await get_each(host, "httpx_get", [site.url(), other, METADATA])
+
+    assert allowed == {"status": 200, "text": site.says()}
+    assert other_port["status"] == 403 and f"site.example.test:{site.other} is not in" in other_port["text"]
+    assert metadata["status"] == 403 and "169.254.169.254:80 is not in" in metadata["text"]
+
+
+async def test_a_wildcard_reaches_a_subdomain_not_a_lookalike_and_not_a_name_resolving_to_loopback_unnamed(
+    host: RunningHost, site: Site
+) -> None:
+    """`*.example.test:P` reaches `a.example.test` (named in allow_private, its address being
+    loopback here); not `example.test.evil`, which ends with the domain's text but is not under
+    it; and not `loop.example.test`, under it but resolving to loopback without being named."""
+    urls = [site.url("a.example.test"), site.url("example.test.evil"), site.url("loop.example.test")]
+    a, evil, loop = await get_each(host, "httpx_get", urls)
+
+    assert a == {"status": 200, "text": site.says("a.example.test")}
+    assert evil["status"] == 403 and f"example.test.evil:{site.allowed} is not in" in evil["text"]
+    assert loop["status"] == 403 and "loop.example.test resolves to 127.0.0.1" in loop["text"]
+    refused = [f"example.test.evil:{site.allowed}", f"loop.example.test:{site.allowed}"]
+    assert await logged_refusals(host, HTTPX, refused) == dict.fromkeys(refused, 1)
+
+
+async def test_a_destination_refused_twice_is_logged_once(host: RunningHost, site: Site) -> None:
+    other = site.url("a.example.test", port=site.other)
+    first, second = await get_each(host, "httpx_get", [other, other])
+
+    assert first["status"] == second["status"] == 403
+    destination = f"a.example.test:{site.other}"
+    assert await logged_refusals(host, HTTPX, [destination]) == {destination: 1}
