@@ -13,14 +13,11 @@ anyway; the site's loopback address is reached only because the manifest names i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from tests.conftest import fresh_database
 from tests.ecosystem.support import ECOSYSTEM, text_of
-from tests.egress_e2e.support import Allowed, Site, egress_settings, logged_refusals, running_site
-from tests.hosting import RunningHost, running_host
+from tests.egress_e2e.support import Allowed, Site, egress_host_fixture, logged_refusals, site_fixture
+from tests.hosting import RunningHost
 
 FETCH = ECOSYSTEM / "egress" / "fetch"
 FETCH_ID = "eco.fetch"
@@ -34,22 +31,16 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-async def site() -> AsyncIterator[Site]:
-    async with running_site() as serving:
-        yield serving
+site = site_fixture()
 
 
-@pytest.fixture(scope="module")
-async def host(
-    site: Site, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[RunningHost]:
-    fetch = Allowed(
-        FETCH, [f"site.example.test:{site.allowed}"], ["site.example.test"], extra_args=["--allow-private-ips"]
-    )
-    folder = tmp_path_factory.mktemp("fetch-egress")
-    async with fresh_database(postgres_server) as url, running_host(egress_settings(folder, url, [fetch])) as running:
-        yield running
+def fetch_allowed_the_site(site: Site) -> list[Allowed]:
+    return [
+        Allowed(FETCH, [f"site.example.test:{site.allowed}"], ["site.example.test"], extra_args=["--allow-private-ips"])
+    ]
+
+
+host = egress_host_fixture(fetch_allowed_the_site)
 
 
 async def test_fetch_allowed_the_site_by_name_brings_back_its_text(host: RunningHost, site: Site) -> None:

@@ -10,12 +10,13 @@ for a public one; a plugin reaches it only where its manifest names it in `allow
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -23,8 +24,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from mcp_host.settings import Settings
+from tests.conftest import fresh_database
 from tests.ecosystem.support import owner_call, owner_client
-from tests.hosting import PLUGINS, RunningHost, free_port, host_settings, serving
+from tests.hosting import PLUGINS, RunningHost, free_port, host_settings, running_host, serving
 
 NAMES = ("site.example.test", "a.example.test", "example.test.evil", "loop.example.test")
 """Every name the hosts file maps to 127.0.0.1."""
@@ -123,6 +125,31 @@ def egress_settings(folder: Path, database_url: str, plugins: Sequence[Allowed],
     # An absolute path under tests.hosting.PLUGINS is that path.
     paths = [str(copy) for copy in copies]
     return host_settings(folder, database_url, paths, egress_hosts_file=write_hosts_file(folder), **overrides)
+
+
+def site_fixture() -> Any:
+    """A module's fixture `site`: the test site, served while the module's tests run."""
+
+    async def site() -> AsyncIterator[Site]:
+        async with running_site() as serving:
+            yield serving
+
+    return pytest.fixture(site, scope="module", name="site")
+
+
+def egress_host_fixture(plugins: Callable[[Site], Sequence[Allowed]], **overrides: Any) -> Any:
+    """A module's fixture `host`: a host over copies of `plugins(site)` (`egress_settings`, and
+    `overrides`), on a database of its own."""
+
+    async def host(
+        site: Site, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> AsyncIterator[RunningHost]:
+        folder = tmp_path_factory.mktemp("egress")
+        async with fresh_database(postgres_server) as url:
+            async with running_host(egress_settings(folder, url, plugins(site), **overrides)) as running:
+                yield running
+
+    return pytest.fixture(host, scope="module", name="host")
 
 
 # -- what the host records ---------------------------------------------------------------------

@@ -6,14 +6,12 @@ owner sees each refused destination in the plugin's log, once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import fresh_database
-from tests.egress_e2e.support import Site, egress_settings, fixture_plugin, logged_refusals, running_site
-from tests.hosting import RunningHost, running_host
+from tests.egress_e2e.support import Allowed, Site, egress_host_fixture, fixture_plugin, logged_refusals, site_fixture
+from tests.hosting import RunningHost
 
 pytestmark = pytest.mark.anyio
 
@@ -21,25 +19,19 @@ NODE, HTTPX = "test.egress_node", "test.egress_httpx"
 METADATA = "http://169.254.169.254/latest/meta-data/"
 
 
-@pytest.fixture(scope="module")
-async def site() -> AsyncIterator[Site]:
-    async with running_site() as serving:
-        yield serving
+site = site_fixture()
 
 
-@pytest.fixture(scope="module")
-async def host(
-    site: Site, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[RunningHost]:
+def clients_allowed(site: Site) -> list[Allowed]:
     """Node allowed the site by name at one port; httpx allowed `*.example.test` at that port,
     two of those names at their loopback address."""
-    plugins = [
+    return [
         fixture_plugin("egress_node", [f"site.example.test:{site.allowed}"], ["site.example.test"]),
         fixture_plugin("egress_httpx", [f"*.example.test:{site.allowed}"], ["site.example.test", "a.example.test"]),
     ]
-    folder = tmp_path_factory.mktemp("egress-clients")
-    async with fresh_database(postgres_server) as url, running_host(egress_settings(folder, url, plugins)) as running:
-        yield running
+
+
+host = egress_host_fixture(clients_allowed)
 
 
 async def get_each(host: RunningHost, tool: str, urls: list[str]) -> list[dict[str, Any]]:
@@ -54,29 +46,20 @@ async def get_each(host: RunningHost, tool: str, urls: list[str]) -> list[dict[s
     return answers
 
 
-async def test_node_fetch_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
-    host: RunningHost, site: Site
+@pytest.mark.parametrize(("plugin", "tool"), [(NODE, "node_get"), (HTTPX, "httpx_get")])
+async def test_a_client_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
+    host: RunningHost, site: Site, plugin: str, tool: str
 ) -> None:
+    """Node's fetch (routed by the host's preload) and httpx (by the proxy variables): refused,
+    the proxy answers 403 with its reason, which each client gets as the response."""
     other = site.url(port=site.other)
-    allowed, other_port, metadata = await get_each(host, "node_get", [site.url(), other, METADATA])
+    allowed, other_port, metadata = await get_each(host, tool, [site.url(), other, METADATA])
 
     assert allowed == {"status": 200, "text": site.says()}
-    # Refused, the proxy answers 403 with its reason; undici's fetch gets it as the response.
     assert other_port["status"] == 403 and f"site.example.test:{site.other} is not in" in other_port["text"]
     assert metadata["status"] == 403 and "169.254.169.254:80 is not in" in metadata["text"]
     refused = [f"site.example.test:{site.other}", "169.254.169.254:80"]
-    assert await logged_refusals(host, NODE, refused) == dict.fromkeys(refused, 1)
-
-
-async def test_httpx_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
-    host: RunningHost, site: Site
-) -> None:
-    other = site.url(port=site.other)
-    allowed, other_port, metadata = await get_each(host, "httpx_get", [site.url(), other, METADATA])
-
-    assert allowed == {"status": 200, "text": site.says()}
-    assert other_port["status"] == 403 and f"site.example.test:{site.other} is not in" in other_port["text"]
-    assert metadata["status"] == 403 and "169.254.169.254:80 is not in" in metadata["text"]
+    assert await logged_refusals(host, plugin, refused) == dict.fromkeys(refused, 1)
 
 
 async def test_a_wildcard_reaches_a_subdomain_not_a_lookalike_and_not_a_name_resolving_to_loopback_unnamed(

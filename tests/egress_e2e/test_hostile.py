@@ -8,7 +8,6 @@ is closed after the idle time, and a download past the byte budget is slowed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -16,8 +15,15 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import pytest
 
-from tests.conftest import fresh_database
-from tests.egress_e2e.support import Site, egress_settings, fixture_plugin, logged_refusals, running_site
+from tests.egress_e2e.support import (
+    Allowed,
+    Site,
+    egress_host_fixture,
+    egress_settings,
+    fixture_plugin,
+    logged_refusals,
+    site_fixture,
+)
 from tests.hosting import RunningHost, running_host
 
 pytestmark = pytest.mark.anyio
@@ -28,35 +34,26 @@ IDLE_S = 4.0  # the host's MCP_HOST_EGRESS_IDLE_S here
 HEAD_DEADLINE_S = 10.0  # the proxy's, for a request head (spec)
 
 
-@pytest.fixture(scope="module")
-async def site() -> AsyncIterator[Site]:
-    async with running_site() as serving:
-        yield serving
+site = site_fixture()
 
 
-def hostile(site: Site, **limits: Any) -> Any:
+def hostile(site: Site, **limits: Any) -> Allowed:
     """The hostile plugin, allowed the test site's names at its port (`site.example.test` at its
     loopback address), as a plugin wanting a whole domain would be."""
     allowed = [f"site.example.test:{site.allowed}", f"*.example.test:{site.allowed}"]
     return fixture_plugin("egress_hostile", allowed, ["site.example.test"], **limits)
 
 
-@pytest.fixture(scope="module")
-async def host(
-    site: Site, postgres_server: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[RunningHost]:
+def hostile_and_another(site: Site) -> list[Allowed]:
     """The hostile plugin and, beside it, httpx allowed the site: the other plugin that must keep
     serving. Enough file descriptors for the flood's 1,000 sockets (and the bridge's)."""
-    plugins = [
+    return [
         hostile(site, egress_connections=CONNECTIONS, open_files=4096),
         fixture_plugin("egress_httpx", [f"site.example.test:{site.allowed}"], ["site.example.test"]),
     ]
-    async with fresh_database(postgres_server) as url:
-        settings = egress_settings(
-            tmp_path_factory.mktemp("egress-hostile"), url, plugins, child_max_open_files=4096, egress_idle_s=IDLE_S
-        )
-        async with running_host(settings) as running:
-            yield running
+
+
+host = egress_host_fixture(hostile_and_another, child_max_open_files=4096, egress_idle_s=IDLE_S)
 
 
 async def call(running: RunningHost, tool: str, /, **arguments: Any) -> dict[str, Any]:
