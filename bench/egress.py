@@ -28,13 +28,11 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
-import uvicorn
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -47,6 +45,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: `tests.*`
+
+from tests.hosting import serving  # noqa: E402
 
 PLUGIN = Path(__file__).resolve().parent / "egress_plugin"
 RESULTS = REPO / "bench-results" / "egress.json"
@@ -91,21 +93,6 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-@asynccontextmanager
-async def _serving(port: int, **tls: Any) -> AsyncIterator[None]:
-    config = uvicorn.Config(_site(), host="127.0.0.1", port=port, log_level="warning", lifespan="off", **tls)
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:  # noqa: ASYNC110 - uvicorn signals no event
-                await anyio.sleep(0.02)
-        try:
-            yield
-        finally:
-            server.should_exit = True
-
-
 def _plugin_copy(root: Path, cert: Path, egress: list[str], allow_private: list[str]) -> Path:
     """A plugins root holding a copy of the bench plugin with `egress`, and the site's certificate."""
     dest = root / "bench_egress"
@@ -135,8 +122,8 @@ async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> di
     proxied_root = _plugin_copy(workdir / "proxied", cert, egress, ["127.0.0.1"])
     direct_root = _plugin_copy(workdir / "direct", cert, [], [])
     async with (
-        _serving(http_port),
-        _serving(https_port, ssl_certfile=str(cert), ssl_keyfile=str(key)),
+        serving(_site(), http_port, lifespan="off"),
+        serving(_site(), https_port, lifespan="off", ssl_certfile=str(cert), ssl_keyfile=str(key)),
         AsyncExitStack() as stack,
     ):
         hosts = {
