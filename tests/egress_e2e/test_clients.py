@@ -46,18 +46,27 @@ async def get_each(host: RunningHost, tool: str, urls: list[str]) -> list[dict[s
     return answers
 
 
+def refusal_seen(answer: dict[str, Any]) -> str:
+    """What a client saw of the proxy's refusal. httpx sends a plain-http request to the proxy
+    (absolute-form) and gets its 403 as the response; Node's fetch, which the host's preload
+    sends through a CONNECT tunnel every time, fails with an error naming the 403."""
+    if "status" in answer:
+        assert answer["status"] == 403, answer
+        return str(answer["text"])
+    assert answer["detail"].startswith("egress proxy refused ") and "HTTP/1.1 403" in answer["detail"], answer
+    return str(answer["detail"])
+
+
 @pytest.mark.parametrize(("plugin", "tool"), [(NODE, "node_get"), (HTTPX, "httpx_get")])
 async def test_a_client_reaches_the_named_site_and_is_refused_another_port_and_the_metadata_address(
     host: RunningHost, site: Site, plugin: str, tool: str
 ) -> None:
-    """Node's fetch (routed by the host's preload) and httpx (by the proxy variables): refused,
-    the proxy answers 403 with its reason, which each client gets as the response."""
     other = site.url(port=site.other)
     allowed, other_port, metadata = await get_each(host, tool, [site.url(), other, METADATA])
 
     assert allowed == {"status": 200, "text": site.says()}
-    assert other_port["status"] == 403 and f"site.example.test:{site.other} is not in" in other_port["text"]
-    assert metadata["status"] == 403 and "169.254.169.254:80 is not in" in metadata["text"]
+    assert f"site.example.test:{site.other}" in refusal_seen(other_port)
+    assert "169.254.169.254:80" in refusal_seen(metadata)
     refused = [f"site.example.test:{site.other}", "169.254.169.254:80"]
     assert await logged_refusals(host, plugin, refused) == dict.fromkeys(refused, 1)
 
@@ -72,8 +81,8 @@ async def test_a_wildcard_reaches_a_subdomain_not_a_lookalike_and_not_a_name_res
     a, evil, loop = await get_each(host, "httpx_get", urls)
 
     assert a == {"status": 200, "text": site.says("a.example.test")}
-    assert evil["status"] == 403 and f"example.test.evil:{site.allowed} is not in" in evil["text"]
-    assert loop["status"] == 403 and "loop.example.test resolves to 127.0.0.1" in loop["text"]
+    assert f"example.test.evil:{site.allowed} is not in the plugin's egress" in refusal_seen(evil)
+    assert "loop.example.test resolves to 127.0.0.1" in refusal_seen(loop)
     refused = [f"example.test.evil:{site.allowed}", f"loop.example.test:{site.allowed}"]
     assert await logged_refusals(host, HTTPX, refused) == dict.fromkeys(refused, 1)
 
@@ -82,6 +91,6 @@ async def test_a_destination_refused_twice_is_logged_once(host: RunningHost, sit
     other = site.url("a.example.test", port=site.other)
     first, second = await get_each(host, "httpx_get", [other, other])
 
-    assert first["status"] == second["status"] == 403
+    assert refusal_seen(first) == refusal_seen(second)
     destination = f"a.example.test:{site.other}"
     assert await logged_refusals(host, HTTPX, [destination]) == {destination: 1}
