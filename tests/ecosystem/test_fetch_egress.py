@@ -16,7 +16,14 @@ from __future__ import annotations
 import pytest
 
 from tests.ecosystem.support import ECOSYSTEM, text_of
-from tests.egress_e2e.support import Allowed, Site, egress_host_fixture, logged_refusals, site_fixture
+from tests.egress_e2e.support import (
+    Allowed,
+    Site,
+    catalogue_refusals,
+    egress_host_fixture,
+    logged_refusals,
+    site_fixture,
+)
 from tests.hosting import RunningHost
 
 FETCH = ECOSYSTEM / "egress" / "fetch"
@@ -65,3 +72,4 @@ async def test_fetch_is_refused_another_port_of_the_site_and_the_metadata_addres
     assert metadata.is_error and "403" in text_of(metadata), text_of(metadata)
     refused = [f"site.example.test:{site.other}", "169.254.169.254:80"]
     assert await logged_refusals(host, FETCH_ID, refused) == dict.fromkeys(refused, 1)
+    assert sorted(await catalogue_refusals(host, FETCH_ID)) == sorted(refused)

@@ -168,3 +168,13 @@ async def logged_refusals(running: RunningHost, plugin_id: str, destinations: Se
     logs a refused destination once per child."""
     lines = await capability_logs(running, plugin_id)
     return {destination: sum(destination in line for line in lines) for destination in destinations}
+
+
+async def catalogue_refusals(running: RunningHost, plugin_id: str) -> dict[str, str]:
+    """The destinations the owner's catalogue (`capabilities_list`, the plugin's `egress`) says
+    `plugin_id`'s children were refused, each with its reason."""
+    async with owner_client(running) as owner:
+        failed, answer = await owner_call(owner, "capabilities_list")
+    assert not failed, answer
+    entry = next(entry for entry in answer["capabilities"] if entry["id"] == plugin_id)
+    return {refused["destination"]: refused["reason"] for refused in entry["egress"]["refused"]}

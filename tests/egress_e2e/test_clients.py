@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from tests.egress_e2e.support import Allowed, Site, egress_host_fixture, fixture_plugin, logged_refusals, site_fixture
+from tests.egress_e2e.support import (
+    Allowed,
+    Site,
+    catalogue_refusals,
+    egress_host_fixture,
+    fixture_plugin,
+    logged_refusals,
+    site_fixture,
+)
 from tests.hosting import RunningHost
 
 pytestmark = pytest.mark.anyio
@@ -69,6 +77,9 @@ async def test_a_client_reaches_the_named_site_and_is_refused_another_port_and_t
     assert "169.254.169.254:80" in refusal_seen(metadata)
     refused = [f"site.example.test:{site.other}", "169.254.169.254:80"]
     assert await logged_refusals(host, plugin, refused) == dict.fromkeys(refused, 1)
+    catalogue = await catalogue_refusals(host, plugin)
+    assert catalogue[refused[0]] == f"site.example.test:{site.other} is not in the plugin's egress"
+    assert catalogue[refused[1]] == "169.254.169.254:80 is not in the plugin's egress"
 
 
 async def test_a_wildcard_reaches_a_subdomain_not_a_lookalike_and_not_a_name_resolving_to_loopback_unnamed(
@@ -85,6 +96,12 @@ async def test_a_wildcard_reaches_a_subdomain_not_a_lookalike_and_not_a_name_res
     assert "loop.example.test resolves to 127.0.0.1" in refusal_seen(loop)
     refused = [f"example.test.evil:{site.allowed}", f"loop.example.test:{site.allowed}"]
     assert await logged_refusals(host, HTTPX, refused) == dict.fromkeys(refused, 1)
+    catalogue = await catalogue_refusals(host, HTTPX)
+    # What the owner reads is what the plugin's client was told.
+    assert [catalogue[destination] for destination in refused] == [
+        refusal_seen(evil).strip(),
+        refusal_seen(loop).strip(),
+    ]
 
 
 async def test_a_destination_refused_twice_is_logged_once(host: RunningHost, site: Site) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.egress_e2e.support import (
     Allowed,
     Site,
+    catalogue_refusals,
     egress_host_fixture,
     egress_settings,
     fixture_plugin,
@@ -107,6 +108,10 @@ async def test_every_forbidden_destination_is_refused_through_connect_and_socks_
     # Each destination once, although SOCKS asked for three of them again.
     logged = await logged_refusals(host, HOSTILE, list(forbidden))
     assert logged == dict.fromkeys(forbidden, 1)
+    catalogue = await catalogue_refusals(host, HOSTILE)
+    assert {target: catalogue.get(target, "") for target in forbidden} == {
+        target: answers[target]["reason"] for target in forbidden
+    }
 
 
 async def test_a_thousand_connections_at_once_are_capped_while_the_host_and_another_child_keep_serving(
