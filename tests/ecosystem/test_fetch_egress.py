@@ -9,6 +9,11 @@ server) so that what refuses is the host. Inside the sandbox the server cannot r
 site's name (no resolver there: the proxy resolves), so its guard would let that name through
 anyway; the site's loopback address is reached only because the manifest names it in
 `allow_private`.
+
+The site answers text/plain: an HTML page makes the server's readabilipy run `npm install` in
+the sandbox at its first use (node is visible there), which the proxy rightly refuses
+(registry.npmjs.org is not in the egress), and the call fails — a limit of the package as
+published in a sandbox without the npm registry, not of the proxy.
 """
 
 from __future__ import annotations
