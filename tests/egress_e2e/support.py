@@ -155,18 +155,19 @@ def egress_host_fixture(plugins: Callable[[Site], Sequence[Allowed]], **override
 # -- what the host records ---------------------------------------------------------------------
 
 
-async def capability_logs(running: RunningHost, plugin_id: str) -> list[str]:
-    """The text of `plugin_id`'s log lines as the owner's `capability_logs` shows them."""
+async def egress_log(running: RunningHost, plugin_id: str) -> list[str]:
+    """The text of `plugin_id`'s log lines of kind `egress` (the proxy's refusals; the child's
+    own stderr may name a destination too) as the owner's `capability_logs` shows them."""
     async with owner_client(running) as owner:
         failed, answer = await owner_call(owner, "capability_logs", capability=plugin_id, lines=200)
     assert not failed, answer
-    return [line["text"] for line in answer["lines"]]
+    return [line["text"] for line in answer["lines"] if line["kind"] == "egress"]
 
 
 async def logged_refusals(running: RunningHost, plugin_id: str, destinations: Sequence[str]) -> dict[str, int]:
-    """How many of `plugin_id`'s log lines name each of `destinations` ("host:port"): the proxy
-    logs a refused destination once per child."""
-    lines = await capability_logs(running, plugin_id)
+    """How many of `plugin_id`'s egress log lines name each of `destinations` ("host:port"):
+    the proxy logs a refused destination once per child."""
+    lines = await egress_log(running, plugin_id)
     return {destination: sum(destination in line for line in lines) for destination in destinations}
 
 

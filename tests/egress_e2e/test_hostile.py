@@ -54,7 +54,8 @@ def hostile_and_another(site: Site) -> list[Allowed]:
     ]
 
 
-host = egress_host_fixture(hostile_and_another, child_max_open_files=4096, egress_idle_s=IDLE_S)
+# The drip lasts past the head deadline (10 s), the tests' usual call timeout.
+host = egress_host_fixture(hostile_and_another, child_max_open_files=4096, egress_idle_s=IDLE_S, call_timeout_s=30.0)
 
 
 async def call(running: RunningHost, tool: str, /, **arguments: Any) -> dict[str, Any]:
