@@ -9,6 +9,7 @@ for a public one; a plugin reaches it only where its manifest names it in `allow
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -179,3 +180,21 @@ async def catalogue_refusals(running: RunningHost, plugin_id: str) -> dict[str, 
     assert not failed, answer
     entry = next(entry for entry in answer["capabilities"] if entry["id"] == plugin_id)
     return {refused["destination"]: refused["reason"] for refused in entry["egress"]["refused"]}
+
+
+_SERIES_RE = re.compile(r"^mcp_host_egress_(\w+)_total\{([^}]*)\} (\S+)$", re.MULTILINE)
+_LABEL_RE = re.compile(r'(\w+)="([^"]*)"')
+
+
+async def egress_counts(running: RunningHost, plugin_id: str) -> dict[str, float]:
+    """`plugin_id`'s egress counters on the host's `/metrics` (read with the owner's token):
+    `connections allowed|refused|capped` and `bytes up|down`."""
+    headers = {"Authorization": f"Bearer {running.owner_token()}"}
+    response = await running.http.get(f"{running.url}/metrics", headers=headers)
+    assert response.status_code == 200, response.text
+    counts: dict[str, float] = {}
+    for series, labels, value in _SERIES_RE.findall(response.text):
+        named = dict(_LABEL_RE.findall(labels))
+        if named.pop("plugin", None) == plugin_id:
+            counts[" ".join([series, *named.values()])] = float(value)
+    return counts

@@ -19,6 +19,7 @@ from tests.egress_e2e.support import (
     Allowed,
     Site,
     catalogue_refusals,
+    egress_counts,
     egress_host_fixture,
     egress_settings,
     fixture_plugin,
@@ -149,6 +150,8 @@ async def test_a_thousand_connections_at_once_are_capped_while_the_host_and_anot
     assert sum(answers.values()) == 1000
     assert answers["200"] == CONNECTIONS and answers["429"] >= 1, answers
     assert set(answers) <= {"200", "429", "closed"}, answers
+    counted = await egress_counts(host, HOSTILE)
+    assert counted["connections capped"] >= 1000 - CONNECTIONS, counted
     assert meanwhile == {"healthz": 200, "httpx": {"status": 200, "text": site.says()}, "flood_done": False}
     # Once the flood is over, the hostile child gets connections again.
     after = await call(host, "proxy_connect", target=target)
@@ -179,6 +182,9 @@ async def test_a_download_past_the_byte_budget_is_slowed_not_cut(site: Site, tmp
         three_mib = "/bytes/3145728"
         got = await call(running, "download", host="site.example.test", port=site.allowed, path=three_mib, seconds=6.0)
 
+        counted = await egress_counts(running, HOSTILE)
+
     assert got["status"].startswith("HTTP/1.1 200"), got
     assert got["ended"] is False, got
     assert 512 * 1024 <= got["bytes"] <= 2 * 1024 * 1024, got
+    assert counted["bytes down"] == got["bytes"], counted  # what the host counted is what came
