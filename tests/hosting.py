@@ -49,9 +49,11 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(app: Any, port: int, *, lifespan: Literal["on", "off"] = "on") -> AsyncIterator[None]:
-    """`app` (any ASGI app, not a host) served by uvicorn on 127.0.0.1:`port` while inside."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
+async def serving(app: Any, port: int, *, lifespan: Literal["on", "off"] = "on", **config: Any) -> AsyncIterator[None]:
+    """`app` (any ASGI app, not a host) served by uvicorn on 127.0.0.1:`port` while inside;
+    `config` goes to `uvicorn.Config` (`ssl_certfile`, `ssl_keyfile`, …)."""
+    config = {"host": "127.0.0.1", "port": port, "log_level": "warning", "lifespan": lifespan, **config}
+    server = uvicorn.Server(uvicorn.Config(app, **config))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(10):
