@@ -35,16 +35,13 @@ from .config_refs import resolve as resolve_config
 from .egress_rules import DEFAULT_PORTS, EgressPolicy, EgressRule, parse_rule
 from .install import (
     Installed,
-    declared_egress,
     install_npm,
     install_pypi,
     install_remote,
     installed,
     installed_root,
     installer_output,
-    network_line,
     plugins_dir,
-    reach,
     remove,
 )
 from .install_bundle import install_bundle, install_registry_entry
@@ -60,6 +57,7 @@ from .manifest import (
     collision_key,
     url_host,
 )
+from .reach import declared_egress, network_line, reach
 from .registry import PluginKind, Registry
 from .registry_entries import (
     EnvironmentVariable,

@@ -13,7 +13,7 @@ The manifest grants nothing: `acl: role_granted`, no network (npm and PyPI packa
 hosts; the owner gives one with `mcp-host plugin allow`), no host ops, no workspace, one
 instance per session. Within `installer_output(on_line)`, each line npm, pip or venv prints is
 handed to `on_line` as it comes (the command line prints it, the owner door sends it as MCP
-progress); `reach` says in sentences what the installed server can reach.
+progress); `reach` (its own module) says in sentences what the installed server can reach.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import datetime
 import json
 import re
 import secrets
-import shlex
 import shutil
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import yaml
 
 from mcp_host.errors import InvalidArguments, ManifestError, Unavailable
 
-from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, Transport, load_manifest
+from .manifest import MANIFEST_NAME, MAX_TITLE_CHARS, PLUGIN_ID_RE, Manifest, load_manifest
 from .sources import (
     BundleSource,
     NpmSource,
@@ -59,13 +58,10 @@ __all__ = [
     "install_npm",
     "install_pypi",
     "install_remote",
-    "declared_egress",
     "installed",
     "installed_root",
     "installer_output",
-    "network_line",
     "plugins_dir",
-    "reach",
     "recorded_source",
     "remove",
 ]
@@ -122,54 +118,6 @@ def recorded_source(folder: Path) -> str | None:
     except OSError:
         return None
     return found.group(1) if found else None
-
-
-def declared_egress(transport: Transport) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A stdio transport's `sandbox.egress` and `sandbox.allow_private` (issue 29's `Sandbox`
-    fields; read by name until the manifest's part of the issue is merged beside this one)."""
-    sandbox = transport.sandbox
-    return tuple(getattr(sandbox, "egress", ())), tuple(getattr(sandbox, "allow_private", ()))
-
-
-def network_line(manifest: Manifest) -> str:
-    """What a sandboxed plugin's manifest lets it reach on the network, in one sentence: its
-    egress entries through the host's proxy, or none, with how the owner gives it a host."""
-    transport = manifest.transport
-    entries = declared_egress(transport)[0] if transport is not None else ()
-    public = transport is not None and transport.sandbox.allow_net
-    if not entries and not public:
-        return (
-            f"network: none — give it a host with `mcp-host plugin allow {manifest.id} HOST` (or the owner tool"
-            f' plugin_egress_allow {{"plugin_id": "{manifest.id}", "host": "HOST"}}); HOST: host, host:port or'
-            " *.domain"
-        )
-    said = [*entries, *(["any public address (transport.sandbox.allow_net)"] if public else [])]
-    return (
-        "network: "
-        + ", ".join(said)
-        + f" through the host's egress proxy (more: mcp-host plugin allow {manifest.id} HOST)"
-    )
-
-
-def reach(manifest: Manifest, folder: Path) -> list[str]:
-    """What the plugin `manifest` (installed in `folder`) can reach, one sentence each, as
-    `plugin add` tells the owner: its command, the files it sees in its sandbox (`sandbox.bwrap`),
-    its network (`network_line`), and how to give it more files."""
-    transport = manifest.transport
-    if transport is None or transport.kind == "http":
-        hosts = ", ".join(transport.reachable_hosts()) if transport is not None else ""
-        url = transport.url if transport is not None else ""
-        return [f"runs elsewhere: the host calls {url} and may reach {hosts or 'no host'} only"]
-    command = shlex.join([transport.command or "", *transport.args])
-    return [
-        f"runs {command} in its sandbox, in /plugin",
-        f"files: its folder {folder} as /plugin, read-only (what it writes there is its own and gone when it"
-        " stops), and a /tmp of its own, empty at each start; nothing else of this machine",
-        network_line(manifest),
-        f"more files: copy them into {folder} and name them as /plugin/… in transport.args of"
-        f" {folder / MANIFEST_NAME}; the host reads it at its next start (there is no /workspace yet:"
-        " transport.sandbox.workspace binds nothing)",
-    ]
 
 
 def plugins_dir(data_dir: Path) -> Path:

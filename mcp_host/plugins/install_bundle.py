@@ -27,7 +27,7 @@ allows no key beyond `server`, `user_config`, `compatibility` — platforms and 
 `tools`, `prompts`, metadata and `_meta`) has no network or host field, and a registry entry's
 packages carry only their registry, identifier, version, transport, arguments and variables
 (`remotes` name remote servers, which `plugin add https://…` adds). `plugin add` says so and
-names `mcp-host plugin allow ID HOST` (`install.network_line`). Should either format gain such a
+names `mcp-host plugin allow ID HOST` (`reach.network_line`). Should either format gain such a
 field, it is written here into `egress`.
 """
 
