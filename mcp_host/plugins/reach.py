@@ -18,10 +18,8 @@ __all__ = ["declared_egress", "network_line", "reach"]
 
 
 def declared_egress(transport: Transport) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A stdio transport's `sandbox.egress` and `sandbox.allow_private` (issue 29's `Sandbox`
-    fields; read by name until the manifest's part of the issue is merged beside this one)."""
-    sandbox = transport.sandbox
-    return tuple(getattr(sandbox, "egress", ())), tuple(getattr(sandbox, "allow_private", ()))
+    """A stdio transport's `sandbox.egress` and `sandbox.allow_private`."""
+    return transport.sandbox.egress, transport.sandbox.allow_private
 
 
 def network_line(manifest: Manifest) -> str:

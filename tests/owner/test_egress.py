@@ -45,7 +45,15 @@ def _plugin(manifest: dict[str, object]) -> Plugin:
 
 async def test_entries_show_each_plugins_egress_with_the_owners_and_what_it_was_refused() -> None:
     offline = _plugin({"id": "x.off", "transport": {"command": "node", "args": ["a.js"]}})
-    public = _plugin({"id": "x.net", "transport": {"command": "node", "sandbox": {"allow_net": True}}})
+    public = _plugin(
+        {
+            "id": "x.net",
+            "transport": {
+                "command": "node",
+                "sandbox": {"allow_net": True, "egress": ["db.lan:5432"], "allow_private": ["db.lan"]},
+            },
+        }
+    )
     remote = _plugin({"id": "x.far", "transport": {"kind": "http", "url": "https://mcp.example.com/mcp"}})
     refused = _Refusals({"x.off": [("169.254.169.254:80", "not in the plugin's egress")]})
     async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
@@ -67,7 +75,7 @@ async def test_entries_show_each_plugins_egress_with_the_owners_and_what_it_was_
             allow_private=["db.internal"],
             refused=[RefusedDestination(destination="169.254.169.254:80", reason="not in the plugin's egress")],
         ),
-        "x.net": PluginEgress(manifest=[], owner=[], allow_net=True, allow_private=[], refused=[]),
+        "x.net": PluginEgress(manifest=["db.lan:5432"], owner=[], allow_net=True, allow_private=["db.lan"], refused=[]),
         "x.far": None,
     }
     given, without = shown["x.off"], bare["x.off"]

@@ -162,6 +162,16 @@ def test_reach_says_what_a_remote_networked_or_offline_server_reaches(tmp_path: 
         "network: any public address (transport.sandbox.allow_net) through the host's egress proxy (more:"
         " mcp-host plugin allow x.net HOST)"
     )
+    named = Manifest.model_validate(
+        {
+            "id": "x.api",
+            "transport": {"command": "node", "sandbox": {"egress": ["api.example.com", "*.cdn.example:8443"]}},
+        }
+    )
+    assert reach(named, tmp_path)[2] == (
+        "network: api.example.com, *.cdn.example:8443 through the host's egress proxy (more: mcp-host plugin allow"
+        " x.api HOST)"
+    )
     offline = Manifest.model_validate({"id": "x.off", "transport": {"command": "node", "args": ["a.js"]}})
     assert reach(offline, tmp_path)[2] == (
         "network: none — give it a host with `mcp-host plugin allow x.off HOST` (or the owner tool"
