@@ -233,7 +233,8 @@ PLUGIN_TOOLS: list[OwnerTool[Any]] = [
         "pypi:<package>[==<version>], a path to an .mcpb bundle or a registry entry (server.json, any .json), "
         "or the https:// URL of a remote MCP server (nothing runs here; the host calls it). Reports npm's or "
         "pip's lines as progress; answers with the new capability, its tools pending your approval, the config "
-        "it declares, what it can reach (its own folder read-only, a private /tmp, no network) and the next "
+        "it declares, what it can reach (its own folder read-only, a private /tmp, no network: "
+        "plugin_egress_allow gives it a host) and the next "
         "steps before a visitor can call it, each an owner tool with its arguments. `role` grants it to that "
         "role now (its tools show once approved); without it no role grants it.",
         PluginAdd,

@@ -3,10 +3,11 @@ registry server.json or a remote server's https:// URL into the data directory; 
 tools approve`: a capability's pending tools shown (each one's definition and sha256) and
 approved on the running host, at exactly the hashes shown.
 
-Above: `cli` (which adds these sub-commands to its parser, with the installer to use). Below:
-`door_client` (the running host's owner door), `plugins` (the SOURCE grammar, the manifest model,
-and `PluginAdmin`, the plugin-admin service the owner door uses too: with no host running, the
-install, load check, trial start, switch and rollback are its).
+Above: `cli` (which adds these sub-commands to its parser, with the installer to use). Beside:
+`egress_commands` (`plugin allow|disallow`, added to the same `plugin` command). Below:
+`door_lines` and `door_client` (the running host's owner door), `plugins` (the SOURCE grammar,
+the manifest model, and `PluginAdmin`, the plugin-admin service the owner door uses too: with no
+host running, the install, load check, trial start, switch and rollback are its).
 
 When a host runs with the data directory (its host file, `host_file.py`), each command is a call
 to that host's owner door (`plugin_add`, `plugins_list`, `plugin_remove`, `plugin_upgrade`): the

@@ -17,7 +17,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from mcp_host.errors import InvalidArguments
-from mcp_host.plugins import Plugin, Transport
+from mcp_host.plugins import Plugin, declared_egress
 from mcp_host.store import OwnerEgress
 
 __all__ = ["NoRefusals", "PluginEgress", "RefusedDestination", "RefusedDestinations", "egress_of", "egress_plugin"]
@@ -66,23 +66,15 @@ class PluginEgress(BaseModel):
         return not (self.manifest or self.owner or self.allow_net)
 
 
-def _declared(transport: Transport) -> tuple[list[str], list[str]]:
-    """The manifest's `transport.sandbox.egress` and `allow_private` (issue 29's `Sandbox`
-    fields, read by name until the manifest's part of the issue is merged beside this one)."""
-    entries: Sequence[str] = getattr(transport.sandbox, "egress", ())
-    private: Sequence[str] = getattr(transport.sandbox, "allow_private", ())
-    return list(entries), list(private)
-
-
 def egress_of(plugin: Plugin, owner: OwnerEgress, refused: Sequence[tuple[str, str]] = ()) -> PluginEgress | None:
     """`plugin`'s egress with the owner's entries `owner`; None for a plugin that runs no
     sandboxed child (a remote one: its reach is `transport.allowed_hosts`)."""
     transport = plugin.manifest.transport
     if transport is None or transport.kind != "stdio":
         return None
-    entries, private = _declared(transport)
+    entries, private = declared_egress(transport)
     return PluginEgress(
-        manifest=entries,
+        manifest=list(entries),
         owner=list(owner.entries),
         allow_net=transport.sandbox.allow_net,
         allow_private=list(dict.fromkeys([*private, *owner.private])),

@@ -42,7 +42,6 @@ from .install import (
     installed_root,
     installer_output,
     plugins_dir,
-    reach,
     remove,
 )
 from .install_bundle import install_bundle, install_registry_entry
@@ -58,6 +57,7 @@ from .manifest import (
     collision_key,
     url_host,
 )
+from .reach import declared_egress, network_line, reach
 from .registry import PluginKind, Registry
 from .registry_entries import (
     EnvironmentVariable,
@@ -142,10 +142,12 @@ __all__ = [
     "install_pypi",
     "install_remote",
     "install_registry_entry",
+    "declared_egress",
     "installed",
     "installed_root",
     "installed_source",
     "installer_output",
+    "network_line",
     "in_a_thread",
     "launch_problems",
     "literal_address",

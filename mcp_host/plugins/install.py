@@ -9,10 +9,11 @@ Every install happens in `<data dir>/plugins/.staging-<random>` (hidden: `loadin
 folders) and is renamed to `<data dir>/plugins/<id>` only once complete; any failure removes
 the staging folder, so nothing is left behind, and raises one sentence (`HostError`). npm runs
 with `--ignore-scripts` and pip with `--only-binary :all:`: no package code runs at install.
-The manifest grants nothing: `acl: role_granted`, no network, no host ops, no workspace, one
+The manifest grants nothing: `acl: role_granted`, no network (npm and PyPI packages name no
+hosts; the owner gives one with `mcp-host plugin allow`), no host ops, no workspace, one
 instance per session. Within `installer_output(on_line)`, each line npm, pip or venv prints is
 handed to `on_line` as it comes (the command line prints it, the owner door sends it as MCP
-progress); `reach` says in sentences what the installed server can reach.
+progress); `reach` (its own module) says in sentences what the installed server can reach.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import datetime
 import json
 import re
 import secrets
-import shlex
 import shutil
 import subprocess
 import sys
@@ -62,7 +62,6 @@ __all__ = [
     "installed_root",
     "installer_output",
     "plugins_dir",
-    "reach",
     "recorded_source",
     "remove",
 ]
@@ -119,28 +118,6 @@ def recorded_source(folder: Path) -> str | None:
     except OSError:
         return None
     return found.group(1) if found else None
-
-
-def reach(manifest: Manifest, folder: Path) -> list[str]:
-    """What the plugin `manifest` (installed in `folder`) can reach, one sentence each, as
-    `plugin add` tells the owner: its command, the files it sees in its sandbox (`sandbox.bwrap`),
-    its network, and how to give it more files."""
-    transport = manifest.transport
-    if transport is None or transport.kind == "http":
-        hosts = ", ".join(transport.reachable_hosts()) if transport is not None else ""
-        url = transport.url if transport is not None else ""
-        return [f"runs elsewhere: the host calls {url} and may reach {hosts or 'no host'} only"]
-    command = shlex.join([transport.command or "", *transport.args])
-    sandbox = transport.sandbox
-    return [
-        f"runs {command} in its sandbox, in /plugin",
-        f"files: its folder {folder} as /plugin, read-only (what it writes there is its own and gone when it"
-        " stops), and a /tmp of its own, empty at each start; nothing else of this machine",
-        "network: " + ("any (transport.sandbox.allow_net)" if sandbox.allow_net else "none"),
-        f"more files: copy them into {folder} and name them as /plugin/… in transport.args of"
-        f" {folder / MANIFEST_NAME}; the host reads it at its next start (there is no /workspace yet:"
-        " transport.sandbox.workspace binds nothing)",
-    ]
 
 
 def plugins_dir(data_dir: Path) -> Path:

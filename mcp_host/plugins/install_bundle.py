@@ -20,6 +20,15 @@ default), a registry entry's arguments and variables with a `default` or none (`
 change restarts it. A fixed value (a registry entry's `value`) stays in the manifest. A secret
 is written nowhere in the manifest (a `sensitive` field's default is dropped) and never goes on
 a command line: one used in an argument is refused, in one sentence.
+
+No network is written (`transport.sandbox.egress` stays empty: the server is offline): neither
+format names the hosts a local server reaches. The MCPB manifest (0.3, 0.4: its JSON Schema
+allows no key beyond `server`, `user_config`, `compatibility` — platforms and runtimes —,
+`tools`, `prompts`, metadata and `_meta`) has no network or host field, and a registry entry's
+packages carry only their registry, identifier, version, transport, arguments and variables
+(`remotes` name remote servers, which `plugin add https://…` adds). `plugin add` says so and
+names `mcp-host plugin allow ID HOST` (`reach.network_line`). Should either format gain such a
+field, it is written here into `egress`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ or pip and declares its required and secret settings as owner config. Below: `so
 The format is the MCP registry's (github.com/modelcontextprotocol/registry,
 `server.schema.json`): only what the host reads is modelled and other keys are ignored, since
 the schema grows. Remote-only entries (`remotes`: SSE or streamable HTTP) and packages from
-other registries (OCI, NuGet, MCPB) are refused by `stdio_package` with one sentence.
+other registries (OCI, NuGet, MCPB) are refused by `stdio_package` with one sentence. The
+schema names no host a package's server reaches (no network field: `install_bundle` says what
+that means for its egress).
 """
 
 from __future__ import annotations

@@ -277,3 +277,24 @@ async def test_a_capability_that_waits_for_a_connector_says_which(builtins_host:
     )
     assert causes["mail.send"] == '<a href="/owner/connectors">needs a mail connector — connect one on Connectors</a>'
     assert causes["summarize_conversation"] == "not started yet: it starts when first used"
+
+
+async def test_the_catalogue_shows_each_plugins_network_and_the_hosts_the_owner_gave_it(host: RunningHost) -> None:
+    headers, _ = await _signed_in(host)
+    async with owner_client(host) as owner:
+        failed, _ = await call(
+            owner, "plugin_egress_allow", plugin_id="test.echo", host="db.internal:5432", private=True
+        )
+        assert not failed
+        given = (await host.http.get(f"{host.url}/owner/", headers=headers)).text
+        failed, _ = await call(owner, "plugin_egress_remove", plugin_id="test.echo", host="db.internal:5432")
+        assert not failed
+    none = (await host.http.get(f"{host.url}/owner/", headers=headers)).text
+
+    def network(page: str) -> str:
+        row = re.search(r'<tr data-id="test\.echo">.*?</tr>', page, re.S)
+        cell = re.search(r'<td data-label="Network" class="egress">(.*?)</td>', row.group(0) if row else "", re.S)
+        return " ".join(re.sub(r"<[^>]+>", " ", cell.group(1)).split()) if cell else ""
+
+    assert network(given) == "db.internal:5432 (yours) also at a private address: db.internal"
+    assert network(none) == "none ( mcp-host plugin allow test.echo HOST )"

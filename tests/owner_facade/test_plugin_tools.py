@@ -74,12 +74,14 @@ async def approve_all(owner: Client, capability: str | None = None) -> list[str]
 
 
 def reaches(folder: Path, command: str) -> list[str]:
-    """What `plugin_add` says an installed stdio server in `folder` reaches."""
+    """What `plugin_add` says an installed stdio server in `folder` (named as its id) reaches:
+    no network, and how to give it a host."""
     return [
         f"runs {command} in its sandbox, in /plugin",
         f"files: its folder {folder} as /plugin, read-only (what it writes there is its own and gone when it"
         " stops), and a /tmp of its own, empty at each start; nothing else of this machine",
-        "network: none",
+        f"network: none — give it a host with `mcp-host plugin allow {folder.name} HOST` (or the owner tool"
+        f' plugin_egress_allow {{"plugin_id": "{folder.name}", "host": "HOST"}}); HOST: host, host:port or *.domain',
         f"more files: copy them into {folder} and name them as /plugin/… in transport.args of"
         f" {folder / 'manifest.yaml'}; the host reads it at its next start (there is no /workspace yet:"
         " transport.sandbox.workspace binds nothing)",

@@ -149,7 +149,7 @@ def test_each_line_npm_prints_reaches_installer_output(tmp_path: Path, packages:
     assert any(re.fullmatch(r"npm: added 1 package in \S+", line) for line in lines), lines
 
 
-def test_reach_says_what_a_remote_or_networked_server_reaches(tmp_path: Path) -> None:
+def test_reach_says_what_a_remote_networked_or_offline_server_reaches(tmp_path: Path) -> None:
     remote = install_remote(RemoteSource("https://mcp.example.com/mcp", "mcp.example.com"), tmp_path)
     networked = Manifest.model_validate(
         {"id": "x.net", "transport": {"command": "node", "args": ["a b.js"], "sandbox": {"allow_net": True}}}
@@ -158,7 +158,25 @@ def test_reach_says_what_a_remote_or_networked_server_reaches(tmp_path: Path) ->
         "runs elsewhere: the host calls https://mcp.example.com/mcp and may reach mcp.example.com only"
     ]
     assert reach(networked, tmp_path)[0] == "runs node 'a b.js' in its sandbox, in /plugin"
-    assert reach(networked, tmp_path)[2] == "network: any (transport.sandbox.allow_net)"
+    assert reach(networked, tmp_path)[2] == (
+        "network: any public address (transport.sandbox.allow_net) through the host's egress proxy (more:"
+        " mcp-host plugin allow x.net HOST)"
+    )
+    named = Manifest.model_validate(
+        {
+            "id": "x.api",
+            "transport": {"command": "node", "sandbox": {"egress": ["api.example.com", "*.cdn.example:8443"]}},
+        }
+    )
+    assert reach(named, tmp_path)[2] == (
+        "network: api.example.com, *.cdn.example:8443 through the host's egress proxy (more: mcp-host plugin allow"
+        " x.api HOST)"
+    )
+    offline = Manifest.model_validate({"id": "x.off", "transport": {"command": "node", "args": ["a.js"]}})
+    assert reach(offline, tmp_path)[2] == (
+        "network: none — give it a host with `mcp-host plugin allow x.off HOST` (or the owner tool"
+        ' plugin_egress_allow {"plugin_id": "x.off", "host": "HOST"}); HOST: host, host:port or *.domain'
+    )
 
 
 @pytest.mark.e2e  # installs with npm or pip
