@@ -26,6 +26,7 @@ from mcp_host.errors import Unavailable
 from mcp_host.oauth import OAUTH_PATHS, RESOURCE_METADATA_PREFIX
 from mcp_host.plugins import Installer
 from mcp_host.settings import Settings
+from mcp_host.store import EgressGrants
 from mcp_host.visitor import ONE_URL_PATH
 
 from .doors import Doors
@@ -80,7 +81,8 @@ async def _catalogue(host: Host, request: Request) -> Response:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token or await host.owners.verify_token(token.strip()) is None:
         raise Unauthorized("the catalogue needs the owner token")
-    entries = [e.model_dump() for e in host.catalogue.entries()]
+    owner_egress = await EgressGrants(host.database.pool).all()
+    entries = [e.model_dump() for e in host.catalogue.entries(owner_egress)]
     return JSONResponse({"capabilities": entries}, headers={"Cache-Control": "no-store"})
 
 
