@@ -14,8 +14,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, RequestParamsMeta
 
+import mcp_host_kit
 from mcp_host_kit import CONNECTION_KEY
 from mcp_host_kit.contract import refusal_of
+
+KIT_TREE = Path(mcp_host_kit.__file__).parent.parent
 
 
 @dataclass
@@ -38,11 +41,16 @@ class Connector:
 
 
 @asynccontextmanager
-async def connector_child(server: Path, category: str, folder: Path) -> AsyncIterator[Connector]:
+async def connector_child(
+    server: Path, category: str, folder: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[Connector]:
     """One connector child (it keeps nothing of a call but the auth scheme each server took);
-    its stderr goes to `folder/stderr.log`, so tests can check no password reaches the log."""
+    its stderr goes to `folder/stderr.log`, so tests can check no password reaches the log.
+    `env` is added to the few variables the SDK passes on (a proxy, a CA file); PYTHONPATH
+    names the tree these tests import the kit from, as the host names its own to a child."""
     stderr = folder / "stderr.log"
-    params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent))
+    env = {"PYTHONPATH": str(KIT_TREE), **(env or {})}
+    params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent), env=env)
     with stderr.open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield Connector(client, stderr, category)
