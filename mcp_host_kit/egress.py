@@ -62,7 +62,7 @@ async def open_tunnel(
     if not 0 < port < 65536:
         raise ValueError("port must be 1-65535")
     authority = _authority(host, port)
-    proxy = proxy_address(host, os.environ if environ is None else environ)
+    proxy = proxy_address(host, environ)
     with anyio.fail_after(timeout_s):
         if proxy is None:
             return await _connect(host, port)
@@ -80,12 +80,13 @@ async def open_tunnel(
         return sock
 
 
-def proxy_address(host: str, environ: Mapping[str, str]) -> tuple[str, int] | None:
-    """The (host, port) of the proxy `environ` names for a connection to `host`, or None:
-    no proxy variable set, or `NO_PROXY` names `host`.
+def proxy_address(host: str, environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """The (host, port) of the proxy `environ` (default: the process environment) names for a
+    connection to `host`, or None: no proxy variable set, or `NO_PROXY` names `host`.
 
     Raises `Unavailable` when the first variable set names a proxy that is not `http://`.
     """
+    environ = os.environ if environ is None else environ
     name, url = next(((name, environ[name]) for name in PROXY_VARIABLES if environ.get(name)), (None, ""))
     if name is None:
         return None

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.capabilities.connector_child import Connector, connector_child, refus
 from tests.hosting import BUILTINS, free_port
 from tests.peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
 from tests.processes import CHILD_LIMITS, needs_bwrap
+from tests.proxy_peer import REASON, running_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -354,6 +356,42 @@ async def test_bad_arguments_are_invalid_arguments(
 ) -> None:
     result = await connector.call(verb, args, radicale.connection(calendar_url))
     assert refusal(result) == {"code": "invalid_arguments", "message": message}
+
+
+async def test_through_the_egress_proxy_http_goes_in_absolute_form_and_a_refusal_names_the_server(
+    radicale: Radicale, calendar_url: str, tmp_path: Path
+) -> None:
+    server = radicale.base.removeprefix("http://")
+    async with (
+        running_proxy() as proxy,
+        connector_child(SERVER, "calendar", tmp_path, env=proxy.environ()) as child,
+    ):
+        reached = await child.ok("connected", {}, radicale.connection(calendar_url))
+        through = list(proxy.requests)
+        proxy.refused.add(server)
+        refused = await child.call("list_events", DAY, radicale.connection(calendar_url))
+        checked = await child.ok("connected", {}, radicale.connection(calendar_url))
+    assert reached["ok"] is True
+    assert through and all(request.startswith(f"PROPFIND {radicale.base}/") for request in through)
+    reason = f"could not reach {server}: the host's egress proxy refused it ({REASON})"
+    assert refusal(refused) == {"code": "unavailable", "message": reason}
+    assert checked == {"ok": False, "detail": reason}
+    # Each failed call asks the proxy again with a CONNECT of its own, to tell its 403 apart.
+    asked = [f"REPORT {calendar_url}", f"CONNECT {server}", f"PROPFIND {calendar_url}", f"CONNECT {server}"]
+    assert proxy.requests[len(through) :] == asked
+
+
+async def test_through_the_egress_proxy_https_is_tunnelled_and_a_refusal_names_the_server(tmp_path: Path) -> None:
+    async with (
+        running_proxy() as proxy,
+        connector_child(SERVER, "calendar", tmp_path, env=proxy.environ()) as child,
+    ):
+        proxy.refused.add("cal.egress.test:443")
+        settings = {"url": "https://cal.egress.test/owner/team/", "username": "owner", "password": "x"}
+        refused = await child.call("list_events", DAY, settings)
+    reason = f"could not reach cal.egress.test:443: the host's egress proxy refused it ({REASON})"
+    assert refusal(refused) == {"code": "unavailable", "message": reason}
+    assert set(proxy.requests) == {"CONNECT cal.egress.test:443"}  # niquests' tunnel and the connector's question
 
 
 @needs_bwrap
