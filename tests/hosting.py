@@ -286,6 +286,20 @@ def host_fixture(
     return pytest.fixture(per_test, name=name)
 
 
+async def allow_loopback(running: RunningHost, plugin_id: str, port: int) -> None:
+    """Let `plugin_id`'s sandboxed children reach a test server at 127.0.0.1:`port`, as an
+    owner lets a plugin reach a server on their network: the owner's egress entry
+    `127.0.0.1:port` with `private` (loopback is never reached otherwise, even with
+    `allow_net`). Call it before the plugin's first child starts (a child's egress is read at
+    its start).
+
+    TODO(spec29): a no-op until the owner's egress allowance (`EgressGrants.allow`, the owner
+    door's `plugin_egress_allow`) and the proxy's wiring into the sandbox reach main; until
+    then a sandboxed child shares the host's network and reaches loopback without it.
+    """
+    del running, plugin_id, port
+
+
 async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) -> None:
     """Poll `predicate` until true, failing after `within_s`.
 

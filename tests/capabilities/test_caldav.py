@@ -396,6 +396,8 @@ async def test_through_the_egress_proxy_https_is_tunnelled_and_a_refusal_names_t
 
 @needs_bwrap
 async def test_the_connector_reaches_the_server_from_inside_the_sandbox(radicale: Radicale, calendar_url: str) -> None:
+    # TODO(spec29): with the egress proxy wired into launch_for, this child needs an egress that
+    # names the loopback server (no owner here: tests.hosting.allow_loopback serves hosted tests).
     report = load_plugins(None, [BUILTINS / "caldav"])
     assert report.errors == ()
     [plugin] = report.plugins

@@ -299,6 +299,8 @@ async def test_through_the_egress_proxy_tls_is_done_for_the_servers_name_and_a_r
 
 @needs_bwrap
 async def test_the_connector_sends_from_inside_the_sandbox(mailbox: Mailbox) -> None:
+    # TODO(spec29): with the egress proxy wired into launch_for, this child needs an egress that
+    # names the loopback server (no owner here: tests.hosting.allow_loopback serves hosted tests).
     report = load_plugins(None, [BUILTINS / "smtp"])
     assert report.errors == ()
     [plugin] = report.plugins
