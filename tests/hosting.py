@@ -31,7 +31,7 @@ from mcp_host.owner import CatalogueEntry
 from mcp_host.plugins import Installer, LoadReport, Plugin
 from mcp_host.policy import AuditLog, PinBook
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigStore, PgPool, PluginStores
+from mcp_host.store import ConfigStore, EgressGrants, PgPool, PluginStores
 from mcp_host.store.database_watch import DatabaseWatch
 from mcp_host_kit.contract import refusal_of
 from tests.conftest import fresh_database
@@ -288,16 +288,14 @@ def host_fixture(
 
 async def allow_loopback(running: RunningHost, plugin_id: str, port: int) -> None:
     """Let `plugin_id`'s sandboxed children reach a test server at 127.0.0.1:`port`, as an
-    owner lets a plugin reach a server on their network: the owner's egress entry
-    `127.0.0.1:port` with `private` (loopback is never reached otherwise, even with
-    `allow_net`). Call it before the plugin's first child starts (a child's egress is read at
-    its start).
-
-    TODO(spec29): a no-op until the owner's egress allowance (`EgressGrants.allow`, the owner
-    door's `plugin_egress_allow`) and the proxy's wiring into the sandbox reach main; until
-    then a sandboxed child shares the host's network and reaches loopback without it.
+    owner lets a plugin reach a server on their network (`mcp-host plugin allow ID HOST
+    --private`): the owner's egress entry `127.0.0.1:port` with `private` (loopback is never
+    reached otherwise, even with `allow_net`). Call it before the plugin's first child starts:
+    a child's egress is read at its start (the owner door's `plugin_egress_allow` restarts
+    running ones; this helper writes the entry alone, so no audit row joins the test's).
     """
-    del running, plugin_id, port
+    assert running.child(plugin_id) is None, f"{plugin_id} runs already: allow before its first call"
+    await EgressGrants(running.sql).allow(plugin_id, f"127.0.0.1:{port}", private=True, by=running.owner_id)
 
 
 async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) -> None:

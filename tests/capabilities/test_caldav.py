@@ -25,7 +25,7 @@ from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.capabilities.connector_child import Connector, connector_child, loopback_egress, refusal
 from tests.hosting import BUILTINS, free_port
 from tests.peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
 from tests.processes import CHILD_LIMITS, needs_bwrap
@@ -396,15 +396,16 @@ async def test_through_the_egress_proxy_https_is_tunnelled_and_a_refusal_names_t
 
 @needs_bwrap
 async def test_the_connector_reaches_the_server_from_inside_the_sandbox(radicale: Radicale, calendar_url: str) -> None:
-    # TODO(spec29): with the egress proxy wired into launch_for, this child needs an egress that
-    # names the loopback server (no owner here: tests.hosting.allow_loopback serves hosted tests).
     report = load_plugins(None, [BUILTINS / "caldav"])
     assert report.errors == ()
     [plugin] = report.plugins
     settings = radicale.connection(calendar_url)
     meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "calendar", "settings": settings}}
-    async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
-        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings()))
+    async with (
+        loopback_egress(plugin.manifest.id, radicale.port) as egress,
+        ChildPool(CHILD_LIMITS, max_children=1) as pool,
+    ):
+        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings(), egress_socket=egress))
         inserted = await child.call_tool(
             "insert_event", _event("Sandboxed", DAY["start"], "2030-01-07T01:00:00Z"), meta, timeout_s=30
         )

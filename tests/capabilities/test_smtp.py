@@ -28,7 +28,7 @@ from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.capabilities.connector_child import Connector, connector_child, loopback_egress, refusal
 from tests.children.test_remote import _tls_pair
 from tests.hosting import BUILTINS, free_port
 from tests.processes import CHILD_LIMITS, needs_bwrap
@@ -299,14 +299,15 @@ async def test_through_the_egress_proxy_tls_is_done_for_the_servers_name_and_a_r
 
 @needs_bwrap
 async def test_the_connector_sends_from_inside_the_sandbox(mailbox: Mailbox) -> None:
-    # TODO(spec29): with the egress proxy wired into launch_for, this child needs an egress that
-    # names the loopback server (no owner here: tests.hosting.allow_loopback serves hosted tests).
     report = load_plugins(None, [BUILTINS / "smtp"])
     assert report.errors == ()
     [plugin] = report.plugins
     meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "mail", "settings": mailbox.settings()}}
-    async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
-        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings()))
+    async with (
+        loopback_egress(plugin.manifest.id, mailbox.port) as egress,
+        ChildPool(CHILD_LIMITS, max_children=1) as pool,
+    ):
+        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings(), egress_socket=egress))
         result = await child.call_tool("send", dict(MESSAGE), meta, timeout_s=30)
         child.stop()
     assert result.is_error is False
