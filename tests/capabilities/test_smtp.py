@@ -10,7 +10,6 @@ from __future__ import annotations
 import email
 import email.policy
 import json
-import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -29,7 +28,7 @@ from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
 from tests.capabilities.connector_child import Connector, connector_child, loopback_egress, refusal
-from tests.children.test_remote import _tls_pair
+from tests.certificates import tls_pair
 from tests.hosting import BUILTINS, free_port
 from tests.processes import CHILD_LIMITS, needs_bwrap
 from tests.proxy_peer import REASON, running_proxy
@@ -277,10 +276,10 @@ async def test_through_the_egress_proxy_tls_is_done_for_the_servers_name_and_a_r
     tmp_path: Path, security: str
 ) -> None:
     name = "mail.tls.test"  # only the proxy resolves it, and the certificate is for it alone
-    server_tls, client_tls = _tls_pair(name)
+    pair = tls_pair(name)
     ca = tmp_path / "ca.pem"
-    ca.write_text("".join(ssl.DER_cert_to_PEM_cert(der) for der in client_tls.get_ca_certs(binary_form=True)))
-    tls = {"ssl_context": server_tls} if security == "tls" else {"tls_context": server_tls}
+    ca.write_bytes(pair.ca_pem)
+    tls = {"ssl_context": pair.server} if security == "tls" else {"tls_context": pair.server}
     with serving_mailbox(**tls) as box:
         async with (
             running_proxy({name: "127.0.0.1"}) as proxy,
