@@ -8,7 +8,9 @@
         host = kit.host(ctx)                 # this call's grant and session
         return {"id": await host.store.insert("notes", {"text": text})}
 
-A connector reads the owner's settings for its category with `kit.connection(ctx)`.
+A connector reads the owner's settings for its category with `kit.connection(ctx)`, and
+reaches a server of a protocol other than HTTP with `open_tunnel(host, port, timeout=…)`
+(through the host's egress proxy when the sandbox names one).
 
 Under the host, ops travel over the back-channel socket named by `MCP_HOST_SOCKET`;
 without it (`python server.py`, the MCP Inspector) they are emulated in memory from the
@@ -17,8 +19,10 @@ never on `mcp_host`. README.md next to this file is the plugin author's guide.
 """
 
 from .connection import CONNECTION_KEY, ConnectionInfo
+from .egress import open_tunnel
 from .errors import (
     Denied,
+    EgressRefused,
     HostOpError,
     InvalidArguments,
     QuotaExhausted,
@@ -42,6 +46,7 @@ __all__ = [
     "ConfigValues",
     "ConnectionInfo",
     "Denied",
+    "EgressRefused",
     "Host",
     "HostOpError",
     "Inference",
@@ -59,5 +64,6 @@ __all__ = [
     "Unconfigured",
     "Visitor",
     "error_result",
+    "open_tunnel",
     "tool_errors",
 ]

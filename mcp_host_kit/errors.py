@@ -6,6 +6,7 @@
     ├── InvalidArguments            invalid_arguments
     ├── Unconfigured                unconfigured (a connector's call carries no usable connection)
     └── Unavailable                 unavailable (also: the socket broke, the host did not answer)
+        └── EgressRefused           unavailable: the host's egress proxy refused a destination
 
 Above: the plugin's tools, which catch these or let `tool_errors` turn them into an `isError`
 result with structured `{code, message}` — the shape the host reads `code` from. Below: the
@@ -27,6 +28,7 @@ from .contract import DENIED, INVALID_ARGUMENTS, QUOTA_EXHAUSTED, UNAVAILABLE, U
 
 __all__ = [
     "Denied",
+    "EgressRefused",
     "HostOpError",
     "InvalidArguments",
     "QuotaExhausted",
@@ -82,6 +84,17 @@ class Unavailable(HostOpError):
 
     def __init__(self, message: str) -> None:
         super().__init__(self.default_code, message)
+
+
+class EgressRefused(Unavailable):
+    """The host's egress proxy refused to open a connection to `destination` ("host:port"):
+    the plugin's manifest (or its owner) does not let it reach there. `reason` is the proxy's
+    one-line answer, cleaned of control characters; the message names both, for the caller."""
+
+    def __init__(self, destination: str, reason: str) -> None:
+        super().__init__(f"could not reach {destination}: the host's egress proxy refused it ({reason})")
+        self.destination = destination
+        self.reason = reason
 
 
 class Unconfigured(HostOpError):

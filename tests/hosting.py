@@ -31,7 +31,7 @@ from mcp_host.owner import CatalogueEntry
 from mcp_host.plugins import Installer, LoadReport, Plugin
 from mcp_host.policy import AuditLog, PinBook
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigStore, PgPool, PluginStores
+from mcp_host.store import ConfigStore, EgressGrants, PgPool, PluginStores
 from mcp_host.store.database_watch import DatabaseWatch
 from mcp_host_kit.contract import refusal_of
 from tests.conftest import fresh_database
@@ -165,6 +165,11 @@ class RunningHost:
         """The child of `plugin_id` for that scope (None: owner context or shared), if made."""
         return self._host.pool.get(plugin_id, session_id)
 
+    def stop_children(self, plugin_id: str) -> None:
+        """Stop `plugin_id`'s running children (they start again at their next call), as the
+        owner door does after a change to the plugin's egress."""
+        self._host.pool.stop_plugin(plugin_id)
+
     def session_instances(self, plugin_id: str) -> list[Child]:
         """The per-session instances of `plugin_id` the pool holds."""
         return self._host.pool.sessions.of(plugin_id)
@@ -284,6 +289,18 @@ def host_fixture(
             yield running
 
     return pytest.fixture(per_test, name=name)
+
+
+async def allow_loopback(running: RunningHost, plugin_id: str, port: int) -> None:
+    """Let `plugin_id`'s sandboxed children reach a test server at 127.0.0.1:`port`, as an
+    owner lets a plugin reach a server on their network (`mcp-host plugin allow ID HOST
+    --private`): the owner's egress entry `127.0.0.1:port` with `private` (loopback is never
+    reached otherwise, even with `allow_net`), then its running children stopped, as the owner
+    door's `plugin_egress_allow` does (a child's egress is read at its start). Written to the
+    store directly, so no audit row joins the ones a test reads.
+    """
+    await EgressGrants(running.sql).allow(plugin_id, f"127.0.0.1:{port}", private=True, by=running.owner_id)
+    running.stop_children(plugin_id)
 
 
 async def wait_until(predicate: Callable[[], bool], *, within_s: float = 5.0) -> None:

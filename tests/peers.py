@@ -52,6 +52,10 @@ permissions: r
 class Radicale:
     base: str
 
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
     def connection(self, url: str, user: str = "owner", password: str | None = None) -> dict[str, Any]:
         secret = PASSWORDS[user] if password is None else password
         return {"url": url, "username": user, "password": secret}

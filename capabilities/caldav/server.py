@@ -15,10 +15,16 @@ Inputs are ISO 8601 date-times with a UTC offset; outputs are in UTC (`+00:00`),
 events as dates (`2030-01-01`), floating times read as UTC. A refusal is an `isError` result
 `{code, message}`: `invalid_arguments`, `unconfigured` (no or unusable settings, or the URL
 names no calendar), `denied` (the server refused the credentials or the permission),
-`unavailable` (unreachable, no answer in time, an answer that cannot be used). Messages never
-carry the password or a library's exception text; logs name the exception class only.
+`unavailable` (unreachable, no answer in time, an answer that cannot be used, or the host's
+egress proxy refused the server: `could not reach HOST:PORT: the host's egress proxy refused
+it (why)`). Messages never carry the password or a library's exception text; logs name the
+exception class only.
 
-Below: the `caldav` library's async client (niquests), one client per call.
+Below: the `caldav` library's async client (niquests), one client per call. Sandboxed, the
+connector's only way out is the host's egress proxy, which HTTP_PROXY and HTTPS_PROXY name:
+niquests reads them (trust_env) and sends plain http:// requests to it in absolute form and
+https:// ones through a CONNECT tunnel (TLS end to end, checked for the server's name).
+Unsandboxed, without those variables, it connects directly.
 """
 
 from __future__ import annotations
@@ -44,20 +50,24 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from mcp_host_kit import (
     Denied,
+    EgressRefused,
     HostOpError,
     InvalidArguments,
     Kit,
     PluginServer,
     Unavailable,
     Unconfigured,
+    open_tunnel,
     tool_errors,
 )
 from mcp_host_kit.addresses import is_email
+from mcp_host_kit.egress import proxy_address
 
 logger = logging.getLogger("caldav_connector")
 
 CALL_TIMEOUT_S = 20.0  # below the host's call timeout (30 s), so the caller hears why
 HTTP_TIMEOUT_S = 10
+PROBE_TIMEOUT_S = 5.0  # after a failed call: CALL_TIMEOUT_S + this stays below the host's
 MAX_RANGE = timedelta(days=366)
 MAX_EVENTS = 500
 MAX_SUMMARY_CHARS = 500
@@ -194,7 +204,39 @@ _AUTH_SCHEMES: dict[str, str] = {}
 @asynccontextmanager
 async def _calendar(settings: Settings, action: str) -> AsyncIterator[Any]:
     """The calendar collection of `settings`, with every failure of `action` (words for the
-    owner: "list events") turned into a HostOpError and the whole bounded in time."""
+    owner: "list events") turned into a HostOpError and the whole bounded in time; a failure
+    the host's egress proxy caused is `EgressRefused`, naming the server and the reason."""
+    try:
+        async with _collection(settings, action) as calendar:
+            yield calendar
+    except (Denied, Unavailable) as failure:
+        refusal = await _egress_refusal(settings)
+        if refusal is not None:
+            raise refusal from failure
+        raise
+
+
+async def _egress_refusal(settings: Settings) -> EgressRefused | None:
+    """The egress proxy's refusal of the server, when a proxy is set and refuses it.
+
+    Asked after a failure with a CONNECT of its own: through the proxy (niquests reads its
+    variables), its 403 to a plain http:// request looks like the server's own and its
+    refusal of an https:// tunnel like any failure to connect."""
+    parts = urlsplit(settings.url)
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        if proxy_address(host) is None:
+            return None
+        (await open_tunnel(host, port, timeout_s=PROBE_TIMEOUT_S)).close()
+    except EgressRefused as refusal:
+        return refusal
+    except (HostOpError, OSError, ValueError) as exc:  # the call's own failure stands
+        _log("ask the egress proxy", exc)
+    return None
+
+
+@asynccontextmanager
+async def _collection(settings: Settings, action: str) -> AsyncIterator[Any]:
     with _failures(action, settings):
         with anyio.fail_after(CALL_TIMEOUT_S):
             password = settings.password.get_secret_value() if settings.password is not None else None

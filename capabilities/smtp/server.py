@@ -19,12 +19,15 @@ verified against the system's CA store.
 A refusal is an `isError` result `{code, message}`: `invalid_arguments` (a bad address, CR or
 LF in the subject, more than 50 recipients, a body over 256 KiB), `unconfigured` (no or
 unusable settings; no STARTTLS or AUTH where the settings need them), `denied` (the server
-refused the login), `unavailable` (unreachable, no answer in time), `rejected` (the server
-refused the sender, every recipient, or the message). `refused` lists the recipients the
-server turned down when it took the others. Messages never carry the password or a
-library's exception text; logs name the exception class only.
+refused the login), `unavailable` (unreachable, no answer in time, or the host's egress proxy
+refused the server: `could not reach HOST:PORT: the host's egress proxy refused it (why)`),
+`rejected` (the server refused the sender, every recipient, or the message). `refused` lists
+the recipients the server turned down when it took the others. Messages never carry the
+password or a library's exception text; logs name the exception class only.
 
-Below: `aiosmtplib`, one connection per call.
+Below: `aiosmtplib`, one connection per call, over a socket from the kit's `open_tunnel`:
+sandboxed, the connector's only way out is the host's egress proxy (HTTP CONNECT to the
+server's host and port, named by ALL_PROXY); unsandboxed, a direct connection.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from mcp_host_kit import (
     PluginServer,
     Unavailable,
     Unconfigured,
+    open_tunnel,
     tool_errors,
 )
 from mcp_host_kit.addresses import is_email
@@ -196,22 +200,32 @@ async def _session(settings: Settings, action: str) -> AsyncIterator[aiosmtplib.
     failure of `action` (words for the owner: "send mail") turned into a HostOpError and the
     whole bounded in time."""
     with _failures(action, settings), anyio.fail_after(CALL_TIMEOUT_S):
+        # Through the host's egress proxy when the sandbox names one (the only way out
+        # there), else directly; TLS is aiosmtplib's, over the socket, for `hostname`.
+        sock = await open_tunnel(
+            settings.host, settings.port or DEFAULT_PORTS[settings.security], timeout_s=SMTP_TIMEOUT_S
+        )
         smtp = aiosmtplib.SMTP(
-            hostname=settings.host,
-            port=settings.port or DEFAULT_PORTS[settings.security],
+            hostname=settings.host,  # the name TLS sends (SNI) and checks the certificate for
+            sock=sock,
             use_tls=settings.security == "tls",
             start_tls=False,  # done below, so a server without it is refused, not downgraded
             timeout=SMTP_TIMEOUT_S,
             # EHLO names the sender's domain: the default would look up this machine's name.
             local_hostname=settings.sender.rpartition("@")[2],
         )
-        await smtp.connect()
+        try:
+            await smtp.connect()
+        except BaseException:
+            sock.close()  # aiosmtplib closes it only once its transport holds it
+            raise
         try:
             await smtp.ehlo()  # what the server offers: STARTTLS, AUTH
             if settings.security == "starttls":
                 if not smtp.supports_extension("starttls"):
                     raise Unconfigured(f"the mail server at {settings.server} does not offer STARTTLS")
                 await smtp.starttls()
+                await smtp.ehlo()  # RFC 3207: what the server offered before TLS is forgotten
             if settings.username is not None:
                 if not smtp.supports_extension("auth"):
                     raise Unconfigured(f"the mail server at {settings.server} offers no login on this connection")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +15,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, RequestParamsMeta
 
+import mcp_host_kit
+from mcp_host.egress import EgressCaps, EgressProxy, MemoryResolver
+from mcp_host.plugins import EgressPolicy
 from mcp_host_kit import CONNECTION_KEY
 from mcp_host_kit.contract import refusal_of
+
+KIT_TREE = Path(mcp_host_kit.__file__).parent.parent
 
 
 @dataclass
@@ -38,14 +44,37 @@ class Connector:
 
 
 @asynccontextmanager
-async def connector_child(server: Path, category: str, folder: Path) -> AsyncIterator[Connector]:
+async def connector_child(
+    server: Path, category: str, folder: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[Connector]:
     """One connector child (it keeps nothing of a call but the auth scheme each server took);
-    its stderr goes to `folder/stderr.log`, so tests can check no password reaches the log."""
+    its stderr goes to `folder/stderr.log`, so tests can check no password reaches the log.
+    `env` is added to the few variables the SDK passes on (a proxy, a CA file); PYTHONPATH
+    names the tree these tests import the kit from, as the host names its own to a child."""
     stderr = folder / "stderr.log"
-    params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent))
+    env = {"PYTHONPATH": str(KIT_TREE), **(env or {})}
+    params = StdioServerParameters(command=sys.executable, args=[str(server)], cwd=str(server.parent), env=env)
     with stderr.open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:
             yield Connector(client, stderr, category)
+
+
+@asynccontextmanager
+async def loopback_egress(plugin_id: str, port: int) -> AsyncIterator[Path]:
+    """The host's egress proxy with one gate for a sandboxed child of `plugin_id` (its socket's
+    path, for `launch_for(egress_socket=…)`) letting it reach 127.0.0.1:`port` alone: the
+    manifest's `allow_net` and the loopback server named as a private host, as an owner's
+    `plugin allow ID 127.0.0.1:PORT --private` would."""
+    policy = EgressPolicy.of([f"127.0.0.1:{port}"], allow_net=True, allow_private=["127.0.0.1"])
+    caps = EgressCaps(connections=8, bytes_per_minute=64 * 1024 * 1024, idle_s=60)
+    # A short folder: the gate's socket path must stay under 108 bytes.
+    with tempfile.TemporaryDirectory(prefix="egress-", dir="/tmp") as folder:
+        async with EgressProxy(Path(folder) / "run", MemoryResolver({})) as proxy:
+            gate = await proxy.open(plugin_id, None, policy, caps)
+            try:
+                yield gate.path
+            finally:
+                await gate.aclose()
 
 
 def refusal(result: CallToolResult) -> dict[str, Any] | None:

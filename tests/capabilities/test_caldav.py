@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,10 +25,11 @@ from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.capabilities.connector_child import Connector, connector_child, loopback_egress, refusal
 from tests.hosting import BUILTINS, free_port
 from tests.peers import DAY, PASSWORDS, WRONG_PASSWORD, Radicale, new_calendar, running_radicale
 from tests.processes import CHILD_LIMITS, needs_bwrap
+from tests.proxy_peer import REASON, running_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -356,6 +358,42 @@ async def test_bad_arguments_are_invalid_arguments(
     assert refusal(result) == {"code": "invalid_arguments", "message": message}
 
 
+async def test_through_the_egress_proxy_http_goes_in_absolute_form_and_a_refusal_names_the_server(
+    radicale: Radicale, calendar_url: str, tmp_path: Path
+) -> None:
+    server = radicale.base.removeprefix("http://")
+    async with (
+        running_proxy() as proxy,
+        connector_child(SERVER, "calendar", tmp_path, env=proxy.environ()) as child,
+    ):
+        reached = await child.ok("connected", {}, radicale.connection(calendar_url))
+        through = list(proxy.requests)
+        proxy.refused.add(server)
+        refused = await child.call("list_events", DAY, radicale.connection(calendar_url))
+        checked = await child.ok("connected", {}, radicale.connection(calendar_url))
+    assert reached["ok"] is True
+    assert through and all(request.startswith(f"PROPFIND {radicale.base}/") for request in through)
+    reason = f"could not reach {server}: the host's egress proxy refused it ({REASON})"
+    assert refusal(refused) == {"code": "unavailable", "message": reason}
+    assert checked == {"ok": False, "detail": reason}
+    # Each failed call asks the proxy again with a CONNECT of its own, to tell its 403 apart.
+    asked = [f"REPORT {calendar_url}", f"CONNECT {server}", f"PROPFIND {calendar_url}", f"CONNECT {server}"]
+    assert proxy.requests[len(through) :] == asked
+
+
+async def test_through_the_egress_proxy_https_is_tunnelled_and_a_refusal_names_the_server(tmp_path: Path) -> None:
+    async with (
+        running_proxy() as proxy,
+        connector_child(SERVER, "calendar", tmp_path, env=proxy.environ()) as child,
+    ):
+        proxy.refused.add("cal.egress.test:443")
+        settings = {"url": "https://cal.egress.test/owner/team/", "username": "owner", "password": "x"}
+        refused = await child.call("list_events", DAY, settings)
+    reason = f"could not reach cal.egress.test:443: the host's egress proxy refused it ({REASON})"
+    assert refusal(refused) == {"code": "unavailable", "message": reason}
+    assert set(proxy.requests) == {"CONNECT cal.egress.test:443"}  # niquests' tunnel and the connector's question
+
+
 @needs_bwrap
 async def test_the_connector_reaches_the_server_from_inside_the_sandbox(radicale: Radicale, calendar_url: str) -> None:
     report = load_plugins(None, [BUILTINS / "caldav"])
@@ -363,8 +401,11 @@ async def test_the_connector_reaches_the_server_from_inside_the_sandbox(radicale
     [plugin] = report.plugins
     settings = radicale.connection(calendar_url)
     meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "calendar", "settings": settings}}
-    async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
-        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings()))
+    async with (
+        loopback_egress(plugin.manifest.id, radicale.port) as egress,
+        ChildPool(CHILD_LIMITS, max_children=1) as pool,
+    ):
+        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings(), egress_socket=egress))
         inserted = await child.call_tool(
             "insert_event", _event("Sandboxed", DAY["start"], "2030-01-07T01:00:00Z"), meta, timeout_s=30
         )

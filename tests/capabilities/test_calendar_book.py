@@ -23,7 +23,7 @@ from mcp.types import CallToolResult
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.policy.turns import judge
 from mcp_host_kit.contract import refusal_of
-from tests.hosting import BUILTINS, RunningHost, host_fixture, host_settings, running_host
+from tests.hosting import BUILTINS, RunningHost, allow_loopback, host_fixture, host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
@@ -205,6 +205,7 @@ host = host_fixture([], builtin_dir=BUILTINS, child_start_timeout_s=60.0)
 
 async def _connect(running: RunningHost, radicale: Radicale, user: str = "owner") -> str:
     url = new_calendar(radicale)
+    await allow_loopback(running, "caldav", radicale.port)
     await running.connections.connect(running.owner_id, "caldav", radicale.connection(url, user))
     return url
 

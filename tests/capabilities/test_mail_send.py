@@ -26,7 +26,7 @@ from inline_snapshot import snapshot
 from mcp import Client
 
 from mcp_host_kit.contract import refusal_of
-from tests.hosting import BUILTINS, RunningHost, free_port, host_fixture
+from tests.hosting import BUILTINS, RunningHost, allow_loopback, free_port, host_fixture
 from tests.owner_facade.test_door import owner_client
 from tests.processes import needs_bwrap
 
@@ -136,6 +136,7 @@ async def set_owner_email(database_url: str, value: str | None) -> None:
 
 
 async def connect_mail(host: RunningHost, settings: dict[str, Any]) -> None:
+    await allow_loopback(host, "smtp", settings["port"])
     await host.connections.connect(host.owner_id, "smtp", settings)
 
 

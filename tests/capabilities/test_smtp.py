@@ -12,7 +12,9 @@ import email.policy
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +27,11 @@ from mcp_host.plugins.loading import load_plugins
 from mcp_host.sandbox.launch import launch_for
 from mcp_host.settings import Settings as HostSettings
 from mcp_host_kit import CONNECTION_KEY
-from tests.capabilities.connector_child import Connector, connector_child, refusal
+from tests.capabilities.connector_child import Connector, connector_child, loopback_egress, refusal
+from tests.certificates import tls_pair
 from tests.hosting import BUILTINS, free_port
 from tests.processes import CHILD_LIMITS, needs_bwrap
+from tests.proxy_peer import REASON, running_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -70,8 +74,10 @@ def _authenticate(server: SMTP, session: Session, envelope: Envelope, mechanism:
     return AuthResult(success=isinstance(data, LoginPassword) and data in known, handled=False)
 
 
-@pytest.fixture
-def mailbox() -> Iterator[Mailbox]:
+@contextmanager
+def serving_mailbox(**tls: Any) -> Iterator[Mailbox]:
+    """An aiosmtpd server on a free loopback port; `tls`: aiosmtpd's `tls_context` (STARTTLS)
+    or `ssl_context` (TLS from the first byte)."""
     box = Mailbox(port=free_port())
     controller = Controller(
         _Recorder(box.envelopes),
@@ -81,12 +87,19 @@ def mailbox() -> Iterator[Mailbox]:
         # Loopback only: AUTH offered without TLS. Not auth_required: aiosmtpd warns (an error
         # here) when AUTH is required without TLS; a failed login is refused all the same.
         auth_require_tls=False,
+        **tls,
     )
     controller.start()
     try:
         yield box
     finally:
         controller.stop()
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Mailbox]:
+    with serving_mailbox() as box:
+        yield box
 
 
 @pytest.fixture(scope="module")
@@ -258,14 +271,42 @@ async def test_security_defaults_to_starttls(connector: Connector, mailbox: Mail
     assert result.structured_content == {"ok": False, "detail": detail}
 
 
+@pytest.mark.parametrize("security", ["starttls", "tls"])
+async def test_through_the_egress_proxy_tls_is_done_for_the_servers_name_and_a_refusal_names_the_server(
+    tmp_path: Path, security: str
+) -> None:
+    name = "mail.tls.test"  # only the proxy resolves it, and the certificate is for it alone
+    pair = tls_pair(name)
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(pair.ca_pem)
+    tls = {"ssl_context": pair.server} if security == "tls" else {"tls_context": pair.server}
+    with serving_mailbox(**tls) as box:
+        async with (
+            running_proxy({name: "127.0.0.1"}) as proxy,
+            connector_child(SERVER, "mail", tmp_path, env={**proxy.environ(), "SSL_CERT_FILE": str(ca)}) as child,
+        ):
+            settings = box.settings(host=name, security=security)
+            sent = await child.ok("send", MESSAGE, settings)
+            proxy.refused.add(f"{name}:{box.port}")
+            refused = await child.call("send", MESSAGE, settings)
+    assert sent["sent"] is True
+    assert [envelope.rcpt_tos for envelope in box.envelopes] == [["ada@example.test"]]
+    assert proxy.requests == [f"CONNECT {name}:{box.port}"] * 2
+    reason = f"could not reach {name}:{box.port}: the host's egress proxy refused it ({REASON})"
+    assert refusal(refused) == {"code": "unavailable", "message": reason}
+
+
 @needs_bwrap
 async def test_the_connector_sends_from_inside_the_sandbox(mailbox: Mailbox) -> None:
     report = load_plugins(None, [BUILTINS / "smtp"])
     assert report.errors == ()
     [plugin] = report.plugins
     meta = {CONNECTION_KEY: {"owner_id": "owner-1", "category": "mail", "settings": mailbox.settings()}}
-    async with ChildPool(CHILD_LIMITS, max_children=1) as pool:
-        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings()))
+    async with (
+        loopback_egress(plugin.manifest.id, mailbox.port) as egress,
+        ChildPool(CHILD_LIMITS, max_children=1) as pool,
+    ):
+        child = pool.child(plugin.manifest.id, lambda: launch_for(plugin, HostSettings(), egress_socket=egress))
         result = await child.call_tool("send", dict(MESSAGE), meta, timeout_s=30)
         child.stop()
     assert result.is_error is False

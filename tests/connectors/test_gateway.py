@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_host_kit.contract import Refusal, refusal_of
-from tests.hosting import BUILTINS, RunningHost, host_fixture
+from tests.hosting import BUILTINS, RunningHost, allow_loopback, host_fixture
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import DAY, PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
@@ -33,6 +33,7 @@ host = host_fixture(["scheduler"], builtin_dir=BUILTINS)
 
 async def connect(host: RunningHost, radicale: Radicale, user: str = "owner") -> str:
     url = new_calendar(radicale)
+    await allow_loopback(host, "caldav", radicale.port)
     await host.connections.connect(host.owner_id, "caldav", radicale.connection(url, user))
     return url
 
@@ -130,6 +131,7 @@ async def test_the_owner_connects_and_invokes_the_connector_through_the_door(
     host: RunningHost, radicale: Radicale
 ) -> None:
     url = new_calendar(radicale)
+    await allow_loopback(host, "caldav", radicale.port)
     async with owner_client(host) as client:
         _, connected = await call(client, "connector_connect", connector="caldav", settings=radicale.connection(url))
         _, listed = await call(client, "connectors_list")

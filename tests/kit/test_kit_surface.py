@@ -37,6 +37,7 @@ def test_the_package_surface_is_what_plugins_import() -> None:
             "ConfigValues",
             "ConnectionInfo",
             "Denied",
+            "EgressRefused",
             "Host",
             "HostOpError",
             "Inference",
@@ -54,6 +55,7 @@ def test_the_package_surface_is_what_plugins_import() -> None:
             "Unconfigured",
             "Visitor",
             "error_result",
+            "open_tunnel",
             "tool_errors",
         ]
     )
