@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
+from mcp_host.owner import PluginEgress
 from mcp_host.owner.catalogue import CatalogueEntry
 from mcp_host_kit.contract import Refusal, refusal_of
 from tests.hosting import PLUGINS, host_settings, refusal, running_host
@@ -70,6 +71,7 @@ async def test_colliding_tool_names_are_exposed_by_neither_and_catalogue_says_wh
                 status="healthy",
                 cause="tool 'same_name' is also exposed by test.twin_b; neither copy is exposed",
                 instances=0,
+                egress=PluginEgress(manifest=[], owner=[], allow_net=False, allow_private=[], refused=[]),
             )
         )
         assert (
