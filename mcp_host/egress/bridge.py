@@ -90,6 +90,9 @@ class _Bridge:
                     self._pause_accepting()
                 return
             client.setblocking(False)
+            # A relay sends what it read at once: without this, Nagle holds a short write back
+            # until the client acknowledges the last one (a response's head, then its body).
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._connect(client, None, time.monotonic() + _CONNECT_PATIENCE_S)
             if not self.accepting:
                 return
