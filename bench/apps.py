@@ -1,5 +1,5 @@
 """An MCP App read through the host against direct (issue 30): `resources/read` of the ext-apps
-`system-monitor` example's `ui://` app (about 200 KB of HTML; scripts/install-apps installs it).
+`system-monitor` example's `ui://` app (about 430 KB of HTML; scripts/install-apps installs it).
 
 Legs, each a warm SDK client making N reads in turn (median and p90, ms):
 - direct-stdio: the Python SDK client → the example over stdio (`node dist/index.js --stdio`);
