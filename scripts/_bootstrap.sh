@@ -76,6 +76,8 @@ ensure_ecosystem() {
   # Optional: the ecosystem tests (tests/ecosystem) skip, saying why, when Node is missing or
   # an install fails.
   "$ROOT/scripts/install-ecosystem" 2> >(grep -v "^WARNING: Location 'file:" >&2) || true
+  # The MCP Apps example server (tests/apps, bench/apps.py): the same, on its own stamp.
+  "$ROOT/scripts/install-apps" || true
 }
 
 ensure_oauth_clients() {

@@ -28,7 +28,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
 from mcp_host.errors import CallTimeout, TransportFailure, Unavailable
-from mcp_host.wire import UNREADABLE_ANSWER
+from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
 from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
@@ -292,6 +292,9 @@ class Child(ChildLife):
                 )
             ],
             sampling_capabilities=types.SamplingCapability(),
+            # Apps pass through the host unchanged: a server that offers its app only to a
+            # client that says it carries apps offers it here (mcp_host/README.md, "Apps").
+            extensions=APPS_SETTINGS,
         )
 
     async def _initialized(

@@ -62,7 +62,7 @@ from mcp_host.errors import (
     tool_error,
 )
 from mcp_host.observe import untraced
-from mcp_host.wire import MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
+from mcp_host.wire import APPS_SETTINGS, MetaCaps, PushClient, forwarded_meta, log_sink, visitor_meta, without_host_keys
 
 from .change_feed import ChangeFeed
 from .door import VisitorDoor
@@ -129,8 +129,10 @@ class _VisitorServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
-        """The SDK's capabilities, plus task-augmented `tools/call` (with `tasks/list` and
+        """The SDK's capabilities with MCP Apps (`wire.apps`: the host carries them, whichever
+        child serves one), plus task-augmented `tools/call` (with `tasks/list` and
         `tasks/cancel`) for the handshake era: `visitor.tasks` passes them to the child."""
+        extensions = {**(extensions or self.extensions), **APPS_SETTINGS}
         found = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )

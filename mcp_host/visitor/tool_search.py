@@ -7,7 +7,8 @@ Below: tantivy (BM25 over an in-memory index), the owner's host settings (the th
 A session whose visible tools number more than the owner's `tool_search_threshold` (default 40)
 lists its working set (the tools `find_tools` found for it, the most recent `_WORKING_SET`) and
 two host tools: `find_tools {query, limit?}`, the best matches among the session's visible tools
-with their full definitions, and `call_tool {name, arguments}`, a call of any visible tool by
+with their full definitions (never a tool for an app only, `_meta.ui.visibility: ["app"]`, which is
+listed beside the working set instead), and `call_tool {name, arguments}`, a call of any visible tool by
 name. A session at or under the threshold lists exactly what it would without search.
 
 The index ranks with BM25 over a tool's name (snake_case and camelCase split into words),
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_host.access import Session
 from mcp_host.errors import InvalidArguments, log_unless_outage
-from mcp_host.wire import check_json_object, without_host_keys
+from mcp_host.wire import app_only, check_json_object, without_host_keys
 
 __all__ = [
     "CALL_TOOL",
@@ -377,11 +378,14 @@ class ToolSearch:
 
     async def shown(self, session: Session, tools: list[types.Tool]) -> list[types.Tool]:
         """What `session` lists: `tools` unchanged at or under the threshold, else its working
-        set (in `tools`' order) and the two host tools."""
+        set and the tools for apps only (in `tools`' order), and the two host tools. An app's
+        own tools are listed because a client may refuse an app's call of a tool it has not
+        listed; a client keeps them from the model (`wire.app_only`)."""
         if not await self.active(session.owner_id, tools):
             return tools
         working = set(self.working_set(session.id))
-        return [t for t in tools if t.name in working and t.name not in HOST_TOOLS] + host_tools()
+        listed = [t for t in tools if (t.name in working or app_only(t)) and t.name not in HOST_TOOLS]
+        return listed + host_tools()
 
     async def answer(
         self,
@@ -413,11 +417,16 @@ class ToolSearch:
         limit: int,
         offered: Callable[[types.Tool], bool] | None = None,
     ) -> types.CallToolResult:
-        """The best `limit` matches of `query` among `tools` (those `offered`, when given), as a
-        result; they join the session's working set, and the session is told when it grew."""
+        """The best `limit` matches of `query` among `tools` (those `offered`, when given; never
+        a tool for apps only, `wire.app_only`), as a result; they join the session's working
+        set, and the session is told when it grew."""
         index = await self._indexes.of(tools)
-        left_out = 0 if offered is None else sum(1 for t in tools if not offered(t))
-        found = [t for t in index.search(query, limit + left_out) if offered is None or offered(t)][:limit]
+
+        def to_model(tool: types.Tool) -> bool:
+            return not app_only(tool) and (offered is None or offered(tool))
+
+        left_out = sum(1 for t in tools if not to_model(t))
+        found = [t for t in index.search(query, limit + left_out) if to_model(t)][:limit]
         self._join(session_id, [t.name for t in found])
         shown = without_host_keys(found)
         listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in shown]

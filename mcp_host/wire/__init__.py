@@ -1,8 +1,10 @@
 """What travels: the `_meta` of a forwarded call, the results the host writes itself, checks on JSON a
-plugin sends, newline-delimited JSON-RPC framing, the visitor's client as a call sees it, and
-rate-limited logging of what arrives. Below: `errors`, `settings`. Above: everything else.
+plugin sends, newline-delimited JSON-RPC framing, the visitor's client as a call sees it,
+rate-limited logging of what arrives, and what MCP Apps need of the host. Below: `errors`,
+`settings`. Above: everything else.
 """
 
+from .apps import APP_MIME_TYPE, APPS_EXTENSION, APPS_SETTINGS, app_only
 from .framing import UNREADABLE_ANSWER, framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
@@ -20,6 +22,9 @@ from .visitor_client import (
 )
 
 __all__ = [
+    "APPS_EXTENSION",
+    "APPS_SETTINGS",
+    "APP_MIME_TYPE",
     "ClientLacks",
     "ERROR_KEY",
     "GRANT_KEY",
@@ -33,6 +38,7 @@ __all__ = [
     "TokenBucket",
     "UNREADABLE_ANSWER",
     "VisitorClient",
+    "app_only",
     "check_json_object",
     "error_result",
     "forwarded_meta",
