@@ -238,6 +238,7 @@ async def test_gates_of_one_proxy_keep_their_own_policy_and_counts_and_close_alo
     async with echo_server() as peer, proxy(tmp_path, metrics=metrics) as (running, _):
         allowed: EgressGate = await running.open("web", None, policy(f"site.example.test:{peer.port}"), CAPS)
         other = await running.open("mail", None, policy(), CAPS)
+        assert (running.gates_of("web"), running.gates_of("mail")) == ([allowed.path], [other.path])
         connect = f"CONNECT site.example.test:{peer.port} HTTP/1.1\r\n\r\n".encode()
         assert (await ask(other.path, connect)).startswith(b"HTTP/1.1 403 ")
         async with await anyio.connect_unix(allowed.path) as stream:
@@ -247,6 +248,7 @@ async def test_gates_of_one_proxy_keep_their_own_policy_and_counts_and_close_alo
                 assert await stream.receive() == b"ping"
             await other.aclose()
             assert not other.path.exists()
+            assert (running.gates_of("web"), running.gates_of("mail")) == ([allowed.path], [])
             await stream.send(b"pong")
             with anyio.fail_after(5):
                 assert await stream.receive() == b"pong"
