@@ -5,12 +5,17 @@ Used by `tests/test_fuzz.py` (about a thousand inputs, in-process host) and `scr
 (bytes and headers) made by mutating a valid template in one *class* of docs/security.md §A;
 `Fuzzer` sends cases to one endpoint and counts what came back. The host passes when no
 answer is a 5xx, none is missing past its timeout, every JSON answer parses, and the host
-still serves a normal session after each class.
+still serves a normal session after each class (`serves_a_normal_session`).
 
 Endpoints: `visitor-legacy` and `visitor-modern` (a session's MCP endpoint, 2025-11-25 with
 an `Mcp-Session-Id` and 2026-07-28), `owner-legacy` and `owner-modern` (`/v1/owner/mcp`),
-`rest` (`POST /v1/sessions` and the turns routes) and `backchannel` (a plugin's host-op unix
-socket, newline-delimited JSON-RPC, as a hostile child would write it).
+`rest` (`POST /v1/sessions` and the turns routes), `backchannel` (a plugin's host-op unix
+socket, newline-delimited JSON-RPC, as a hostile child would write it) and `egress` (a
+sandboxed child's egress gate, the unix socket the host's egress proxy serves it: HTTP proxy
+heads and SOCKS5 greetings mutated by `tests.egress.hostile_heads`, in the classes
+`EGRESS_CLASSES`). An egress answer must be one of the proxy's own in one line (its 502 for an
+unreachable destination is no fault), and after each class the host must also still serve the
+child through the same gate (`still_reaches`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +33,22 @@ from urllib.parse import urlencode
 import anyio
 import httpx2
 
-__all__ = ["CLASSES", "ENDPOINTS", "Case", "Fuzzer", "Report", "Target", "cases"]
+from tests.egress import hostile_heads
+
+__all__ = [
+    "CLASSES",
+    "EGRESS_CLASSES",
+    "ENDPOINTS",
+    "Case",
+    "EgressTarget",
+    "Fuzzer",
+    "Report",
+    "Target",
+    "cases",
+    "egress_target",
+    "serves_a_normal_session",
+    "still_reaches",
+]
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -57,7 +77,11 @@ ENDPOINTS = (
     "rest",
     "oauth",
     "backchannel",
+    "egress",
 )
+EGRESS_CLASSES = (*hostile_heads.KINDS, "mixed")
+"""The `egress` endpoint's classes: one kind of mutation each (`hostile_heads.KINDS`), and all
+of them mixed."""
 
 
 # -- JSON with the things json.dumps will not write ----------------------------------------
@@ -522,9 +546,13 @@ def _forged(rng: random.Random, message: dict[str, Any]) -> bytes:
     return emit(m).encode()
 
 
-def cases(endpoint: str, n: int, seed: int) -> Iterator[Case]:
-    """`n` cases for `endpoint`, the classes taken in turn; the same seed gives the same cases."""
+def cases(endpoint: str, n: int, seed: int, *, egress_port: int = 80) -> Iterator[Case]:
+    """`n` cases for `endpoint`, the classes taken in turn; the same seed gives the same cases.
+    `egress_port`: where the `egress` cases ask to go (the port the gate's policy allows)."""
     rng = random.Random(f"{seed}:{endpoint}")
+    if endpoint == "egress":
+        yield from _egress_cases(rng, n, egress_port)
+        return
     for i in range(n):
         cls = CLASSES[i % len(CLASSES)]
         if endpoint == "oauth":
@@ -540,6 +568,14 @@ def cases(endpoint: str, n: int, seed: int) -> Iterator[Case]:
         yield Case(endpoint, cls, body, headers if headers is not None else _headers(endpoint, message))
 
 
+def _egress_cases(rng: random.Random, n: int, port: int) -> Iterator[Case]:
+    requests = hostile_heads.templates(port)
+    for i in range(n):
+        cls = EGRESS_CLASSES[i % len(EGRESS_CLASSES)]
+        kinds: Sequence[str] = hostile_heads.KINDS if cls == "mixed" else (cls,)
+        yield Case("egress", cls, hostile_heads.mutated(rng.choice(requests), rng, kinds))
+
+
 # -- sending ---------------------------------------------------------------------------------
 
 
@@ -553,6 +589,30 @@ class Target:
     """A visitor session (`POST /v1/sessions` answer) the fuzzer sends to."""
     socket: Path | None
     """A plugin's host-op socket (host path), for the back-channel endpoint."""
+    egress: EgressTarget | None = None
+    """A sandboxed child's egress gate, for the `egress` endpoint."""
+
+
+@dataclass(frozen=True)
+class EgressTarget:
+    """A running child's egress gate, and how to see that the child still reaches its allowed
+    destination through it."""
+
+    gate: Path
+    """The gate's unix socket (host path)."""
+    port: int
+    """A port on `site.example.test` the gate's policy allows, an echo server's there: where the
+    cases ask to go (the host resolves the name to 127.0.0.1 from its egress hosts file)."""
+    plugin_id: str
+    gates: Callable[[], Sequence[Path]]
+    """The plugin's open gates now (`gate` among them while the same child runs: a child's
+    start opens a new gate, its end closes it)."""
+    tool: str
+    """The child's visitor tool that fetches `{"url": …}` through its egress."""
+    url: str
+    """An allowed http url the tool fetches after each class."""
+    says: str
+    """What that page answers."""
 
 
 @dataclass
@@ -604,7 +664,8 @@ class Fuzzer:
     async def run(self, endpoint: str, n: int, seed: int, health: HealthCheck) -> None:
         started = time.monotonic()
         by_class: dict[str, list[Case]] = {}
-        for case in cases(endpoint, n, seed):
+        port = self.target.egress.port if self.target.egress is not None else 80
+        for case in cases(endpoint, n, seed, egress_port=port):
             by_class.setdefault(case.cls, []).append(case)
         limiter = anyio.CapacityLimiter(self.concurrency)
 
@@ -628,6 +689,8 @@ class Fuzzer:
             with anyio.fail_after(self.timeout_s + 5):
                 if case.endpoint == "backchannel":
                     status, text, content_type = await self._socket(case)
+                elif case.endpoint == "egress":
+                    status, text, content_type = await self._gate(case)
                 else:
                     status, text, content_type = await self._post(case)
         except (TimeoutError, httpx2.TimeoutException):
@@ -637,7 +700,7 @@ class Fuzzer:
             self.report.server_errors.append(f"{label} -> connection failed: {type(exc).__name__}")
             return
         self.report.statuses[f"{case.endpoint} {status}"] += 1
-        if status >= 500:
+        if status >= 500 and not (case.endpoint == "egress" and status == 502):  # the proxy's "unreachable"
             self.report.server_errors.append(f"{label} -> {status} {text[:200]}")
         elif not _well_formed(text, content_type):
             self.report.malformed.append(f"{label} -> {status} {text[:200]!r}")
@@ -737,9 +800,22 @@ class Fuzzer:
                     return 499, received.decode("utf-8", "replace"), "application/x-ndjson"
             return 200, received.decode("utf-8", "replace"), "application/x-ndjson"
 
+    async def _gate(self, case: Case) -> tuple[int, str, str]:
+        """Send the case on a connection of its own to the child's gate; the status its answer
+        amounts to (`hostile_heads.status_of`), and the answer, its bytes kept (latin-1)."""
+        assert self.target.egress is not None
+        answer = await hostile_heads.exchange(self.target.egress.gate, case.body)
+        return hostile_heads.status_of(answer), answer.decode("latin-1"), _EGRESS_ANSWER
+
+
+_EGRESS_ANSWER = "application/x-egress-proxy"  # what `_gate` calls an answer of the proxy's
+
 
 def _well_formed(text: str, content_type: str) -> bool:
-    """Every JSON answer parses: a body, each SSE event's data, each socket line."""
+    """Every JSON answer parses: a body, each SSE event's data, each socket line; an egress
+    proxy's answer is one of its own (`hostile_heads.well_formed`)."""
+    if content_type == _EGRESS_ANSWER:
+        return hostile_heads.well_formed(text.encode("latin-1"))
     try:
         if content_type.startswith("application/json"):
             if text.strip():
@@ -763,27 +839,60 @@ async def serves_a_normal_session(url: str) -> str | None:
         health = await http.get(f"{url}/healthz")
         if health.status_code != 200:
             return f"/healthz {health.status_code}"
-        opened = await http.post(f"{url}/v1/sessions", json={})
-        if opened.status_code != 201:
-            return f"POST /v1/sessions {opened.status_code}"
-        session = opened.json()
-        body, headers = (
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": _client_meta()},
-            },
-            {
-                "Accept": "application/json, text/event-stream",
-                "Content-Type": "application/json",
-                "MCP-Protocol-Version": MODERN,
-                "Mcp-Method": "tools/call",
-                "Mcp-Name": "echo",
-                "Authorization": f"Bearer {session['token']}",
-            },
-        )
-        answer = await http.post(session["mcp_url"], json=body, headers=headers)
-        if answer.status_code != 200 or '"ok"' not in answer.text:
-            return f"echo through a new session: {answer.status_code} {answer.text[:200]}"
+        return await _call_in_a_new_session(http, url, "echo", {"text": "ok"}, '"ok"')
+
+
+async def still_reaches(url: str, egress: EgressTarget) -> str | None:
+    """None when the host serves a normal session, the child's gate is still open (the child was
+    not restarted: a new start opens a new gate) and a fresh public session's call of its fetch
+    tool gets the allowed page (through that gate: the plugin's child is shared)."""
+    problem = await serves_a_normal_session(url)
+    if problem is not None:
+        return problem
+    gates = list(egress.gates())
+    if egress.gate not in gates:
+        return f"{egress.plugin_id}'s gates are {gates}, without its child's {egress.gate}"
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as http:
+        return await _call_in_a_new_session(http, url, egress.tool, {"url": egress.url}, egress.says)
+
+
+async def egress_target(
+    url: str, plugin_id: str, gates: Callable[[], Sequence[Path]], *, port: int, tool: str, fetch: str, says: str
+) -> EgressTarget:
+    """The `egress` endpoint's target: `plugin_id`'s child started by a visitor's call of its
+    fetch `tool` on the allowed url `fetch` (which must answer `says`), and its one gate.
+    Raises AssertionError when the call fails or the plugin has not exactly one gate."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as http:  # the child's first start
+        problem = await _call_in_a_new_session(http, url, tool, {"url": fetch}, says)
+    assert problem is None, problem
+    found = list(gates())
+    assert len(found) == 1, f"{plugin_id}'s gates: {found}"
+    return EgressTarget(found[0], port, plugin_id, gates, tool, fetch, says)
+
+
+async def _call_in_a_new_session(
+    http: httpx2.AsyncClient, url: str, tool: str, arguments: dict[str, Any], expected: str
+) -> str | None:
+    """None when a fresh public session's call of `tool` answers 200 with `expected` in it."""
+    opened = await http.post(f"{url}/v1/sessions", json={})
+    if opened.status_code != 201:
+        return f"POST /v1/sessions {opened.status_code}"
+    session = opened.json()
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": _client_meta()},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+        "Authorization": f"Bearer {session['token']}",
+    }
+    answer = await http.post(session["mcp_url"], json=body, headers=headers)
+    if answer.status_code != 200 or expected not in answer.text:
+        return f"{tool} through a new session: {answer.status_code} {answer.text[:200]}"
     return None

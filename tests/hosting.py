@@ -182,6 +182,11 @@ class RunningHost:
         """The host path of `plugin_id`'s back-channel socket."""
         return self._host.sockets.socket_for(plugin_id)
 
+    def egress_gates(self, plugin_id: str) -> list[Path]:
+        """The host paths of the egress gates (unix sockets) open for `plugin_id`'s running
+        children, one per child instance that has egress."""
+        return self._host.egress.gates_of(plugin_id)
+
     def live_grants(self) -> int:
         """The back-channel grants minted for calls still running."""
         return self._host.grants.live_count()

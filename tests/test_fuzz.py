@@ -4,9 +4,12 @@ Each class of docs/security.md §A (invalid JSON, wrong types, huge numbers, dee
 invalid UTF-8, lone surrogates in every string position, duplicate keys, JSON-RPC shape,
 header games, forged `_meta`) goes to the visitor endpoint, the one visitor URL `/mcp` and the
 owner door in both eras, to the REST routes, the OAuth routes and the front desk, and to a
-plugin's host-op socket. The host passes when no answer is a 5xx,
-none is missing past its timeout, every JSON answer parses, nothing is logged with a
-traceback, its memory stays bounded, and after each class it still serves a normal session.
+plugin's host-op socket; mutated HTTP proxy heads and SOCKS5 greetings go to a sandboxed
+child's egress gate. The host passes when no answer is a 5xx (the proxy's 502 for an
+unreachable destination aside), none is missing past its timeout, every JSON answer parses and
+every egress answer is one of the proxy's in one line, nothing is logged with a traceback, its
+memory stays bounded, and after each class it still serves a normal session — and, after each
+egress class, the same child still fetches its allowed page through the same gate.
 `scripts/fuzz` runs the same with ten thousand cases per endpoint against `mcp-host serve`.
 """
 
@@ -17,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzzing import Fuzzer, Target, serves_a_normal_session
+from tests.egress.loopback import echo_server
+from tests.egress_e2e.support import copy_with_egress, fixture_plugin, running_site, write_hosts_file
+from tests.fuzzing import Fuzzer, Target, egress_target, serves_a_normal_session, still_reaches
 from tests.hosting import host_settings, running_host
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +38,10 @@ PER_ENDPOINT = {
     "oneurl-modern": 60,
     "oauth": 150,
     "backchannel": 190,
+    "egress": 140,
 }
+EGRESS = "test.egress_httpx"
+"""The sandboxed plugin whose child's gate is fuzzed: it fetches a url with httpx."""
 
 
 def _rss_bytes() -> int:
@@ -48,23 +56,46 @@ async def test_a_thousand_hostile_messages_leave_the_host_serving(
     tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    # The health check after each class opens a public session, as the `rest` cases do: more than
-    # an address's pace of public sessions (60 a minute) in all, which is not what is fuzzed here.
-    settings = host_settings(
-        tmp_path, database_url, ["echo", "notes"], call_timeout_s=5.0, principal_public_sessions_per_minute=1000
-    )
-    async with running_host(settings) as running:
-        socket = running.socket_for("notes")
-        target = Target(running.url, running.owner_token(), await running.new_session(), socket)
-        assert await serves_a_normal_session(running.url) is None
-        rss_before = _rss_bytes()
-        fuzzer = Fuzzer(target, timeout_s=15.0)
-        try:
-            for endpoint, n in PER_ENDPOINT.items():
-                await fuzzer.run(endpoint, n, SEED, lambda: serves_a_normal_session(running.url))
-        finally:
-            await fuzzer.aclose()
-        grown = _rss_bytes() - rss_before
+    async with running_site() as site, echo_server() as echo:
+        # The egress plugin may reach the site (what it fetches) and the echo server (where the
+        # egress cases ask to go), both on 127.0.0.1 under a name of the host's hosts file.
+        allowed = [f"site.example.test:{site.allowed}", f"site.example.test:{echo.port}"]
+        (tmp_path / "plugins").mkdir()
+        plugin = copy_with_egress(fixture_plugin("egress_httpx", allowed, ["site.example.test"]), tmp_path / "plugins")
+        # The health check after each class opens a public session, as the `rest` cases do: more
+        # than an address's pace of public sessions (60 a minute) in all, not what is fuzzed here.
+        settings = host_settings(
+            tmp_path,
+            database_url,
+            ["echo", "notes", str(plugin)],
+            call_timeout_s=5.0,
+            principal_public_sessions_per_minute=1000,
+            egress_hosts_file=write_hosts_file(tmp_path),
+        )
+        async with running_host(settings) as running:
+            egress = await egress_target(
+                running.url,
+                EGRESS,
+                lambda: running.egress_gates(EGRESS),
+                port=echo.port,
+                tool="httpx_get",
+                fetch=site.url(),
+                says=site.says(),
+            )
+            socket = running.socket_for("notes")
+            target = Target(running.url, running.owner_token(), await running.new_session(), socket, egress)
+            assert await still_reaches(running.url, egress) is None
+            rss_before = _rss_bytes()
+            fuzzer = Fuzzer(target, timeout_s=15.0)
+            try:
+                for endpoint, n in PER_ENDPOINT.items():
+                    if endpoint == "egress":
+                        await fuzzer.run(endpoint, n, SEED, lambda: still_reaches(running.url, egress))
+                    else:
+                        await fuzzer.run(endpoint, n, SEED, lambda: serves_a_normal_session(running.url))
+            finally:
+                await fuzzer.aclose()
+            grown = _rss_bytes() - rss_before
     report = fuzzer.report
     summary = report.summary()
     assert summary["sent"] == sum(PER_ENDPOINT.values()), summary

@@ -45,6 +45,7 @@ from mcp_host.children import (
 )
 from mcp_host.connectors import Connections
 from mcp_host.edge import FailureThrottle, ProtocolSessions
+from mcp_host.egress import EgressProxy
 from mcp_host.oauth import AuthorizationServer
 from mcp_host.observe import HostMetrics
 from mcp_host.owner import Catalogue
@@ -124,6 +125,8 @@ class Host:
     """The authorization server of the doors (its grants: what the retention sweep ends and deletes)."""
     sign_ins: RemoteSignIns
     """The host's OAuth sign-ins to remote plugins' servers (`/oauth/callback` finishes them)."""
+    egress: EgressProxy
+    """The proxy every sandboxed child's network goes through (its open gates, by plugin)."""
 
 
 def _back_channel(
@@ -371,6 +374,7 @@ def _host(
         metrics=early.metrics,
         oauth=shared.oauth,
         sign_ins=sign_ins,
+        egress=early.egress,
     )
 
 

@@ -3,7 +3,7 @@
 CONNECT without authentication, to a name, an IPv4 or an IPv6 address). The first byte tells
 them apart (`front_for`: 0x05 is SOCKS5; no HTTP method starts with it). Each reads what is
 asked (`ask`), answers a refusal in its own protocol (`refuse`) and says the tunnel is open
-(`opened`).
+(`opened`), handing the gate what it sends on first (a forwarded request's head).
 
 Above: `gate` (reads within the head deadline, then dials). Below: `heads` (parsing), anyio's
 buffered stream.
@@ -52,8 +52,10 @@ class Front(Protocol):
         """Tell the child no, in one line where the protocol has room for one."""
         ...
 
-    async def opened(self, stream: ByteStream, upstream: ByteStream) -> None:
-        """Tell the child its tunnel is open (or send its request on)."""
+    async def opened(self, stream: ByteStream) -> bytes:
+        """Tell the child its tunnel is open, where its protocol says so; returns what goes to
+        the destination first on the child's behalf (an absolute-form request's head in
+        origin form), b"" for nothing."""
         ...
 
 
@@ -93,11 +95,11 @@ class HttpFront:
             b"Connection: close\r\n\r\n" + body
         )
 
-    async def opened(self, stream: ByteStream, upstream: ByteStream) -> None:
+    async def opened(self, stream: ByteStream) -> bytes:
         if self._forward is None:
             await stream.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            await upstream.send(self._forward)
+            return b""
+        return self._forward  # the destination answers the child itself
 
 
 class SocksFront:
@@ -151,8 +153,9 @@ class SocksFront:
         if code is not None and self._chosen and not self._replied:
             await self._reply(stream, code)
 
-    async def opened(self, stream: ByteStream, upstream: ByteStream) -> None:
+    async def opened(self, stream: ByteStream) -> bytes:
         await self._reply(stream, 0x00)
+        return b""
 
     async def _reply(self, stream: ByteStream, code: int) -> None:
         # The bound address is not the child's business: 0.0.0.0:0.

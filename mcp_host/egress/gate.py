@@ -32,7 +32,7 @@ from .dial import dial
 from .fronts import Front, HttpFront, front_for
 from .heads import Destination, NoTunnel
 from .resolver import Resolver
-from .tunnel import Direction, MinuteBudget, pump
+from .tunnel import Direction, MinuteBudget, pump, send_counted
 
 __all__ = ["HEAD_TIMEOUT_S", "EgressGate", "GateStats", "Refusal"]
 
@@ -58,8 +58,9 @@ class Refusal:
 @dataclass(frozen=True)
 class GateStats:
     """What a gate carried: connections open now and since it opened, connections answered
-    without a tunnel (`refused`, the capped ones too), bytes from the child (`bytes_up`) and to
-    it (`bytes_down`), and reads paused at the byte budget (`throttled`)."""
+    without a tunnel (`refused`, the capped ones too), bytes from the child to its destinations
+    (`bytes_up`: a forwarded request's head counted as sent on, in origin form) and back to it
+    (`bytes_down`), and reads paused at the byte budget (`throttled`)."""
 
     connections_now: int = 0
     connections_total: int = 0
@@ -191,7 +192,9 @@ class EgressGate:
             return
         async with upstream:
             self._count("allowed")
-            await front.opened(stream, upstream)
+            first = await front.opened(stream)
+            if first:
+                await send_counted(upstream, first, self._budget, lambda n: self._carried("up", n))
             await pump(stream, upstream, self._budget, self._caps.idle_s, self._carried)
 
     async def _refuse(self, front: Front, stream: ByteStream, refusal: NoTunnel, asked: Destination | None) -> None:

@@ -102,6 +102,11 @@ class EgressProxy:
         await self._tasks.start(self._serve, gate, listener)
         return gate
 
+    def gates_of(self, plugin_id: str) -> list[Path]:
+        """The sockets of `plugin_id`'s open gates (one per running child instance of it that
+        has egress), sorted; read-only, for diagnostics and tests."""
+        return sorted(gate.path for gate in self._gates if gate.plugin_id == plugin_id)
+
     async def _serve(
         self, gate: EgressGate, listener: anyio.abc.SocketListener, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:

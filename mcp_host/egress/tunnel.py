@@ -1,6 +1,7 @@
 """The bytes of an open tunnel: pumped both ways (`pump`) within the gate's rolling-minute
 budget (`MinuteBudget`: reads pause while the last minute's bytes reach it), closed when no
-byte moved either way for the idle time.
+byte moved either way for the idle time; and the bytes the proxy sends on a child's behalf
+before (`send_counted`: a forwarded request's head), within the same budget.
 
 Above: `gate` (one budget per gate, shared by its tunnels). Below: anyio streams.
 """
@@ -15,7 +16,7 @@ from typing import Literal
 import anyio
 from anyio.abc import ByteStream
 
-__all__ = ["Direction", "MinuteBudget", "pump"]
+__all__ = ["Direction", "MinuteBudget", "pump", "send_counted"]
 
 Direction = Literal["up", "down"]
 """`up`: from the child to its destination; `down`: back."""
@@ -111,6 +112,17 @@ async def pump(
         tasks.start_soon(watch)
         tasks.start_soon(one_way, child, upstream, "up")
         tasks.start_soon(one_way, upstream, child, "down")
+
+
+async def send_counted(sink: ByteStream, data: bytes, budget: MinuteBudget, counted: Callable[[int], None]) -> None:
+    """Send `data`, bytes the proxy writes on the child's behalf before the tunnel is pumped
+    (an absolute-form request's head, at most 16 KiB), as a pumped read is: after waiting for
+    room in the budget, then spent and counted whole. Waiting first matters: a child could
+    otherwise send a head per connection past any budget."""
+    await budget.room()
+    budget.spend(len(data))
+    counted(len(data))
+    await sink.send(data)
 
 
 async def _carry(

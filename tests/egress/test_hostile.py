@@ -258,6 +258,26 @@ async def test_a_flood_of_bytes_is_held_at_the_budget(tmp_path: Path) -> None:
             tasks.cancel_scope.cancel()
 
 
+async def test_a_forwarded_request_head_is_spent_from_the_byte_budget(tmp_path: Path) -> None:
+    """An absolute-form request's head, sent on by the proxy, spends the budget: the bytes after
+    it wait, and so does the next connection's head (else a child could send a head per
+    connection past any budget)."""
+    async with sink_server() as peer, proxy(tmp_path) as running:
+        asked = f"GET http://site.example.test:{peer.port}/ HTTP/1.1\r\n\r\n".encode()
+        forwarded = f"GET / HTTP/1.1\r\nHost: site.example.test:{peer.port}\r\nConnection: close\r\n\r\n"
+        caps = EgressCaps(connections=4, bytes_per_minute=len(forwarded), idle_s=30.0)
+        gate = await running.open("web", None, to_site(peer.port), caps)
+        async with await anyio.connect_unix(gate.path) as first, await anyio.connect_unix(gate.path) as second:
+            await first.send(asked)
+            await _until(lambda: peer.received == len(forwarded))
+            await first.send(b"more")
+            await _until(lambda: gate.stats.throttled >= 2)  # the tunnel's two ways wait for room
+            await second.send(asked)
+            await _until(lambda: peer.connections == 2 and gate.stats.throttled >= 3)
+            assert peer.received == len(forwarded)
+            assert gate.stats.bytes_up == len(forwarded)
+
+
 async def _until(condition: Any) -> None:
     with anyio.fail_after(10):
         while not condition():  # noqa: ASYNC110 - the counters signal no event

@@ -106,6 +106,27 @@ async def test_an_absolute_form_request_goes_on_in_origin_form_without_proxy_hea
     )
 
 
+async def test_a_forwarded_request_head_is_counted_as_bytes_up(tmp_path: Path) -> None:
+    """The head the proxy sends on in origin form counts as the child's bytes (stats and metrics),
+    as the body pumped after it does."""
+    metrics = HostMetrics()
+    async with echo_server() as peer, proxy(tmp_path, metrics=metrics) as (running, _):
+        gate = await running.open("web", None, policy(f"site.example.test:{peer.port}"), CAPS)
+        with anyio.fail_after(10):
+            async with await anyio.connect_unix(gate.path) as stream:
+                asked = f"POST http://site.example.test:{peer.port}/a HTTP/1.1\r\nProxy-Authorization: x\r\n\r\n"
+                await stream.send(asked.encode() + b"body")
+                await stream.send_eof()
+                echoed = await read_all(stream)
+        await _until(lambda: gate.stats.connections_now == 0)
+    forwarded = f"POST /a HTTP/1.1\r\nHost: site.example.test:{peer.port}\r\nConnection: close\r\n\r\nbody".encode()
+    assert echoed == forwarded
+    size = len(forwarded)
+    assert gate.stats == GateStats(connections_total=1, bytes_up=size, bytes_down=size)
+    exposed = metrics.registry.get_sample_value
+    assert exposed("mcp_host_egress_bytes_total", {"plugin": "web", "direction": "up"}) == size
+
+
 async def test_urllib_and_httpx_use_a_gate_as_their_http_proxy_through_a_tcp_bridge(tmp_path: Path) -> None:
     port = free_port()
     async with serving(_seen, port, lifespan="off"), proxy(tmp_path) as (running, _):
@@ -217,6 +238,7 @@ async def test_gates_of_one_proxy_keep_their_own_policy_and_counts_and_close_alo
     async with echo_server() as peer, proxy(tmp_path, metrics=metrics) as (running, _):
         allowed: EgressGate = await running.open("web", None, policy(f"site.example.test:{peer.port}"), CAPS)
         other = await running.open("mail", None, policy(), CAPS)
+        assert (running.gates_of("web"), running.gates_of("mail")) == ([allowed.path], [other.path])
         connect = f"CONNECT site.example.test:{peer.port} HTTP/1.1\r\n\r\n".encode()
         assert (await ask(other.path, connect)).startswith(b"HTTP/1.1 403 ")
         async with await anyio.connect_unix(allowed.path) as stream:
@@ -226,6 +248,7 @@ async def test_gates_of_one_proxy_keep_their_own_policy_and_counts_and_close_alo
                 assert await stream.receive() == b"ping"
             await other.aclose()
             assert not other.path.exists()
+            assert (running.gates_of("web"), running.gates_of("mail")) == ([allowed.path], [])
             await stream.send(b"pong")
             with anyio.fail_after(5):
                 assert await stream.receive() == b"pong"
