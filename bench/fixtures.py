@@ -1,4 +1,4 @@
-"""What the bench prepares before it starts anything: plugin folders and the FastMCP venv."""
+"""What the bench prepares before it starts anything: plugin folders and the peers' venvs."""
 
 from __future__ import annotations
 
@@ -11,12 +11,21 @@ from typing import Any
 
 import yaml
 
-__all__ = ["FASTMCP_SPEC", "PluginDirs", "ensure_fastmcp_venv", "make_plugins"]
+__all__ = [
+    "FASTMCP_SPEC",
+    "MCP_PROXY_SPEC",
+    "PluginDirs",
+    "ensure_fastmcp_venv",
+    "ensure_mcp_proxy",
+    "make_plugins",
+]
 
 BENCH = Path(__file__).resolve().parent
 ECHO_PLUGIN = BENCH / "echo_plugin"
 # Pinned so that runs compare; bump deliberately (the venv is rebuilt when this changes).
 FASTMCP_SPEC = "fastmcp==4.2.3"
+# The bare pass-through peer (issue 31): no sandbox, no gates; pinned likewise.
+MCP_PROXY_SPEC = "mcp-proxy==0.13.0"
 
 
 @dataclass(frozen=True)
@@ -50,17 +59,29 @@ def make_plugins(workdir: Path, count: int = 5) -> PluginDirs:
 
 def ensure_fastmcp_venv(venv: Path) -> tuple[Path | None, str]:
     """The FastMCP venv's python (created and installed on first use), or None and why not."""
-    python = venv / "bin" / "python"
-    stamp = venv / f".installed-{FASTMCP_SPEC}"
-    if stamp.exists() and python.exists():
-        return python, f"{FASTMCP_SPEC} in {venv}"
-    print(f"[bench] installing {FASTMCP_SPEC} into {venv} (once)")
+    return _ensure_venv(venv, FASTMCP_SPEC, "python")
+
+
+def ensure_mcp_proxy(venv: Path) -> tuple[Path | None, str]:
+    """The `mcp-proxy` command of its own venv (created and installed on first use), or None
+    and why not (the registry unreachable, say)."""
+    return _ensure_venv(venv, MCP_PROXY_SPEC, "mcp-proxy")
+
+
+def _ensure_venv(venv: Path, spec: str, command: str) -> tuple[Path | None, str]:
+    """`venv/bin/command` once `spec` is installed into `venv` (created, or rebuilt when the
+    pin changed), or None and why not."""
+    python, wanted = venv / "bin" / "python", venv / "bin" / command
+    stamp = venv / f".installed-{spec}"
+    if stamp.exists() and wanted.exists():
+        return wanted, f"{spec} in {venv}"
+    print(f"[bench] installing {spec} into {venv} (once)")
     if venv.exists():
         shutil.rmtree(venv)
     base = getattr(sys, "_base_executable", sys.executable)
     steps = [
         [base, "-m", "venv", str(venv)],
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", FASTMCP_SPEC],
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", spec],
     ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True, timeout=600, check=False)
@@ -68,7 +89,7 @@ def ensure_fastmcp_venv(venv: Path) -> tuple[Path | None, str]:
             tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
             return None, f"`{' '.join(step[-3:])}` failed ({done.returncode}): {tail}"
     stamp.touch()
-    return python, f"{FASTMCP_SPEC} in {venv} (just installed)"
+    return wanted, f"{spec} in {venv} (just installed)"
 
 
 def package_version(python: Path, package: str) -> str | None:

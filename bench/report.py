@@ -52,10 +52,10 @@ def _p99(legs: dict[str, Leg], letter: str, era: str) -> float | None:
 
 
 def ratios(legs: dict[str, Leg]) -> dict[str, float]:
-    """Median ratios per era: c/b, c/a, c/f and f/b (those whose legs ran)."""
+    """Median ratios per era: c/b, c/a, c/f, f/b, c/p and p/b (those whose legs ran)."""
     out: dict[str, float] = {}
     for era in ERAS:
-        for top, bottom in (("c", "b"), ("c", "a"), ("c", "f"), ("f", "b")):
+        for top, bottom in (("c", "b"), ("c", "a"), ("c", "f"), ("f", "b"), ("c", "p"), ("p", "b")):
             t, b = _median(legs, top, era), _median(legs, bottom, era)
             if t is not None and b:
                 out[f"{top}/{bottom} {era}"] = t / b
@@ -97,10 +97,12 @@ def targets(legs: dict[str, Leg], first_list_s: list[float], skipped: dict[str, 
     first = statistics.median(first_list_s) if first_list_s else None
     ok = first is not None and first <= MAX_FIRST_LIST_S
     out.append(_check(f"first tools/list after start <= {MAX_FIRST_LIST_S:g} s", first, ok, "{:.3f} s"))
-    for era in ERAS:
-        r = found.get(f"c/f {era}")
-        why = skipped.get(f"f.{era}", skipped.get("f", "leg did not run"))
-        out.append(_check(f"host faster than FastMCP proxy ({era})", r, r is not None and r < 1.0, "c/f {:.2f}", why))
+    for letter, peer in (("f", "FastMCP proxy"), ("p", "mcp-proxy")):
+        for era in ERAS:
+            r = found.get(f"c/{letter} {era}")
+            why = skipped.get(f"{letter}.{era}", skipped.get(letter, "leg did not run"))
+            name = f"host ahead of {peer}, tools/call p50 ({era})"
+            out.append(_check(name, r, r is not None and r < 1.0, f"c/{letter} {{:.2f}}", why))
     return out
 
 

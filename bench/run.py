@@ -7,10 +7,12 @@ Legs, all against the same trivial echo child (bench/echo_plugin), each era wher
   d  visitor tools/list through the host over 5 warm capabilities
   e  the first visitor tools/list after a fresh host start (5 capabilities, none started yet)
   f  SDK client -> FastMCP's proxy (own venv) -> echo child over stdio
+  p  SDK client -> mcp-proxy (PyPI, own venv; the bare pass-through peer) -> echo child over stdio;
+     2025-11-25 only (mcp-proxy is built on the SDK v1, which does not speak 2026-07-28)
 Each era is `mode="legacy"` (2025-11-25) and `mode="2026-07-28"`, with `cache=None`.
 
 Order: e first (host restarts on an otherwise idle machine; the last start stays up for d),
-then warm-up, then `--rounds` rounds of every a/b/c/d/f leg; within a round the legs take
+then warm-up, then `--rounds` rounds of every a/b/c/d/f/p leg; within a round the legs take
 turns in batches of 10 calls, and the order rotates each round, so machine noise lands on all
 legs alike. Statistics are over all rounds' samples. Results go to
 bench-results/latest.json. Every process started is stopped, on error and Ctrl-C too.
@@ -35,15 +37,18 @@ from typing import Any, NoReturn
 
 import anyio
 import anyio.to_thread
-from fixtures import PluginDirs, ensure_fastmcp_venv, make_plugins, package_version
+from fixtures import PluginDirs, ensure_fastmcp_venv, ensure_mcp_proxy, make_plugins, package_version
 from legs import ERAS, Leg, call_echo, http_client, list_tools, stdio_client, timed
 from procs import Processes
 from report import print_report, ratios, stats, target_dicts, targets
-from servers import REPO, RunningHost, Visitor, start_echo_http, start_fastmcp_proxy, start_host
+from servers import REPO, RunningHost, Visitor, start_echo_http, start_fastmcp_proxy, start_host, start_mcp_proxy
 
 BATCH = 10
 FIVE_TOOLS = {f"echo_{i}" for i in range(1, 6)}
 FASTMCP_VENV = REPO / ".bench" / "fastmcp-venv"
+MCP_PROXY_VENV = REPO / ".bench" / "mcp-proxy-venv"
+PEERS = {"f": "FastMCP proxy", "p": "mcp-proxy"}
+"""The peer proxies' leg letters and names."""
 RESULTS = REPO / "bench-results" / "latest.json"
 
 
@@ -55,6 +60,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=50, help="warm-up calls per leg (default 50)")
     p.add_argument("--starts", type=int, default=5, help="fresh host starts for leg e (default 5)")
     p.add_argument("--no-fastmcp", action="store_true", help="skip leg f")
+    p.add_argument("--no-peer", action="store_true", help="skip leg p (mcp-proxy)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs) afterwards")
     args = p.parse_args(argv)
     if args.quick:
@@ -103,6 +109,45 @@ async def _fastmcp_urls(procs: Processes, python: Path | None, echo_server: Path
     return {era: await start_fastmcp_proxy(procs, python, echo_server, era) for era in ERAS}
 
 
+async def _peer_urls(
+    procs: Processes, peers: dict[str, tuple[Path | None, str]], echo_server: Path, skipped: dict[str, str]
+) -> dict[str, dict[str, str]]:
+    """Each installed peer's MCP URL per era, by leg letter; a peer that does not start is
+    skipped (its reason in `skipped`), not the bench. One mcp-proxy serves every era: its one
+    stdio session to the child does not follow the caller's era."""
+    urls: dict[str, dict[str, str]] = {}
+    for letter, (path, _) in peers.items():
+        if path is None:
+            continue
+        try:
+            if letter == "f":
+                urls[letter] = await _fastmcp_urls(procs, path, echo_server)
+            else:
+                url = await start_mcp_proxy(procs, path, echo_server, "all")
+                urls[letter] = dict.fromkeys(ERAS, url)
+        except RuntimeError as exc:
+            skipped[letter] = f"the {PEERS[letter]} did not start: {str(exc).splitlines()[0]}"
+    return urls
+
+
+async def _peer_legs(
+    stack: AsyncExitStack, era: str, urls: dict[str, dict[str, str]], skipped: dict[str, str]
+) -> list[Leg]:
+    """The peers' legs of one era. Each peer answers one call first: one that cannot serve this
+    era (mcp-proxy at 2026-07-28) is skipped with its answer, not failed mid-round."""
+    legs: list[Leg] = []
+    for letter, by_era in urls.items():
+        try:
+            op = call_echo(await http_client(stack, by_era[era], era))
+            await op()
+        except Exception as exc:  # a peer's failure skips its leg, not the bench
+            why = str(exc).splitlines()[0] if str(exc) else ""
+            skipped[f"{letter}.{era}"] = f"{PEERS[letter]} failed: {type(exc).__name__}: {why}"
+            continue
+        legs.append(Leg(f"{letter}.{era}", f"HTTP -> {PEERS[letter]} -> echo child", era, op))
+    return legs
+
+
 async def _legs(
     stack: AsyncExitStack, era: str, plugins: PluginDirs, echo_url: str, one: Visitor, five: Visitor
 ) -> list[Leg]:
@@ -124,33 +169,25 @@ async def bench(
     procs: Processes,
     workdir: Path,
     plugins: PluginDirs,
-    fastmcp: tuple[Path | None, str],
+    peers: dict[str, tuple[Path | None, str]],
 ) -> dict[str, Any]:
     """Run every leg; the result dict (minus the bits `main` adds).
 
-    `fastmcp` is the FastMCP venv's python (None: skip leg f) and a note saying why or which.
+    `peers`, by leg letter: FastMCP's venv python and the `mcp-proxy` command (None: skip that
+    leg), each with a note saying why or which.
     """
     runs, five_host = await _first_lists(args, procs, workdir, plugins)
     echo_url = await start_echo_http(procs, plugins.echo_server)
     one_host = await start_host(procs, "host-one", plugins=plugins.one, data_dir=workdir / "data-one")
-    skipped: dict[str, str] = {} if fastmcp[0] else {"f": fastmcp[1]}
-    try:
-        fastmcp_urls = await _fastmcp_urls(procs, fastmcp[0], plugins.echo_server)
-    except RuntimeError as exc:  # a FastMCP failure skips its leg, not the bench
-        fastmcp_urls = {}
-        skipped["f"] = f"the FastMCP proxy did not start: {str(exc).splitlines()[0]}"
+    skipped = {letter: note for letter, (path, note) in peers.items() if path is None}
+    peer_urls = await _peer_urls(procs, peers, plugins.echo_server, skipped)
     one_visitor, five_visitor = await one_host.open_session(), await five_host.open_session()
 
     async with AsyncExitStack() as stack:
         legs: list[Leg] = []
         for era in ERAS:
             legs += await _legs(stack, era, plugins, echo_url, one_visitor, five_visitor)
-            if era in fastmcp_urls:
-                try:
-                    f = await http_client(stack, fastmcp_urls[era], era)
-                    legs.append(Leg(f"f.{era}", "HTTP -> FastMCP proxy -> echo child", era, call_echo(f)))
-                except Exception as exc:  # a FastMCP failure skips its leg, not the bench
-                    skipped[f"f.{era}"] = f"FastMCP proxy failed: {type(exc).__name__}: {exc}"
+            legs += await _peer_legs(stack, era, peer_urls, skipped)
 
         print(f"[bench] warm-up: {args.warmup} calls on each of {len(legs)} legs")
         for leg in legs:
@@ -204,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plugins = make_plugins(workdir)
         fastmcp, fastmcp_note = (None, "--no-fastmcp") if args.no_fastmcp else ensure_fastmcp_venv(FASTMCP_VENV)
-        print(f"[bench] workdir {workdir}; FastMCP: {fastmcp_note}")
-        result = anyio.run(bench, args, procs, workdir, plugins, (fastmcp, fastmcp_note))
+        mcp_proxy, mcp_proxy_note = (None, "--no-peer") if args.no_peer else ensure_mcp_proxy(MCP_PROXY_VENV)
+        print(f"[bench] workdir {workdir}; FastMCP: {fastmcp_note}; mcp-proxy: {mcp_proxy_note}")
+        peers = {"f": (fastmcp, fastmcp_note), "p": (mcp_proxy, mcp_proxy_note)}
+        result = anyio.run(bench, args, procs, workdir, plugins, peers)
     except KeyboardInterrupt:
         print("\n[bench] interrupted; stopping everything it started")
         return 130
@@ -237,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             "mcp": package_version(Path(sys.executable), "mcp"),
             "fastmcp": package_version(fastmcp, "fastmcp") if fastmcp else None,
             "fastmcp_venv_mcp": package_version(fastmcp, "mcp") if fastmcp else None,
+            "mcp_proxy": package_version(mcp_proxy.with_name("python"), "mcp-proxy") if mcp_proxy else None,
+            "mcp_proxy_venv_mcp": package_version(mcp_proxy.with_name("python"), "mcp") if mcp_proxy else None,
         },
     }
     RESULTS.parent.mkdir(exist_ok=True)

@@ -1,4 +1,5 @@
-"""Starting the servers under test as separate processes: the host, the SDK echo, FastMCP's proxy."""
+"""Starting the servers under test as separate processes: the host, the SDK echo, the peer proxies
+(FastMCP's and mcp-proxy)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from pathlib import Path
 import httpx2
 from procs import Proc, Processes, free_port, wait_http
 
-__all__ = ["RunningHost", "Visitor", "bare_host", "start_echo_http", "start_fastmcp_proxy", "start_host"]
+__all__ = [
+    "RunningHost",
+    "Visitor",
+    "bare_host",
+    "start_echo_http",
+    "start_fastmcp_proxy",
+    "start_host",
+    "start_mcp_proxy",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 MCP_HOST = REPO / ".venv" / "bin" / "mcp-host"
@@ -110,4 +119,36 @@ async def start_fastmcp_proxy(procs: Processes, fastmcp_python: Path, echo_serve
     proc = procs.spawn(f"fastmcp-proxy-{tag}", argv, env=dict(os.environ))
     url = f"http://127.0.0.1:{port}/mcp"
     await wait_http(proc, url)
+    return url
+
+
+async def start_mcp_proxy(procs: Processes, mcp_proxy: Path, echo_server: Path, tag: str) -> str:
+    """`mcp-proxy` (PyPI, its own venv) in front of the echo child over stdio; its MCP URL.
+
+    The peer as its README runs it: `mcp-proxy --port P -- command args`, streamable HTTP at
+    `/mcp` (stateful, JSON answers). It starts the child once, with the host's python, and every
+    HTTP session shares that one stdio session. It is built on the SDK v1 (mcp 1.x), which speaks
+    the 2025-11-25 era only.
+    """
+    port = free_port()
+    argv = [
+        str(mcp_proxy),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "WARNING",
+        "--env",
+        "ECHO_TOOL_NAME",
+        "echo",
+        "--cwd",
+        str(echo_server.parent),
+        "--",
+        sys.executable,
+        str(echo_server),
+    ]
+    proc = procs.spawn(f"mcp-proxy-{tag}", argv, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}/mcp"
+    await wait_http(proc, f"http://127.0.0.1:{port}/status", want=200)
     return url

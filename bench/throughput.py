@@ -11,6 +11,9 @@ Legs, all `tools/call echo` on the bench's echo child, the SDK client (`mcp.Clie
      figure the machine's other load disturbs far less than calls/s.
   s  64 visitor sessions x 4 in flight through the host, each era: one client per session,
      `--per-session` calls each; errors (target 0), p50/p99, calls/s.
+  p  the bare pass-through peer `mcp-proxy` (PyPI, own venv under .bench/, installed on first
+     use; `--no-peer` skips it) against the host and the direct SDK server, 2025-11-25: 16 in
+     flight on 1 session and on 8 sessions (`peer_throughput.py`; target: the host ahead).
 Results go to bench-results/throughput.json. Run by `scripts/bench`; `--quick` for fewer calls.
 """
 
@@ -26,13 +29,15 @@ from typing import Any
 
 import anyio
 import psutil
-from fixtures import make_plugins
+from fixtures import ensure_mcp_proxy, make_plugins
 from legs import ERAS, Op, call_echo, http_client, timed
 from load import Run, cpu_s, in_flight, postgres_of, run_leg, said_where, tree
+from peer_throughput import peer_targets, peer_throughput, print_peer
 from procs import Processes
 from servers import REPO, RunningHost, start_echo_http, start_host
 
 RESULTS = REPO / "bench-results" / "throughput.json"
+MCP_PROXY_VENV = REPO / ".bench" / "mcp-proxy-venv"
 IN_FLIGHT = 16
 BLOCK = 20 * IN_FLIGHT
 SESSIONS, PER_SESSION_IN_FLIGHT = 64, 4
@@ -155,7 +160,20 @@ async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> di
     for era in ERAS:
         print(f"[bench] throughput: {SESSIONS} sessions x {PER_SESSION_IN_FLIGHT} in flight, {era}")
         result["s_many_sessions"][era] = await _many_sessions(host, era, args.per_session)
+    result["p_peer"] = await _peer(args, procs, servers, plugins.echo_server)
     return result
+
+
+async def _peer(args: argparse.Namespace, procs: Processes, servers: Servers, echo_server: Path) -> dict[str, Any]:
+    """Leg p, or why it was skipped (not installed, or mcp-proxy did not start)."""
+    if args.mcp_proxy is None:
+        return {"skipped": args.mcp_proxy_note}
+    try:
+        return await peer_throughput(
+            procs, servers.host, servers.echo_url, args.mcp_proxy, echo_server, args.n, args.rounds
+        )
+    except RuntimeError as exc:  # a peer that does not start skips its leg, not the bench
+        return {"skipped": f"mcp-proxy did not start: {str(exc).splitlines()[0]}"}
 
 
 def _targets(result: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -173,7 +191,7 @@ def _targets(result: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"{leg['errors']} of {leg['calls']}; p99 {leg['p99_ms']} ms",
             )
         )
-    return out
+    return out + peer_targets(result["p_peer"])
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -189,6 +207,7 @@ def _print(result: dict[str, Any]) -> None:
     for title, s in rows:
         latency = f"{s['median_ms']:>8.2f} {s['p99_ms']:>8.2f}" if s["median_ms"] is not None else "       -        -"
         print(f"  {title:<44} {s['calls']:>6} {s['errors']:>4} {s['calls_per_s']:>8.1f} {latency}")
+    print_peer(result["p_peer"])
     for era, leg in result["t_one_session"].items():
         cpu = leg["cpu_ms_per_call"]
         print(
@@ -206,9 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="rounds of leg t (default 3)")
     p.add_argument("--per-session", type=int, default=16, help="calls per session, leg s (default 16)")
     p.add_argument("--quick", action="store_true", help="n=320, 8 calls per session")
+    p.add_argument("--no-peer", action="store_true", help="skip leg p (mcp-proxy)")
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.per_session = 320, 8
+    args.mcp_proxy, args.mcp_proxy_note = (None, "--no-peer") if args.no_peer else ensure_mcp_proxy(MCP_PROXY_VENV)
+    print(f"[bench] throughput: mcp-proxy: {args.mcp_proxy_note}")
     config = {"n_per_round": args.n, "rounds": args.rounds, "per_session": args.per_session, "quick": args.quick}
     result = run_leg("t", bench, args, RESULTS, lambda found: {"targets": _targets(found), "config": config})
     _print(result)
