@@ -52,7 +52,7 @@ class AppReader:
         found: dict[str, AppVersion | None] = {}
         for uri in uris:
             last = known.get(uri)
-            if fresh or last is None or last[0] != starts or not child.running:
+            if fresh or last is None or last[0] != starts:
                 last = known[uri] = (starts, await self._read_one(pid, child, uri))
             found[uri] = last[1]
         return found
