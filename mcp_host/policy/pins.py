@@ -8,7 +8,10 @@ Below: asyncpg (`mcp_host.tool_pins`, host-wide: a tool's definition is its plug
 owner's).
 
 A pin is the sha256 of the canonical JSON of the tool's whole definition — name, title,
-description, input and output schema, annotations — so a schema-only change counts. A
+description, input and output schema, annotations — so a schema-only change counts. A tool
+that names an app (MCP Apps: `_meta.ui.resourceUri`) is pinned with its `_meta.ui` and the
+app as its server serves it (content sha256, size, each content's declared `_meta.ui`: csp,
+permissions, domain), read by `bindings`: a changed app is a changed definition. A
 builtin's tool is approved the first time the host sees it (it was installed with the host);
 a tool of a plugin added with `--plugins` starts pending. Any later change, a builtin's too,
 is pending until the owner approves the definition as it is then.
@@ -38,6 +41,7 @@ import mcp.types as types
 
 from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import Plugin, collision_key
+from mcp_host.wire import Apps, AppVersion, app_uri, tool_ui
 
 if TYPE_CHECKING:
     from mcp_host.store import PgPool
@@ -56,10 +60,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def definition_of(tool: types.Tool) -> dict[str, Any]:
-    """The parts of `tool` a pin covers, under their wire names; an absent part is None."""
+def definition_of(tool: types.Tool, app: AppVersion | None = None) -> dict[str, Any]:
+    """The parts of `tool` a pin covers, under their wire names; an absent part is None.
+
+    A tool that names an app (`app_uri`) also has its `_meta.ui` (`ui`: the URI and who may
+    call it) and the app as served (`app`: `AppVersion.shown`, or `AppVersion.unreadable` when `app`
+    is None or another URI's). A tool naming none has exactly the keys it always had, so its
+    hash, and its approval, stay what they were."""
     annotations = tool.annotations
-    return {
+    definition = {
         "name": tool.name,
         "title": tool.title,
         "description": tool.description,
@@ -69,12 +78,20 @@ def definition_of(tool: types.Tool) -> dict[str, Any]:
             None if annotations is None else annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
         ),
     }
+    uri = app_uri(tool)
+    if uri is not None:
+        definition["ui"] = tool_ui(tool)
+        definition["app"] = app.shown() if app is not None and app.uri == uri else AppVersion.unreadable(uri)
+    return definition
 
 
 def definition_hash(definition: Mapping[str, Any]) -> bytes:
     """sha256 of `definition` as canonical JSON: sorted keys, no whitespace, UTF-8."""
     text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+_NO_APPS: Apps = {}
 
 
 class DefinitionChanged(InvalidArguments):
@@ -108,12 +125,19 @@ class PinBook(Protocol):
         """Read every approved hash into memory (at start)."""
         ...
 
-    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
-        """Record `tools` as `plugin`'s live definitions; return the names approved as they are."""
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool], apps: Apps = _NO_APPS) -> set[str]:
+        """Record `tools` as `plugin`'s live definitions, each naming an app with that app as
+        `apps` has it (by URI; None or absent: unreadable); return the names approved as they are."""
         ...
 
     def approved(self, plugin_id: str, tool: types.Tool) -> bool:
-        """Whether `tool`, exactly as it is, is the approved definition (from memory only)."""
+        """Whether `tool`, exactly as it is, with its app as last observed, is the approved
+        definition (from memory only)."""
+        ...
+
+    def approves_app(self, plugin_id: str, tool: types.Tool, app: AppVersion) -> bool:
+        """Whether `tool` with `app` as its app is the approved definition (from memory only):
+        may a visitor be served this version of the app it names."""
         ...
 
     async def refresh(self, *, every_s: float) -> None:
@@ -159,6 +183,7 @@ class _Approvals:
 
     def __init__(self) -> None:
         self.hashes: dict[tuple[str, str], bytes] = {}
+        self.apps: dict[str, Apps] = {}
         self.version = 0
         self._warned: set[tuple[str, str, bytes]] = set()
 
@@ -175,10 +200,21 @@ class _Approvals:
     def drop(self, plugin_id: str) -> None:
         for key in [k for k in self.hashes if k[0] == plugin_id]:
             self.put(*key, None)
+        self.apps.pop(plugin_id, None)
+
+    def take_apps(self, plugin_id: str, apps: Apps) -> None:
+        if self.apps.get(plugin_id, _NO_APPS) != apps:
+            self.apps[plugin_id] = dict(apps)
+            self.version += 1  # what `approved` answers may change with them
 
     def approved(self, plugin_id: str, tool: types.Tool) -> bool:
+        uri = app_uri(tool)
+        app = None if uri is None else self.apps.get(plugin_id, _NO_APPS).get(uri)
+        return self.approves(plugin_id, tool, app)
+
+    def approves(self, plugin_id: str, tool: types.Tool, app: AppVersion | None) -> bool:
         digest = self.hashes.get((plugin_id, tool.name))
-        return digest is not None and digest == definition_hash(definition_of(tool))
+        return digest is not None and digest == definition_hash(definition_of(tool, app))
 
     def settle(self, plugin_id: str, seen: Mapping[str, bytes], approved: Mapping[str, bytes | None]) -> set[str]:
         """Take the approved hashes read back for `seen`; the names approved as seen."""
@@ -205,11 +241,12 @@ def _with_collisions(pending: list[PendingTool], shown: Sequence[tuple[str, str]
     return [replace(p, collides_with=_alike(shown, p.plugin_id, p.tool)) for p in pending]
 
 
-def _definitions(tools: Sequence[types.Tool]) -> dict[str, tuple[dict[str, Any], bytes]]:
+def _definitions(tools: Sequence[types.Tool], apps: Apps) -> dict[str, tuple[dict[str, Any], bytes]]:
     # Sorted by name: replicas upserting the same rows take their locks in one order.
     found: dict[str, tuple[dict[str, Any], bytes]] = {}
     for tool in sorted(tools, key=lambda t: t.name):
-        definition = definition_of(tool)
+        uri = app_uri(tool)
+        definition = definition_of(tool, None if uri is None else apps.get(uri))
         found[tool.name] = (definition, definition_hash(definition))
     return found
 
@@ -261,9 +298,9 @@ class Pins:
         if time.monotonic() - self._loaded_at >= every_s:
             await self.load()
 
-    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool], apps: Apps = _NO_APPS) -> set[str]:
         pid = plugin.manifest.id
-        seen = _definitions(tools)
+        seen = _definitions(tools, apps)
         approved: dict[str, bytes | None] = {}
         # One statement per tool, each atomic on its own: a replica upserting the same rows at
         # once waits for the other's row and updates it (ON CONFLICT), never fails.
@@ -271,10 +308,14 @@ class Pins:
             for name, (definition, digest) in seen.items():
                 stored = await conn.fetchval(_UPSERT, pid, name, digest, definition, plugin.builtin)
                 approved[name] = None if stored is None else bytes(stored)
+        self._memory.take_apps(pid, apps)
         return self._memory.settle(pid, {n: d for n, (_, d) in seen.items()}, approved)
 
     def approved(self, plugin_id: str, tool: types.Tool) -> bool:
         return self._memory.approved(plugin_id, tool)
+
+    def approves_app(self, plugin_id: str, tool: types.Tool, app: AppVersion) -> bool:
+        return self._memory.approves(plugin_id, tool, app)
 
     async def pending(self) -> list[PendingTool]:
         rows = await self._pool.fetch(
@@ -361,9 +402,9 @@ class MemoryPins:
     async def refresh(self, *, every_s: float) -> None:
         return None  # one process: every approval is already in memory
 
-    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool]) -> set[str]:
+    async def observe(self, plugin: Plugin, tools: Sequence[types.Tool], apps: Apps = _NO_APPS) -> set[str]:
         pid = plugin.manifest.id
-        seen = _definitions(tools)
+        seen = _definitions(tools, apps)
         now = datetime.now(UTC)
         for name, (definition, digest) in seen.items():
             row = self._rows.get((pid, name))
@@ -374,10 +415,14 @@ class MemoryPins:
             else:
                 row.seen, row.seen_hash, row.seen_at = definition, digest, now
         approved = {name: self._rows[(pid, name)].approved_hash for name in seen}
+        self._memory.take_apps(pid, apps)
         return self._memory.settle(pid, {n: d for n, (_, d) in seen.items()}, approved)
 
     def approved(self, plugin_id: str, tool: types.Tool) -> bool:
         return self._memory.approved(plugin_id, tool)
+
+    def approves_app(self, plugin_id: str, tool: types.Tool, app: AppVersion) -> bool:
+        return self._memory.approves(plugin_id, tool, app)
 
     async def pending(self) -> list[PendingTool]:
         pending = [

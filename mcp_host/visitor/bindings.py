@@ -20,6 +20,9 @@ Reconciliation rules (issue 2):
 - with `pins` (docs/security.md E8), each newly vetted list is recorded with them, and a tool whose
   definition is not the one the owner approved is withheld until the owner approves it; the
   catalogue and the log say it is pending owner approval;
+- a tool naming an app (MCP Apps) is pinned with the app as its child serves it
+  (`AppReader`: read again with each fresh list, kept otherwise): a changed app withholds
+  the tool like a changed definition;
 - `review` lists a plugin's tools in owner context and vets them the same way, with no
   session: the pins record what the owner must review before any visitor lists them.
 """
@@ -38,6 +41,9 @@ from mcp_host.children import ChildSource
 from mcp_host.errors import HostError, is_connection_failure
 from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema, shown
 from mcp_host.policy import PinBook, collision_key
+from mcp_host.wire import Apps, app_uri
+
+from .app_reader import AppReader
 
 __all__ = ["Binding", "Bindings", "Toolset"]
 
@@ -80,8 +86,9 @@ class Bindings:
         self._list_timeout_s = list_timeout_s
         self.pins = pins
         """The tool pins; None shows every safe tool. Set before the first visitor is served."""
-        # plugin id -> the vetted list the pins last recorded
-        self._observed: dict[str, tuple[types.Tool, ...]] = {}
+        # plugin id -> the vetted list the pins last recorded, and its apps as then read
+        self._observed: dict[str, tuple[tuple[types.Tool, ...], Apps]] = {}
+        self._apps = AppReader(children, read_timeout_s=list_timeout_s)
         # plugin id -> (a vetted list, the pins' version, the tools of it approved as they are)
         self._pinned: dict[str, tuple[tuple[types.Tool, ...], int, tuple[types.Tool, ...]]] = {}
         self._withheld: dict[str, tuple[str, ...]] = {}
@@ -145,7 +152,7 @@ class Bindings:
             if cached is None:
                 to_ask.append(plugin)
             else:
-                lists[plugin.manifest.id] = await self._vet(plugin, cached)
+                lists[plugin.manifest.id] = await self._vet(plugin, cached, fresh=False, session_id=session_id)
 
         async def collect(plugin: Plugin) -> None:
             try:
@@ -155,7 +162,7 @@ class Bindings:
                 existing = self._peek_cause(plugin, session_id)
                 unavailable[plugin.manifest.id] = existing or exc.message
                 return
-            lists[plugin.manifest.id] = await self._vet(plugin, real)
+            lists[plugin.manifest.id] = await self._vet(plugin, real, fresh=True, session_id=session_id)
 
         if len(to_ask) == 1:
             await collect(to_ask[0])
@@ -165,16 +172,20 @@ class Bindings:
                     tg.start_soon(collect, plugin)
         return self._merge(capabilities, lists, unavailable)
 
-    async def _vet(self, plugin: Plugin, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
-        """The tools of `tools` a visitor may be shown: safe, and approved when pinning is on."""
+    async def _vet(
+        self, plugin: Plugin, tools: tuple[types.Tool, ...], *, fresh: bool, session_id: str | None
+    ) -> tuple[types.Tool, ...]:
+        """The tools of `tools` a visitor may be shown: safe, and approved when pinning is on
+        (with the apps they name, read again when `fresh`)."""
         safe = self._safe(plugin, tools)
         if self.pins is None:
             return safe
         pid = plugin.manifest.id
-        if self._observed.get(pid) is not safe:  # `_safe` returns the same tuple while nothing changed
+        apps = await self._apps.versions(plugin, safe, fresh=fresh, session_id=session_id)
+        if self._observed.get(pid) != (safe, apps):  # `_safe` returns the same tuple while nothing changed
             try:
-                await self.pins.observe(plugin, safe)
-                self._observed[pid] = safe
+                await self.pins.observe(plugin, safe, apps)
+                self._observed[pid] = (safe, apps)
             except Exception as exc:  # fail closed: a changed tool stays hidden; the next list retries
                 # A database outage is logged once by the watcher; no traceback per list here.
                 trace = not is_connection_failure(exc)
@@ -270,7 +281,7 @@ class Bindings:
         except HostError as exc:
             logger.info("%s: tools not listed for the owner's review: %s", plugin.manifest.id, exc.message)
             return False
-        await self._vet(plugin, tools)
+        await self._vet(plugin, tools, fresh=fresh, session_id=None)
         return True
 
     def _peek_cause(self, plugin: Plugin, session_id: str | None) -> str | None:
@@ -285,8 +296,17 @@ class Bindings:
         matched against a list of a plugin that is gone."""
         for table in (self._observed, self._pinned, self._withheld, self._reported, self._vetted, self._dropped):
             table.pop(plugin_id, None)
+        self._apps.forget(plugin_id)
         self._causes.pop(plugin_id, None)
         self._merges = {ids: merge for ids, merge in self._merges.items() if plugin_id not in ids}
+
+    def app_held(self, plugin_id: str, uri: str) -> bool:
+        """Whether a tool of `plugin_id`'s last vetted list names the app `uri` and is withheld
+        pending the owner's approval (of it, or of the app as it is now)."""
+        pinned = self._pinned.get(plugin_id)
+        tools = pinned[0] if pinned is not None else ()
+        held = set(self._still_pending(plugin_id, self._withheld.get(plugin_id, ())))
+        return any(t.name in held and app_uri(t) == uri for t in tools)
 
     def last_seen_in(self, name: str) -> list[str]:
         """Ids of capabilities whose last real list had a tool `name` (for logs, not decisions)."""

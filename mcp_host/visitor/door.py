@@ -45,6 +45,7 @@ from mcp_host.backchannel import CallScope, GrantBook, named_ops
 from mcp_host.children import Child, ChildSource
 from mcp_host.connectors import RequirementGate
 from mcp_host.errors import (
+    Held,
     QuotaExhausted,
     Unavailable,
     UnknownTool,
@@ -66,9 +67,11 @@ from mcp_host.policy import (
     visitor_call,
 )
 from mcp_host.wire import (
+    AppVersion,
     LimitedLog,
     MetaCaps,
     VisitorClient,
+    app_uri,
     forwarded_meta,
     refusal_of,
     visitor_meta,
@@ -77,7 +80,7 @@ from mcp_host.wire import (
 from mcp_host_kit.contract import QUOTA_KEY
 
 from .bindings import Bindings
-from .listings import Listings, Surface
+from .listings import Listings, Surface, UnknownItem
 from .tool_search import HOST_TOOLS, ToolSearch
 
 __all__ = ["Called", "VisitorDoor", "VisitorList", "sees", "visible"]
@@ -216,6 +219,24 @@ class VisitorDoor:
         if plugin is None:
             raise Unavailable("the capability was removed")
         return plugin
+
+    async def check_app(self, session: Session, plugin_id: str, uri: str, read: types.ReadResourceResult) -> None:
+        """Whether `read`, `plugin_id`'s answer to a `resources/read` of `uri`, may go to the
+        session: anything but a `ui://` URI may; an app only when a tool of `plugin_id` the
+        session can see names it and, pinning on, that tool is approved with this version of
+        the app. Raises `Held` (it waits for the owner's review) or `UnknownItem`."""
+        if not uri.startswith("ui://"):
+            return
+        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False, session_id=session.id)
+        naming = [b.tool for b in toolset.tools.values() if b.capability == plugin_id and app_uri(b.tool) == uri]
+        pins = self._bindings.pins
+        if naming and (pins is None or any(pins.approves_app(plugin_id, t, AppVersion.of(uri, read)) for t in naming)):
+            return
+        if naming or self._bindings.app_held(plugin_id, uri):
+            logger.info("session %s: app %r of %s held for the owner's review", session.id, uri[:200], plugin_id)
+            raise Held(f"the app {uri[:200]!r} is held for the owner's review: it is new or changed since approved")
+        logger.info("session %s: app %r refused: no tool the session sees names it", session.id, uri[:200])
+        raise UnknownItem(f"no resource {uri[:200]!r} is available in this session")
 
     @property
     def listings(self) -> Listings:

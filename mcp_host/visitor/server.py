@@ -383,14 +383,20 @@ class VisitorServer:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         listings = self._door.listings
+        uri = str(params.uri)
+
+        async def check(session: Session, owner: str, read: types.ReadResourceResult) -> None:
+            await self._door.check_app(session, owner, uri, read)  # an app goes out only as approved
+
         return await self._forward(
             ctx,
             "resources/read",
-            lambda found: listings.resource_owner(found, str(params.uri)),
+            lambda found: listings.resource_owner(found, uri),
             params,
             lambda forwarded: types.ReadResourceRequest(params=forwarded),
             types.ReadResourceResult,
             not_found=RESOURCE_NOT_FOUND,
+            check=check,
         )
 
     async def subscribe(
@@ -456,17 +462,20 @@ class VisitorServer:
         result_type: type[R],
         *,
         not_found: int = INVALID_PARAMS,
+        check: Callable[[Session, str, R], Awaitable[None]] | None = None,
     ) -> R:
         """Forward a prompt, resource or completion request to the child that `pick` finds in the
         session's surface, with the session's `_meta`; its result without the child's host keys.
         Any failure is answered as a JSON-RPC error (`_rpc_error`); `not_found`: the code of an
-        item the session cannot reach."""
+        item the session cannot reach; `check` may refuse the child's result (it raises)."""
         try:
             session, owner = await self._owner_of(ctx, pick)
             forwarded = params.model_copy(update={"meta": self._item_meta(ctx, session)})
             result = await self._door.child_for(owner, session.id).forward(
                 request(forwarded), result_type, timeout_s=self._door.call_timeout_s
             )
+            if check is not None:
+                await check(session, owner, result)
         except Exception as exc:
             raise _rpc_error(exc, what, not_found=not_found) from None
         return without_host_keys(result)

@@ -4,7 +4,16 @@ rate-limited logging of what arrives, and what MCP Apps need of the host. Below:
 `settings`. Above: everything else.
 """
 
-from .apps import APP_MIME_TYPE, APPS_EXTENSION, APPS_SETTINGS, app_only
+from .apps import (
+    APP_MIME_TYPE,
+    APPS_EXTENSION,
+    APPS_SETTINGS,
+    Apps,
+    AppVersion,
+    app_only,
+    app_uri,
+    tool_ui,
+)
 from .framing import UNREADABLE_ANSWER, framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
@@ -38,7 +47,11 @@ __all__ = [
     "TokenBucket",
     "UNREADABLE_ANSWER",
     "VisitorClient",
+    "AppVersion",
+    "Apps",
     "app_only",
+    "app_uri",
+    "tool_ui",
     "check_json_object",
     "error_result",
     "forwarded_meta",

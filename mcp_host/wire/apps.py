@@ -13,11 +13,14 @@ as the child sent them (mcp_host/README.md, "Apps pass through unchanged").
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mcp.types as types
 
-__all__ = ["APPS_EXTENSION", "APP_MIME_TYPE", "APPS_SETTINGS", "app_only"]
+__all__ = ["APPS_EXTENSION", "APPS_SETTINGS", "APP_MIME_TYPE", "AppVersion", "Apps", "app_only", "app_uri", "tool_ui"]
 
 APPS_EXTENSION = "io.modelcontextprotocol/ui"
 APP_MIME_TYPE = "text/html;profile=mcp-app"
@@ -32,3 +35,57 @@ def app_only(tool: types.Tool) -> bool:
     ui = (tool.meta or {}).get("ui")
     visibility = ui.get("visibility") if isinstance(ui, dict) else None
     return isinstance(visibility, list) and "model" not in visibility
+
+
+def app_uri(tool: types.Tool) -> str | None:
+    """The `ui://` resource `tool` names as its app (`_meta.ui.resourceUri`, or the older flat
+    `_meta["ui/resourceUri"]`), or None."""
+    meta = tool.meta or {}
+    ui = meta.get("ui")
+    uri = ui.get("resourceUri") if isinstance(ui, dict) else meta.get("ui/resourceUri")
+    return uri if isinstance(uri, str) and uri.startswith("ui://") else None
+
+
+def tool_ui(tool: types.Tool) -> dict[str, Any]:
+    """What of `tool`'s `_meta.ui` the owner reviews: the app it names and who may call it."""
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return {"resourceUri": app_uri(tool), "visibility": visibility}
+
+
+@dataclass(frozen=True)
+class AppVersion:
+    """One version of an app as its server serves it: what the owner reviews with the tool."""
+
+    uri: str
+    sha256: str
+    """Hex sha256 of the contents' bytes (UTF-8; a blob as its base64 text), in order."""
+    size: int
+    declared: tuple[Any, ...]
+    """Each content's `_meta.ui` (csp, permissions, domain...), None where it has none."""
+
+    @classmethod
+    def of(cls, uri: str, read: types.ReadResourceResult) -> AppVersion:
+        digest = hashlib.sha256()
+        size = 0
+        for content in read.contents:
+            text = content.text if isinstance(content, types.TextResourceContents) else content.blob
+            data = text.encode("utf-8")
+            digest.update(data)
+            size += len(data)
+        declared = tuple((c.meta or {}).get("ui") for c in read.contents)
+        return cls(uri, digest.hexdigest(), size, declared)
+
+    @staticmethod
+    def unreadable(uri: str) -> dict[str, Any]:
+        """What a pinned definition carries for an app that could not be read: approving it
+        serves nothing (no version of the app matches it)."""
+        return {"uri": uri, "unreadable": True}
+
+    def shown(self) -> dict[str, Any]:
+        """As a pinned definition carries it (and the owner's `tools_pending` shows it)."""
+        return {"uri": self.uri, "sha256": self.sha256, "size": self.size, "declared": list(self.declared)}
+
+
+Apps = Mapping[str, AppVersion | None]
+"""A plugin's apps as last read from its child, by URI (None: it could not be read)."""

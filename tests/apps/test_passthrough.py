@@ -49,7 +49,11 @@ async def test_the_app_is_listed_and_read_as_the_plugin_serves_it(tmp_path: Path
             legacy = await client.read_resource(LEGACY_APP)
 
     assert listed == served_list
-    assert {(r["uri"], r["mimeType"]) for r in listed} == {(APP, APP_MIME_TYPE), (LEGACY_APP, APP_MIME_TYPE)}
+    assert {(r["uri"], r["mimeType"]) for r in listed} == {
+        (APP, APP_MIME_TYPE),
+        (LEGACY_APP, APP_MIME_TYPE),
+        ("ui://board/unnamed.html", APP_MIME_TYPE),
+    }
     assert app_bytes(read) == served
     (content,) = read.contents
     assert isinstance(content, types.TextResourceContents)
