@@ -62,6 +62,8 @@ from mcp.client.streamable_http import streamable_http_client
 from procs import Processes
 from servers import MCP_HOST, REPO, RunningHost, start_host
 
+from mcp_host.settings import PrincipalSettings
+
 RESULTS = REPO / "bench-results" / "fairness.json"
 KEEPER = Path(__file__).resolve().parent / "keeper_plugin"
 LEGS = ("instances", "bodies", "turns", "holds", "rotation")
@@ -89,7 +91,11 @@ async def _host(env: dict[str, str], *, plugins: bool) -> AsyncIterator[tuple[Ru
         if plugins:
             shutil.copytree(KEEPER, folder / "keeper")
         data = workdir / "d"
-        defaults = {"MCP_HOST_PRINCIPAL_PUBLIC_SESSIONS_PER_MINUTE": str(_DEFAULT_PUBLIC_PER_MINUTE)}
+        defaults = {  # the host's own fair shares, which `start_host` lifts for the other benches
+            "MCP_HOST_PRINCIPAL_PUBLIC_SESSIONS_PER_MINUTE": str(_DEFAULT_PUBLIC_PER_MINUTE),
+            "MCP_HOST_PRINCIPAL_REQUESTS_PER_S": str(PrincipalSettings.model_fields["requests_per_s"].default),
+            "MCP_HOST_PRINCIPAL_REQUESTS_BURST": str(PrincipalSettings.model_fields["requests_burst"].default),
+        }
         yield await start_host(procs, "host", plugins=folder, data_dir=data, settings=defaults | env), data
     finally:
         procs.close()

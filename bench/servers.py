@@ -60,12 +60,16 @@ def _host_env(builtin_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
 
     So, unless `settings` says otherwise: no MCP_HOST_DATABASE_URL (the embedded PostgreSQL),
     sandbox and tool pinning on (the defaults), and no limit to the public sessions one address
-    opens a minute: the bench opens thousands from 127.0.0.1 to measure other things
-    (`bench/fairness.py` sets the default back).
+    opens a minute nor to the requests it sends a second: the bench is one client at 127.0.0.1,
+    so every public session it opens is one principal, whose fair share (20 requests a second,
+    issue 26) would be what the throughput legs measure (`bench/fairness.py` sets the defaults
+    back).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_HOST_")}
     env["MCP_HOST_BUILTIN_DIR"] = str(builtin_dir)
     env["MCP_HOST_PRINCIPAL_PUBLIC_SESSIONS_PER_MINUTE"] = "1000000"
+    env["MCP_HOST_PRINCIPAL_REQUESTS_PER_S"] = "1000000"
+    env["MCP_HOST_PRINCIPAL_REQUESTS_BURST"] = "1000000"
     env.update(settings)
     return env
 
