@@ -17,6 +17,7 @@ from mcp_host.children.lifecycle import ChildLimits
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
 )
+needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 # Child limits for tests that drive a ChildPool directly (no host): generous start time, short backoff.
 CHILD_LIMITS = ChildLimits(

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from mcp_host.egress import egress_limit_warnings
 from mcp_host.plugins import Plugin, check_paths, load_plugins, printable
 from mcp_host.sandbox import limit_warnings
 from mcp_host.settings import Settings
@@ -54,7 +55,8 @@ def run_check(dirs: Sequence[str], settings: Settings, *, data_dir_named: bool) 
     checked.out.extend(f"warning: {warning.message}" for warning in report.warnings)
     plugins = load_plugins(None, paths).plugins
     for plugin in plugins:  # a manifest's limits above this host's ceilings
-        checked.out.extend(f"warning: {message}" for message in limit_warnings(plugin, settings.sandbox))
+        over = (*limit_warnings(plugin, settings.sandbox), *egress_limit_warnings(plugin, settings.egress))
+        checked.out.extend(f"warning: {message}" for message in over)
     if not report.errors:
         checked.out.append(f"ok: {', '.join(dirs)}")
     try:

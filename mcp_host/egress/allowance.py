@@ -35,12 +35,10 @@ def egress_limit_warnings(plugin: Plugin, egress: EgressSettings) -> tuple[str, 
     asked = plugin.manifest.limits
     if asked is None:
         return ()
-    ceilings = (
-        ("egress_connections", asked.egress_connections, egress.connections, "MCP_HOST_EGRESS_CONNECTIONS"),
-        ("egress_mb_per_minute", asked.egress_mb_per_minute, egress.mb_per_minute, "MCP_HOST_EGRESS_MB_PER_MINUTE"),
-    )
-    return tuple(
-        f"{plugin.manifest.id}: limits.{key} {value} is above the host's ceiling ({variable}); it gets {ceiling}"
-        for key, value, ceiling, variable in ceilings
-        if value is not None and value > ceiling
+    return asked.above(
+        plugin.manifest.id,
+        (
+            ("egress_connections", egress.connections, "MCP_HOST_EGRESS_CONNECTIONS"),
+            ("egress_mb_per_minute", egress.mb_per_minute, "MCP_HOST_EGRESS_MB_PER_MINUTE"),
+        ),
     )

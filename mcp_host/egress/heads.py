@@ -15,6 +15,8 @@ import socket
 from dataclasses import dataclass
 from typing import Literal
 
+from mcp_host.plugins import is_host_name
+
 __all__ = ["Destination", "HttpAsk", "NoTunnel", "Outcome", "parse_host", "read_http_head"]
 
 Outcome = Literal["bad", "slow", "large", "refused", "capped", "unreachable"]
@@ -22,8 +24,6 @@ Outcome = Literal["bad", "slow", "large", "refused", "capped", "unreachable"]
 refused its destination, the gate's connections are at their cap, or the destination could not
 be resolved or connected to."""
 
-_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
-_NAME_RE = re.compile(rf"\A(?=.{{1,253}}\Z)(?:{_LABEL}\.)*{_LABEL}\Z")
 _AUTHORITY_RE = re.compile(r"\A(?P<host>\[[^\]]{1,64}\]|[^:\[\]]{1,260})(?::(?P<port>[0-9]{1,5}))?\Z")
 _REQUEST_LINE_RE = re.compile(r"\A(?P<method>[A-Z]{1,16}) (?P<target>[!-~]{1,8000}) (?P<version>HTTP/1\.[01])\Z")
 _HEADER_RE = re.compile(r"\A(?P<name>[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):[ \t]*(?P<value>[ -~\t]*?)[ \t]*\Z")
@@ -73,7 +73,7 @@ def parse_host(text: str) -> str | None:
     if isinstance(address, ipaddress.IPv4Address):
         return str(address)
     name = text.casefold().rstrip(".")
-    if address is not None or not _NAME_RE.match(name) or _legacy_ipv4(name):
+    if address is not None or not is_host_name(name) or _legacy_ipv4(name):
         return None
     return name
 

@@ -32,7 +32,7 @@ from .bundles import (
 )
 from .config_refs import ChildConfig, args_need_config, config_keys, fixed_env, needs_config, value_text
 from .config_refs import resolve as resolve_config
-from .egress_rules import DEFAULT_PORTS, EgressPolicy, EgressRule, parse_rule
+from .egress_rules import DEFAULT_PORTS, EgressPolicy, EgressRule, is_host_name, parse_rule
 from .install import (
     Installed,
     install_npm,
@@ -86,6 +86,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "EgressPolicy",
     "EgressRule",
+    "is_host_name",
     "parse_rule",
     "Accept",
     "Added",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from .addresses import Address, PrivateReach, literal_address
 
-__all__ = ["DEFAULT_PORTS", "EgressPolicy", "EgressRule", "parse_rule"]
+__all__ = ["DEFAULT_PORTS", "EgressPolicy", "EgressRule", "is_host_name", "parse_rule"]
 
 DEFAULT_PORTS = frozenset({80, 443})
 """The ports an entry without one allows: HTTP and HTTPS."""
@@ -35,6 +35,13 @@ DEFAULT_PORTS = frozenset({80, 443})
 _LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
 _NAME_RE = re.compile(rf"\A(?=.{{1,253}}\Z)(?:{_LABEL}\.)*{_LABEL}\Z")
 _ENTRY_RE = re.compile(r"\A(?P<host>\[[0-9a-f:.]{2,45}\]|[^:\[\]]{1,260})(?::(?P<port>[0-9]{1,5}))?\Z")
+
+
+def is_host_name(name: str) -> bool:
+    """Whether `name` (lower-cased, no trailing dot) is a DNS host name: labels of letters,
+    digits, `-` and `_`, 253 characters at most. An address passes too when it is also a name
+    (`127.0.0.1`); callers tell those apart."""
+    return _NAME_RE.match(name) is not None
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ def parse_rule(text: str) -> EgressRule:
         raise ValueError(f"{text!r}: the port must be 1 to 65535")
     if host.startswith("*."):
         domain = host[2:].rstrip(".")
-        if literal_address(domain) is not None or "." not in domain or not _NAME_RE.match(domain):
+        if literal_address(domain) is not None or "." not in domain or not is_host_name(domain):
             raise ValueError(f"{text!r}: a wildcard names a domain of at least two labels, like *.example.com")
         return EgressRule(domain, port, wildcard=True)
     address = literal_address(host)
@@ -81,7 +88,7 @@ def parse_rule(text: str) -> EgressRule:
         if ":" in str(address) and not host.startswith("["):
             raise ValueError(f"{text!r}: write an IPv6 address in [brackets]")
         return EgressRule(str(address), port)
-    if host.startswith("[") or not _NAME_RE.match(host.rstrip(".")):
+    if host.startswith("[") or not is_host_name(host.rstrip(".")):
         raise ValueError(f"{text!r} is not a host name or an IP address")
     return EgressRule(host.rstrip("."), port)
 

@@ -70,14 +70,12 @@ def limit_warnings(plugin: Plugin, sandbox: SandboxSettings) -> tuple[str, ...]:
     asked = plugin.manifest.limits
     if asked is None:
         return ()
-    ceilings = (
-        ("memory_mb", asked.memory_mb, sandbox.memory_bytes // _MiB, "MCP_HOST_CHILD_MEMORY_BYTES"),
-        ("cpu_seconds", asked.cpu_seconds, sandbox.cpu_seconds, "MCP_HOST_CHILD_CPU_SECONDS"),
-        ("processes", asked.processes, sandbox.max_processes, "MCP_HOST_CHILD_MAX_PROCESSES"),
-        ("open_files", asked.open_files, sandbox.max_open_files, "MCP_HOST_CHILD_MAX_OPEN_FILES"),
-    )
-    return tuple(
-        f"{plugin.manifest.id}: limits.{key} {value} is above the host's ceiling ({variable}); it gets {ceiling}"
-        for key, value, ceiling, variable in ceilings
-        if value is not None and value > ceiling
+    return asked.above(
+        plugin.manifest.id,
+        (
+            ("memory_mb", sandbox.memory_bytes // _MiB, "MCP_HOST_CHILD_MEMORY_BYTES"),
+            ("cpu_seconds", sandbox.cpu_seconds, "MCP_HOST_CHILD_CPU_SECONDS"),
+            ("processes", sandbox.max_processes, "MCP_HOST_CHILD_MAX_PROCESSES"),
+            ("open_files", sandbox.max_open_files, "MCP_HOST_CHILD_MAX_OPEN_FILES"),
+        ),
     )

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from mcp_host.egress import egress_limit_warnings
 from mcp_host.plugins import Plugin, Transport, args_need_config, fixed_env
 from mcp_host.settings import Settings
 
@@ -203,7 +204,8 @@ def launch_for(
     argv_tail = tuple(transport.args if args is None else args)
     sandboxed = settings.sandbox.mode == "on"
     budget = budget_for(plugin, settings.sandbox)
-    for warning in budget.warnings:
+    egress_warnings = egress_limit_warnings(plugin, settings.egress) if egress_socket is not None else ()
+    for warning in (*budget.warnings, *egress_warnings):
         _warn_once(warning)
     env = _env(transport, extra_env, None if host_socket is None else SOCKET_INSIDE if sandboxed else str(host_socket))
     if not sandboxed:

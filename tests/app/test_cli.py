@@ -332,6 +332,26 @@ def test_check_warns_of_manifest_limits_above_this_hosts_ceilings(
     ]
 
 
+def test_check_warns_of_egress_limits_above_this_hosts_ceilings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_HOST_EGRESS_CONNECTIONS", "8")
+    greedy = write_plugin(
+        tmp_path / "greedy",
+        "id: greedy\ntransport: {command: node, sandbox: {egress: [api.example.com]}}\n"
+        "limits: {egress_connections: 64, egress_mb_per_minute: 10}\n",
+    )
+
+    assert main(["check", str(greedy)]) == 0
+
+    out, _ = capsys.readouterr()
+    assert out.splitlines() == [
+        "warning: greedy: limits.egress_connections 64 is above the host's ceiling (MCP_HOST_EGRESS_CONNECTIONS);"
+        " it gets 8",
+        f"ok: {greedy}",
+    ]
+
+
 # -- check over what `plugin add` installs ------------------------------------------------------
 
 

@@ -6,22 +6,10 @@
 // argv: <sdk package folder> <session mcp url>; the bearer token comes in the environment
 // (MCP_VISITOR_TOKEN) so that it never shows on a command line.
 import { createInterface } from "node:readline";
-import { pathToFileURL } from "node:url";
-import { join } from "node:path";
+import { connectVisitor } from "../js/sdk_visitor.mjs";
 
 const [sdk, url] = process.argv.slice(2);
-const load = (file) => import(pathToFileURL(join(sdk, "dist", "esm", file)).href);
-const { Client } = await load("client/index.js");
-const { StreamableHTTPClientTransport } = await load("client/streamableHttp.js");
-
-async function connect() {
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${process.env.MCP_VISITOR_TOKEN}` } },
-  });
-  const client = new Client({ name: "cluster-proof", version: "1.0.0" }, { capabilities: {} });
-  await client.connect(transport);
-  return { client, transport };
-}
+const connect = () => connectVisitor(sdk, url, "cluster-proof");
 
 let current = await connect();
 const say = (answer) => process.stdout.write(JSON.stringify({ ...answer, sessionId: current.transport.sessionId ?? null }) + "\n");

@@ -20,8 +20,9 @@ from tests.egress_e2e.support import (
     site_fixture,
 )
 from tests.hosting import RunningHost
+from tests.processes import needs_bwrap
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, needs_bwrap]  # children in the real sandbox
 
 NODE, HTTPX = "test.egress_node", "test.egress_httpx"
 METADATA = "http://169.254.169.254/latest/meta-data/"

@@ -27,8 +27,9 @@ from tests.egress_e2e.support import (
     site_fixture,
 )
 from tests.hosting import RunningHost, running_host
+from tests.processes import needs_bwrap
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, needs_bwrap]  # children in the real sandbox
 
 HOSTILE = "test.egress_hostile"
 CONNECTIONS = 16  # the hostile plugin's limits.egress_connections

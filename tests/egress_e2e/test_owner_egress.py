@@ -13,8 +13,9 @@ import pytest
 from tests.ecosystem.support import owner_call, owner_client
 from tests.egress_e2e.support import Allowed, Site, egress_host_fixture, fixture_plugin, site_fixture
 from tests.hosting import RunningHost
+from tests.processes import needs_bwrap
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, needs_bwrap]  # children in the real sandbox
 
 HTTPX = "test.egress_httpx"
 

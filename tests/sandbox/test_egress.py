@@ -26,7 +26,7 @@ from mcp_host.sandbox import launch_for
 from mcp_host.sandbox.launch import Launch
 from mcp_host.settings import Settings
 from tests.certificates import tls_pair
-from tests.processes import needs_bwrap, wait_until
+from tests.processes import needs_bwrap, needs_node, wait_until
 from tests.sandbox.tiny_proxy import tiny_proxy
 
 pytestmark = [needs_bwrap, pytest.mark.anyio]
@@ -298,9 +298,8 @@ async def test_through_the_hosts_egress_proxy_the_child_reaches_its_egress_and_i
     assert [(r.plugin_id, r.destination) for r in refusals] == [("demo.net", f"site.example.test:{other}")]
 
 
+@needs_node
 async def test_node_fetch_reaches_http_and_https_sites_through_the_proxy(tmp_path: Path, short_dir: Path) -> None:
-    if shutil.which("node") is None:
-        pytest.skip("node is not installed")
     folder = tmp_path / "p"
     folder.mkdir()
     pair = tls_pair("127.0.0.1")

@@ -12,7 +12,6 @@ empty directory, as a host without cgroups is.
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from mcp_host.sandbox.budget import budget_for
 from mcp_host.sandbox.launch import host_cgroups, launch_for
 from mcp_host.settings import Settings
 from tests.hosting import PLUGINS, REPO, wait_until
-from tests.processes import CHILD_LIMITS, needs_bwrap
+from tests.processes import CHILD_LIMITS, needs_bwrap, needs_node
 
 ECOSYSTEM = REPO / ".cache" / "ecosystem" / "plugins"
 VENV = Path(sys.prefix).resolve()
@@ -41,8 +40,6 @@ BASE_SITE = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix, "p
 ROOT_LINKS = {name for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32") if Path("/", name).exists()}
 EVERY_ROOT = {"dev", "etc", "plugin", "proc", "tmp", "usr"} | ROOT_LINKS
 BASE_ROOT = Path(sys.base_prefix).resolve().parts[1]  # where the base interpreter's tree is bound
-
-needs_node = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 
 
 def plugin(folder: Path) -> Plugin:

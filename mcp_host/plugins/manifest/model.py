@@ -9,7 +9,7 @@ reaches the plugin's server) and `checks` (what a whole manifest must hold toget
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -193,6 +193,15 @@ class ResourceLimits(Strict):
     egress_mb_per_minute: Annotated[StrictInt, Field(ge=1, le=1 << 20)] | None = None
     """MiB through the egress proxy per rolling minute, both directions; past it the child's
     tunnels are slowed, not cut (MCP_HOST_EGRESS_MB_PER_MINUTE)."""
+
+    def above(self, plugin_id: str, ceilings: Iterable[tuple[str, int, str]]) -> tuple[str, ...]:
+        """One line per limit here above its host ceiling, saying what the plugin gets;
+        `ceilings`: (key, the host's value, the host setting's variable)."""
+        return tuple(
+            f"{plugin_id}: limits.{key} {value} is above the host's ceiling ({variable}); it gets {ceiling}"
+            for key, ceiling, variable in ceilings
+            if (value := getattr(self, key)) is not None and value > ceiling
+        )
 
 
 class ConnectorSetting(Strict):

@@ -4,20 +4,11 @@
 //   {protocolVersion, serverCapabilities, tools, resources, read, calls}
 // argv: <sdk package folder> <session mcp url> <uri to read> <calls JSON>; the bearer token comes
 // in the environment (MCP_VISITOR_TOKEN) so that it never shows on a command line.
-import { pathToFileURL } from "node:url";
-import { join } from "node:path";
 import { listAndCall } from "../../js/list_and_call.mjs";
+import { connectVisitor } from "../../js/sdk_visitor.mjs";
 
 const [sdk, url, uri, callsJson] = process.argv.slice(2);
-const load = (file) => import(pathToFileURL(join(sdk, "dist", "esm", file)).href);
-const { Client } = await load("client/index.js");
-const { StreamableHTTPClientTransport } = await load("client/streamableHttp.js");
-
-const transport = new StreamableHTTPClientTransport(new URL(url), {
-  requestInit: { headers: { Authorization: `Bearer ${process.env.MCP_VISITOR_TOKEN}` } },
-});
-const client = new Client({ name: "apps-proof", version: "1.0.0" }, { capabilities: {} });
-await client.connect(transport);
+const { client, transport } = await connectVisitor(sdk, url, "apps-proof");
 
 const tools = (await client.listTools()).tools;
 const resources = (await client.listResources()).resources;
