@@ -123,10 +123,13 @@ def print_report(result: dict[str, Any]) -> None:
         samples = ", ".join(f"{s:.3f}" for s in first["samples_s"])
         ready = ", ".join(f"{s:.2f}" for s in first["host_ready_s"])
         print(
-            f"first tools/list after start ({len(first['samples_s'])} starts): "
+            f"first tools/list after /readyz ({len(first['samples_s'])} starts): "
             f"median {first['median_s']:.3f} s  [{samples}]"
         )
         print(f"host spawn -> /healthz 200: [{ready}] s")
+        if first.get("host_readyz_s"):
+            readyz = ", ".join(f"{s:.2f}" for s in first["host_readyz_s"])
+            print(f"host spawn -> /readyz 200 (first lists done): [{readyz}] s")
     print()
     for target in result["targets"]:
         print(f"  {target['status']:<4}  {target['name']}: {target['value']}")

@@ -5,7 +5,8 @@ Legs, all against the same trivial echo child (bench/echo_plugin), each era wher
   b  SDK client -> echo child served over streamable HTTP by the SDK (uvicorn, own process)
   c  SDK client -> the host's visitor endpoint -> echo child (sandboxed, stdio)
   d  visitor tools/list through the host over 5 warm capabilities
-  e  the first visitor tools/list after a fresh host start (5 capabilities, none started yet)
+  e  the first visitor tools/list after a fresh host start says it is ready (/readyz 200: the
+     first lists at start done; 5 capabilities)
   f  SDK client -> FastMCP's proxy (own venv) -> echo child over stdio
   p  SDK client -> mcp-proxy (PyPI, own venv; the bare pass-through peer) -> echo child over stdio;
      2025-11-25 only (mcp-proxy is built on the SDK v1, which does not speak 2026-07-28)
@@ -82,6 +83,7 @@ async def _first_lists(
             f"host-five-{i + 1}",
             plugins=plugins.five,
             data_dir=workdir / "data-five",
+            readiness=True,
         )
         visitor = await host.open_session()
         async with AsyncExitStack() as stack:
@@ -89,9 +91,11 @@ async def _first_lists(
             started = time.perf_counter()
             await list_tools(client, FIVE_TOOLS)()
             first_s = time.perf_counter() - started
-        runs.append({"first_list_s": first_s, "host_ready_s": host.ready_s})
+        assert host.readyz_s is not None
+        runs.append({"first_list_s": first_s, "host_ready_s": host.ready_s, "host_readyz_s": host.readyz_s})
         print(
-            f"[bench] start {i + 1}/{args.starts}: healthy after {host.ready_s:.2f} s, first tools/list {first_s:.3f} s"
+            f"[bench] start {i + 1}/{args.starts}: healthy after {host.ready_s:.2f} s, ready after"
+            f" {host.readyz_s:.2f} s, first tools/list {first_s:.3f} s"
         )
         if i + 1 < args.starts:
             await anyio.to_thread.run_sync(procs.stop, host.proc)
@@ -220,6 +224,7 @@ async def bench(
             "samples_s": first_s,
             "median_s": statistics.median(first_s) if first_s else None,
             "host_ready_s": [r["host_ready_s"] for r in runs],
+            "host_readyz_s": [r["host_readyz_s"] for r in runs],
             "era": "2026-07-28",
         },
         "targets": target_dicts(targets(by_key, first_s, skipped)),

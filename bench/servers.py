@@ -43,6 +43,9 @@ class RunningHost:
     url: str
     ready_s: float
     """Seconds from the spawn to the first `GET /healthz` answered 200."""
+    readyz_s: float | None = None
+    """Seconds from the spawn to the first `GET /readyz` answered 200 (when asked to wait for it:
+    the first tool lists at start done, issue 31)."""
 
     async def open_session(self) -> Visitor:
         """`POST /v1/sessions`: a public visitor session."""
@@ -75,10 +78,17 @@ def _host_env(builtin_dir: Path, settings: Mapping[str, str]) -> dict[str, str]:
 
 
 async def start_host(
-    procs: Processes, name: str, *, plugins: Path, data_dir: Path, settings: Mapping[str, str] | None = None
+    procs: Processes,
+    name: str,
+    *,
+    plugins: Path,
+    data_dir: Path,
+    settings: Mapping[str, str] | None = None,
+    readiness: bool = False,
 ) -> RunningHost:
     """`mcp-host serve` on a free loopback port with `plugins` as its builtin folder and the
-    environment variables `settings`; returns once `/healthz` answers 200.
+    environment variables `settings`; returns once `/healthz` answers 200 (`readiness`: and then
+    `/readyz`, which waits for the first tool lists, as a load balancer does).
 
     Builtins, not `--plugins`: tool pinning (on, as by default) approves a builtin's tools on
     first sight, as for an install's own plugins, while `--plugins` tools would wait for the
@@ -89,7 +99,8 @@ async def start_host(
     proc = procs.spawn(name, argv, env=_host_env(plugins, settings or {}))
     url = f"http://127.0.0.1:{port}"
     ready_s = await wait_http(proc, f"{url}/healthz", want=200)
-    return RunningHost(proc, url, ready_s)
+    readyz_s = await wait_http(proc, f"{url}/readyz", want=200) if readiness else None
+    return RunningHost(proc, url, ready_s, readyz_s)
 
 
 @asynccontextmanager

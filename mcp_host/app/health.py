@@ -9,8 +9,11 @@ running host's `Database` (`answers`: a bounded `SELECT 1`), `sandbox.require_bw
   outage it is recovering from (restarting the process would not help; if the embedded server
   cannot be restarted, the host stops by itself). 503 while it starts or stops.
 - `/readyz` is readiness: 200 only when the database answers `SELECT 1` within
-  `readiness_timeout_s` and children can start (the sandbox is there; none is started);
-  else 503 naming the failed checks: `{"ready": false, "failed": ["database"], "checks": {…}}`.
+  `readiness_timeout_s`, children can start (the sandbox is there; none is started), and the
+  first tool lists at start are done (`lists`: every capability listed for the owner's review,
+  the prestarted children vetted — at most `ready_lists_wait_s`), so the first visitor a load
+  balancer sends finds warm children; else 503 naming the failed checks:
+  `{"ready": false, "failed": ["lists"], "checks": {…, "lists": "starting"}}`.
   From SIGTERM on (`drain.py`) it answers 503 `{"drain": "draining"}` at once, asking nothing.
 - A request whose handler meets a database outage before its response started is answered
   503 `{"error": "unavailable", "message": …}` with `Retry-After`, never a 500 with a traceback
@@ -56,7 +59,11 @@ async def readyz(request: Request) -> Response:
     elif host is None:
         checks = {"host": "starting or stopping"}
     else:
-        checks = {"database": await _database_check(host), "children": _children_check(host)}
+        checks = {
+            "database": await _database_check(host),
+            "children": _children_check(host),
+            "lists": "ok" if host.listed.is_set() else "starting",
+        }
     failed = [name for name, outcome in checks.items() if outcome != "ok"]
     return JSONResponse(
         {"ready": not failed, "failed": failed, "checks": checks},

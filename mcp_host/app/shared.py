@@ -11,10 +11,12 @@ opened here first.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 from anyio.abc import TaskGroup
 
 from mcp_host.access import (
@@ -59,6 +61,9 @@ def owner_store(pool: PgPool, on_profile_set: Callable[[str], None] | None = Non
     return OwnerStore(pool, on_profile_set=on_profile_set, on_token_rotated=end_owner_grants)
 
 
+logger = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True)
 class Shared:
     """The parts both doors share, built once the database is open."""
@@ -70,6 +75,8 @@ class Shared:
     pins: Pins | None
     bindings: Bindings
     review: OwnerReview | None
+    listed: anyio.Event
+    """Set once the first lists at start are done, or `ready_lists_wait_s` has passed."""
     sessions: CachedSessionStore
     stores: PluginStores
     config: ConfigStore
@@ -113,7 +120,7 @@ async def shared_parts(
     early.once_open.open(OwnerEnv(config, owner.id), audit_parent_calls(audit, owner.id, lent), egress)
     for plugin_id in await egress.all():  # a child started while the database did lacks the owner's egress
         early.pool.stop_plugin(plugin_id)
-    pins, bindings, review = await _listings(settings, early, database, background)
+    pins, bindings, review, listed = await _listings(settings, early, database, background)
     first_token = not (settings.data_dir / OWNER_TOKEN_FILE).exists()
     token_file = await ensure_owner_token(owners, owner, settings.data_dir)
     sessions = _session_store(settings, early, database, background)
@@ -129,6 +136,7 @@ async def shared_parts(
         pins=pins,
         bindings=bindings,
         review=review,
+        listed=listed,
         sessions=sessions,
         stores=stores,
         config=config,
@@ -184,30 +192,51 @@ def _authorization_server(
 
 async def _listings(
     settings: Settings, early: Early, database: Database, background: TaskGroup
-) -> tuple[Pins | None, Bindings, OwnerReview | None]:
+) -> tuple[Pins | None, Bindings, OwnerReview | None, anyio.Event]:
     """Tool pinning (a child's tool whose definition the owner has not approved stays hidden),
     the listings over it, and the owner's review of them (pinning on); the first lists start
-    in the background."""
+    in the background, and the event is set when they are done (or the wait for them is over)."""
     pins = Pins(database.pool) if settings.policy.pin_tools else None
     if pins is not None:
         await pins.load()
     bindings = Bindings(early.children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
     review = OwnerReview(bindings, early.plugins, background) if pins is not None else None
+    listed = anyio.Event()
     if review is not None or early.prestart:  # prestarted children booted while the database started
-        background.start_soon(_first_lists, bindings, review, early.plugins.capabilities, early.prestart)
-    return pins, bindings, review
+        background.start_soon(_first_lists, bindings, review, early.plugins.capabilities, early.prestart, listed)
+        background.start_soon(_ready_anyway, listed, settings.children.ready_lists_wait_s)
+    else:
+        listed.set()
+    return pins, bindings, review, listed
 
 
 async def _first_lists(
-    bindings: Bindings, review: OwnerReview | None, capabilities: Sequence[Plugin], prestart: Sequence[Plugin]
+    bindings: Bindings,
+    review: OwnerReview | None,
+    capabilities: Sequence[Plugin],
+    prestart: Sequence[Plugin],
+    listed: anyio.Event,
 ) -> None:
     """Once the pins are loaded: every capability's tools listed for the owner's review (so
     `tools_pending` shows them before any visitor lists them, whatever their `acl`), then the
     prestarted children's lists vetted as the toolset every session sees."""
-    if review is not None:
-        await review.all(capabilities)
-    if prestart:
-        await bindings.assemble(prestart, fresh=False)
+    try:
+        if review is not None:
+            await review.all(capabilities)
+        if prestart:
+            await bindings.assemble(prestart, fresh=False)
+    finally:
+        listed.set()
+
+
+async def _ready_anyway(listed: anyio.Event, wait_s: float) -> None:
+    """Readiness waits for the first lists at most `wait_s`: a child slow to start delays the
+    first visitor's list of it, not the whole host."""
+    with anyio.move_on_after(wait_s):
+        await listed.wait()
+    if not listed.is_set():
+        logger.warning("the first tool lists took over %.1f s; the host says it is ready without them", wait_s)
+        listed.set()
 
 
 def _session_store(settings: Settings, early: Early, database: Database, background: TaskGroup) -> CachedSessionStore:

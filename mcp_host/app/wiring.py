@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server import Server
@@ -127,6 +128,8 @@ class Host:
     """The host's OAuth sign-ins to remote plugins' servers (`/oauth/callback` finishes them)."""
     egress: EgressProxy
     """The proxy every sandboxed child's network goes through (its open gates, by plugin)."""
+    listed: anyio.Event
+    """Set once the first tool lists at start are done (or their wait is over): `/readyz` waits."""
 
 
 def _back_channel(
@@ -375,6 +378,7 @@ def _host(
         oauth=shared.oauth,
         sign_ins=sign_ins,
         egress=early.egress,
+        listed=shared.listed,
     )
 
 

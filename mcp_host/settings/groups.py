@@ -197,6 +197,10 @@ class ChildrenSettings(Group):
 
     call_timeout_s: float = Field(default=30.0, gt=0)
     list_timeout_s: float = Field(default=5.0, gt=0)
+    # `/readyz` answers 503 ("lists": "starting") until the first lists at start are done (every
+    # capability listed for the owner's review, the prestarted children's lists vetted), so a
+    # load balancer sends the first visitor to warm children; at most this long (0: no wait).
+    ready_lists_wait_s: float = Field(default=30.0, ge=0, validation_alias="ready_lists_wait_s")
     # How long a visitor's client may take to answer a child's elicitation or sampling request
     # (the call's own timeout waits meanwhile), and how long a 2026-07-28 call stays parked
     # between input rounds.

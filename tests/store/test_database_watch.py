@@ -349,7 +349,7 @@ async def test_the_host_restarts_its_killed_database_and_refuses_calls_cleanly_m
         ready = await running.http.get(f"{running.url}/readyz")
         assert (ready.status_code, ready.json()) == (
             200,
-            {"ready": True, "failed": [], "checks": {"database": "ok", "children": "ok"}},
+            {"ready": True, "failed": [], "checks": {"database": "ok", "children": "ok", "lists": "ok"}},
         )
         async with running.client(session) as client:
             for i in range(5):
@@ -370,7 +370,11 @@ async def test_the_host_restarts_its_killed_database_and_refuses_calls_cleanly_m
                 ready = await running.http.get(f"{running.url}/readyz")
                 assert (ready.status_code, ready.json()) == (
                     503,
-                    {"ready": False, "failed": ["database"], "checks": {"database": "unavailable", "children": "ok"}},
+                    {
+                        "ready": False,
+                        "failed": ["database"],
+                        "checks": {"database": "unavailable", "children": "ok", "lists": "ok"},
+                    },
                 )
                 refused = await client.call_tool("note_add", {"text": "during"})
                 assert (refused.is_error, refused.structured_content) == (
