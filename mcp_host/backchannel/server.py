@@ -2,7 +2,8 @@
 
 Above: the composition root (which enters `sockets.OpSockets` before any child starts and this
 `BackChannel` once the database is open). Below: `sockets` (the bound listeners), `framing`
-(bounded lines), the SDK's low-level `Server` (both protocol eras), `grants` (who may do
+(bounded lines), `fast_ops` (the kit's 2026-07-28 op lines, read and answered as plain JSON),
+the SDK's low-level `Server` (every other message, both protocol eras), `grants` (who may do
 what) and `ops` (what is done).
 
 `BackChannel` is built with everything it serves with: the sockets, the grant book, the op
@@ -28,6 +29,7 @@ calling ops it may not in a loop is refused every time, but cannot flood the log
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -50,6 +52,7 @@ from mcp_host.plugins import Plugin
 from mcp_host.wire import GRANT_KEY, LimitedLog, framed_transport, refusal_of, structured_result
 from mcp_host_kit.contract import REFUSAL_CODES
 
+from .fast_ops import FastOps
 from .grants import GrantBook
 from .ops import OPS, OpServices, run_op
 from .sockets import OpSockets, named_ops
@@ -123,19 +126,25 @@ class BackChannel:
                 await conn.aclose()
                 continue
             assert self._tg is not None
-            self._tg.start_soon(self._serve, pid, conn, server)
+            self._tg.start_soon(self._serve, plugin, conn, server)
 
-    async def _serve(self, pid: str, conn: SocketStream, server: Server[Any]) -> None:
+    async def _serve(self, plugin: Plugin, conn: SocketStream, server: Server[Any]) -> None:
+        pid = plugin.manifest.id
         self._connections[pid] = self._connections.get(pid, 0) + 1
         try:
-            async with framed_transport(
-                conn,
-                conn,
-                max_line_bytes=self._limits.max_message_bytes,
-                on_overflow=lambda: None,  # the transport ends; pending ops fail
-                name=f"{pid} (host-op socket)",
-            ) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            async with anyio.create_task_group() as fast_tasks:
+                name = f"{pid} (host-op socket)"
+                fast = FastOps(functools.partial(self.call, plugin), fast_tasks, name, server.server_info_stamp)
+                async with framed_transport(
+                    conn,
+                    conn,
+                    max_line_bytes=self._limits.max_message_bytes,
+                    on_overflow=lambda: None,  # the transport ends; pending ops fail
+                    name=name,
+                    intercept=fast.take,
+                ) as (read, write):
+                    fast.attach(write)
+                    await server.run(read, write, server.create_initialization_options())
         except Exception:  # one connection's failure must never end the listener
             logger.exception("%s: host-op connection failed", pid)
         finally:

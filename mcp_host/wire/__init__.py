@@ -14,7 +14,7 @@ from .apps import (
     app_uri,
     tool_ui,
 )
-from .framing import UNREADABLE_ANSWER, framed_transport
+from .framing import UNREADABLE_ANSWER, Intercept, LineWriter, framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
 from .meta import GRANT_KEY, MetaCaps, forwarded_meta, visitor_meta, without_host_keys
@@ -37,6 +37,8 @@ __all__ = [
     "ClientLacks",
     "ERROR_KEY",
     "GRANT_KEY",
+    "Intercept",
+    "LineWriter",
     "InputRequest",
     "InputResponse",
     "LimitedLog",

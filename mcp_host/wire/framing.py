@@ -39,10 +39,14 @@ from pydantic_core import PydanticSerializationError
 
 from mcp_host.errors import UNREADABLE_ANSWER
 
-__all__ = ["UNREADABLE_ANSWER", "framed_transport"]
+__all__ = ["UNREADABLE_ANSWER", "Intercept", "LineWriter", "framed_transport"]
 
 logger = logging.getLogger(__name__)
 
+
+Intercept = Callable[[bytes], bool]
+"""Offered each line before the SDK's models read it: True when it took the line (and answers
+it itself, through the `LineWriter`), False to let the session have it."""
 
 _END_OF_INPUT = (
     anyio.EndOfStream,
@@ -57,9 +61,15 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
     (the SDK dispatcher's): no reader task and no memory stream between the pipe and it."""
 
     def __init__(
-        self, receive: ByteReceiveStream, max_line_bytes: int, on_overflow: Callable[[], None], name: str
+        self,
+        receive: ByteReceiveStream,
+        max_line_bytes: int,
+        on_overflow: Callable[[], None],
+        name: str,
+        intercept: Intercept | None,
     ) -> None:
         self._buffered = BufferedByteReceiveStream(receive)
+        self._intercept = intercept
         self._max_line_bytes = max_line_bytes
         self._on_overflow = on_overflow
         self._name = name
@@ -85,7 +95,7 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
             except _END_OF_INPUT:
                 self._ended = True
                 break
-            if not line.strip():
+            if not line.strip() or (self._intercept is not None and self._intercept(line)):
                 continue
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -106,7 +116,7 @@ class _Lines(ObjectReceiveStream[SessionMessage | Exception]):
         self._ended = True
 
 
-class _LineWriter(ObjectSendStream[SessionMessage]):
+class LineWriter(ObjectSendStream[SessionMessage]):
     """Each message written as one line by the task that sends it, no writer task in between;
     concurrent senders take turns (a socket stream refuses two at once), and the turn costs
     nothing when nobody waits (`fast_acquire`)."""
@@ -123,9 +133,13 @@ class _LineWriter(ObjectSendStream[SessionMessage]):
         except (PydanticSerializationError, ValueError):
             await self._refuse_unencodable(message)  # only this message is lost
             return
+        await self.send_line(data.encode() + b"\n")
+
+    async def send_line(self, line: bytes) -> None:
+        """Write `line` (one JSON-RPC message and its newline) in turn with the session's own."""
         try:
             async with self._turn:
-                await self._send.send(data.encode() + b"\n")
+                await self._send.send(line)
         except _END_OF_INPUT:
             raise anyio.BrokenResourceError from None
 
@@ -212,16 +226,17 @@ async def framed_transport(
     max_line_bytes: int,
     on_overflow: Callable[[], None],
     name: str = "peer",
-) -> AsyncIterator[tuple[ObjectReceiveStream[SessionMessage | Exception], ObjectSendStream[SessionMessage]]]:
+    intercept: Intercept | None = None,
+) -> AsyncIterator[tuple[ObjectReceiveStream[SessionMessage | Exception], LineWriter]]:
     """Yield SDK streams reading lines from `receive` and writing lines to `send`.
 
     A line over `max_line_bytes` calls `on_overflow()` and ends the read side, so pending
     requests fail as "connection closed". A line that is not JSON-RPC is handed to the
-    session as an exception (the SDK logs it) and reading goes on. `send` is closed when the
-    block ends.
+    session as an exception (the SDK logs it) and reading goes on. `intercept`, when given, sees
+    each line first and may take it. `send` is closed when the block ends.
     """
     try:
-        yield _Lines(receive, max_line_bytes, on_overflow, name), _LineWriter(send, name)
+        yield _Lines(receive, max_line_bytes, on_overflow, name, intercept), LineWriter(send, name)
     finally:
         with anyio.CancelScope(shield=True):
             await send.aclose()

@@ -25,6 +25,7 @@ import pytest
 from anyio.abc import SocketStream
 from inline_snapshot import snapshot
 
+from mcp_host.backchannel import fast_ops
 from mcp_host.backchannel.grants import GrantBook
 from mcp_host.backchannel.ops import OpServices
 from mcp_host.backchannel.server import BackChannel, BackChannelLimits
@@ -149,6 +150,56 @@ async def test_a_call_gets_at_most_its_budget_of_ops(host: Any) -> None:
     outcomes = answer["outcomes"]
     assert [o["is_error"] for o in outcomes] == [False] * BUDGET + [True, True]
     assert outcomes[-1] == DENIED
+
+
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+
+
+@pytest.fixture
+def fast_lines(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each line the back-channel read was taken by its fast path (the host runs in
+    this process, so its module is this one)."""
+    taken: list[bool] = []
+    read = fast_ops.fast_call
+
+    def counted(line: bytes) -> fast_ops.FastCall | None:
+        call = read(line)
+        taken.append(call is not None)
+        return call
+
+    monkeypatch.setattr(fast_ops, "fast_call", counted)
+    return taken
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("store.count", {"collection": "alike"}),
+        ("store.count", {"collection": "../notes"}),  # invalid_arguments
+        ("store.count", {"collection": "alike", "owner": "someone"}),  # an argument the op lacks
+        ("store.delete", {"collection": "alike"}),  # an op the manifest does not name
+    ],
+)
+async def test_the_fast_path_answers_an_op_line_as_the_sdks_server_does(
+    host: Any, fast_lines: list[bool], name: str, arguments: dict[str, Any]
+) -> None:
+    await forge(host, "op", name="store.insert", arguments={"collection": "alike", "doc": {"n": 1}})
+    fast_lines.clear()
+    fast = await forge(host, "raw_op", name=name, arguments=arguments, extra_meta={})
+    assert fast_lines == [True]
+    # A trace in the envelope: the SDK's server continues it, so the fast path leaves it the line.
+    traced = await forge(host, "raw_op", name=name, arguments=arguments, extra_meta=TRACE)
+    assert fast_lines == [True, False]
+    assert fast == traced, json.dumps([fast, traced])
+    assert fast["id"] == 7 and set(fast["result"]) == {"content", "structuredContent", "isError", "resultType", "_meta"}
+
+
+async def test_the_kits_ops_take_the_fast_path(host: Any, fast_lines: list[bool]) -> None:
+    running, session = host
+    async with running.client(session) as client:
+        added = await client.call_tool("note_add", {"text": "fast"})
+    assert not added.is_error, added
+    assert fast_lines and all(fast_lines), fast_lines
 
 
 async def test_oversized_message_ends_the_connection_and_the_socket_keeps_serving(host: Any) -> None:
