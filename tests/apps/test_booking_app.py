@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
+from mcp import MCPError
 
 from mcp_host.wire import APP_MIME_TYPE
 from tests.apps.support import ERAS, app_bytes, tool_metas, wire
@@ -72,7 +73,11 @@ async def test_a_visitor_reads_the_slot_picker_and_books_through_it(
         listed = wire((await client.list_resources()).resources)
         read = await client.read_resource(APP)
         slots, booked = await app_book(client)
+    async with host.client(await host.new_session(), mode) as stranger:  # a role that does not grant it
+        with pytest.raises(MCPError) as refused:
+            await stranger.read_resource(APP)
 
+    assert refused.value.error.message == f"no resource {APP!r} is available in this session"
     assert {name: metas[name] for name in NAMING_TOOLS} == {name: {"ui": {"resourceUri": APP}} for name in NAMING_TOOLS}
     assert [(r["uri"], r["mimeType"]) for r in listed if r["uri"].startswith("ui://")] == [(APP, APP_MIME_TYPE)]
     (content,) = read.contents
