@@ -1,10 +1,10 @@
 """calendar.book: visitors find free slots in the owner's calendar and book, list and cancel
 meetings there, within the owner's booking policy.
 
-    calendar_list_slots {date_from?, days?}  -> {policy, slots: [{start, end}]}
-    calendar_book       {start, topic?, name?, email?} -> {ok, booking: {id, start, end, topic}}
-    calendar_cancel     {booking_id}         -> {ok, cancelled}
-    bookings_list       {}                   -> {bookings: [...]} (+ notices for the owner)
+    calendar_list_slots {date_from?, days?}              -> {policy, slots: [{start, end}]}
+    calendar_book       {start, topic?, name?, email?}   -> {ok, booking: {id, start, end, topic}}
+    calendar_cancel     {booking_id}                     -> {ok, cancelled}
+    bookings_list       {}                               -> {bookings: [...]} (+ notices for the owner)
 
 A visitor sees and cancels only the bookings of their own credential (the session's subject:
 an access code or API key; a public session: that session). In owner context (the owner
