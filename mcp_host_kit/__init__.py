@@ -33,10 +33,11 @@ from .errors import (
 )
 from .host import Config, ConfigValues, Host, Inference, Owner, Record, SearchHit, Store
 from .kit import SOCKET_ENV, Kit
-from .server import PluginServer
+from .server import APP_MIME_TYPE, PluginServer
 from .session import GRANT_KEY, SESSION_KEY, TEST_SESSION, SessionInfo, Subject, Visitor
 
 __all__ = [
+    "APP_MIME_TYPE",
     "CONNECTION_KEY",
     "GRANT_KEY",
     "SESSION_KEY",

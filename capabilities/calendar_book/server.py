@@ -1,16 +1,23 @@
 """calendar.book: visitors find free slots in the owner's calendar and book, list and cancel
 meetings there, within the owner's booking policy.
 
-    calendar_list_slots {date_from?, days?}  -> {policy, slots: [{start, end}]}
-    calendar_book       {start, topic?}      -> {ok, booking: {id, start, end, topic}}
-    calendar_cancel     {booking_id}         -> {ok, cancelled}
-    bookings_list       {}                   -> {bookings: [...]} (+ notices for the owner)
+    calendar_list_slots {date_from?, days?}              -> {policy, slots: [{start, end}]}
+    calendar_book       {start, topic?, name?, email?}   -> {ok, booking: {id, start, end, topic}}
+    calendar_cancel     {booking_id}                     -> {ok, cancelled}
+    bookings_list       {}                               -> {bookings: [...]} (+ notices for the owner)
 
 A visitor sees and cancels only the bookings of their own credential (the session's subject:
 an access code or API key; a public session: that session). In owner context (the owner
 door's `calendar.slots`, `calendar.bookings`, `calendar.cancel`) every booking is listed and
 any can be cancelled. Refusals are `{code, message}`: `invalid_arguments` (the policy's reason
 included), `slot_taken`, `not_found`, and what the calendar connector or the host answered.
+
+The app: `calendar_list_slots` and `calendar_book` name the slot picker
+(`ui://calendar.book/slot-picker.html`, the file `slot_picker.html`), an MCP App a visitor's
+client renders: it lists the free slots, takes the visitor's name, email and topic, and books
+through the client with these same tools (so every gate of a visitor's call applies to it).
+`name` and `email` are the visitor's own as they typed them (one line each, the email's syntax
+checked): given, they stand for the session's visitor in the event and the booking.
 
 Booking one slot: claim `slot:<UTC start>` in the store (one winner; a loser is `slot_taken`),
 check the calendar is still free around it, add the event, save the booking — and when the
@@ -30,7 +37,9 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -45,6 +54,9 @@ logger = logging.getLogger("calendar_book")
 
 mcp = PluginServer("calendar.book", version="1", log_level="WARNING")
 kit = Kit(__file__)
+SLOT_PICKER = mcp.app(
+    "ui://calendar.book/slot-picker.html", Path(__file__).with_name("slot_picker.html"), name="slot-picker"
+)
 
 BOOKINGS = "bookings"  # the quota's collection: one row per booking held
 NOTICES = "notices"
@@ -54,7 +66,13 @@ CLEANUP_TIMEOUT_S = 15.0
 MAX_SLOTS = 100
 MAX_ROWS = 500
 MAX_TOPIC_CHARS = 200
+MAX_NAME_CHARS = 100
+MAX_EMAIL_CHARS = 254
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# One address as a person types it. No space, quote, bracket, comma or colon: it goes into the
+# event's text as `Name <email>`.
+_PART = r"[^\s@<>\"',;:()\[\]\\.]+"
+_EMAIL = re.compile(rf"{_PART}(\.{_PART})*@{_PART}(\.{_PART})+")
 
 SLOT_TAKEN = "slot_taken"
 NOT_FOUND = "not_found"
@@ -135,11 +153,37 @@ def _topic(value: str) -> str:
     return _line(value, MAX_TOPIC_CHARS)
 
 
-def _event(session: SessionInfo, slot: Slot, topic: str) -> dict[str, Any]:
-    visitor = session.visitor
-    name = _line(visitor.name if visitor else None, 100) or "a visitor"
-    email = _line(visitor.email if visitor else None, 254)
-    lines = [f"Booked by {name}" + (f" <{email}>" if email else "") + " through mcp-host."]
+@dataclass(frozen=True)
+class Booker:
+    """Who books: the name and email the visitor typed, else the session's visitor's."""
+
+    name: str
+    email: str
+
+    @classmethod
+    def of(cls, session: SessionInfo, name: str, email: str) -> Booker:
+        """Raises InvalidArguments when `name` or `email` is not one line, too long, or (the
+        email) not an address."""
+        if len(name) > MAX_NAME_CHARS or _CONTROL.search(name):
+            raise InvalidArguments(f"name must be one line of at most {MAX_NAME_CHARS} characters")
+        email = email.strip()
+        if email and (len(email) > MAX_EMAIL_CHARS or not _EMAIL.fullmatch(email)):
+            raise InvalidArguments("email must be an address such as ada@example.org")
+        visitor = session.visitor
+        return cls(
+            name=name.strip() or _line(visitor.name if visitor else None, MAX_NAME_CHARS),
+            email=email or _line(visitor.email if visitor else None, MAX_EMAIL_CHARS),
+        )
+
+    def wire(self) -> dict[str, str | None] | None:
+        if not self.name and not self.email:
+            return None
+        return {"name": self.name or None, "email": self.email or None}
+
+
+def _event(booker: Booker, slot: Slot, topic: str) -> dict[str, Any]:
+    name = booker.name or "a visitor"
+    lines = [f"Booked by {name}" + (f" <{booker.email}>" if booker.email else "") + " through mcp-host."]
     if topic:
         lines.append(f"Topic: {topic}")
     return {
@@ -150,15 +194,14 @@ def _event(session: SessionInfo, slot: Slot, topic: str) -> dict[str, Any]:
     }
 
 
-def _booking_doc(session: SessionInfo, slot: Slot, topic: str, uid: str) -> dict[str, Any]:
-    visitor = session.visitor
+def _booking_doc(session: SessionInfo, booker: Booker, slot: Slot, topic: str, uid: str) -> dict[str, Any]:
     return {
         "start": slot.start.astimezone(UTC).isoformat(),
         "end": slot.end.astimezone(UTC).isoformat(),
         "topic": topic,
         "event_uid": uid,
         "session_id": session.session_id,
-        "visitor": {"name": visitor.name, "email": visitor.email} if visitor else None,
+        "visitor": booker.wire(),
         # subject_id: stamped by the host (the quota counts by it)
     }
 
@@ -206,7 +249,7 @@ async def _notify(host: Host, config: dict[str, Any], kind: str, record_id: str,
 Start = Annotated[str, Field(description=f"a slot's start as calendar_list_slots gave it, e.g. {EXAMPLE}")]
 
 
-@mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
+@mcp.tool(annotations=ToolAnnotations(read_only_hint=True), meta=SLOT_PICKER)
 @tool_errors
 async def calendar_list_slots(
     ctx: Context,
@@ -226,29 +269,34 @@ async def calendar_list_slots(
     return {"policy": policy.wire(), "slots": [s.wire() for s in slots[:MAX_SLOTS]]}
 
 
-@mcp.tool()
+@mcp.tool(meta=SLOT_PICKER)
 @tool_errors
 async def calendar_book(
     start: Start,
     ctx: Context,
     topic: Annotated[str, Field(description="what the meeting is about (one line)")] = "",
+    name: Annotated[str, Field(description="the visitor's name, if they gave it (one line)")] = "",
+    email: Annotated[str, Field(description="the visitor's email address, if they gave it")] = "",
 ) -> dict[str, Any]:
-    """Book the free slot starting at `start` in the owner's calendar. Refusals: slot_taken
-    (someone else has it), invalid_arguments (with the policy's reason), quota_exhausted."""
+    """Book the free slot starting at `start` in the owner's calendar, for the visitor named
+    (else the session's visitor). Refusals: slot_taken (someone else has it),
+    invalid_arguments (with the policy's reason, or what is wrong with name or email),
+    quota_exhausted."""
     host = kit.host(ctx)
+    session = host.session
+    booker = Booker.of(session, name, email)
     values = await host.config.get()
     policy = await _policy(host, values.config)
     slot = policy.requested(start, _now())
     topic = _topic(topic)
-    session = host.session
     key = f"slot:{slot.start.astimezone(UTC).isoformat()}"
     if not await host.store.claim(SLOTS, key, CLAIM_TTL_S):
         raise HostOpError(SLOT_TAKEN, "that slot is being booked by someone else; pick another")
     try:
         if not policy.is_free(slot, await _busy(host, *policy.around(slot))):
             raise HostOpError(SLOT_TAKEN, "that slot is no longer free; pick another")
-        uid = str((await _calendar(host, "insert_event", _event(session, slot, topic)))["uid"])
-        doc = _booking_doc(session, slot, topic, uid)
+        uid = str((await _calendar(host, "insert_event", _event(booker, slot, topic)))["uid"])
+        doc = _booking_doc(session, booker, slot, topic, uid)
         try:
             booking_id = await host.store.insert(BOOKINGS, doc)
         except BaseException:

@@ -23,7 +23,7 @@ from mcp.types import CallToolResult
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.policy.turns import judge
 from mcp_host_kit.contract import refusal_of
-from tests.hosting import BUILTINS, RunningHost, allow_loopback, host_fixture, host_settings, running_host
+from tests.hosting import BUILTINS, REPO, RunningHost, allow_loopback, host_fixture, host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.peers import PASSWORDS, Radicale, new_calendar, running_radicale
 from tests.processes import needs_bwrap
@@ -157,7 +157,10 @@ def test_claims_of_a_booking_are_gated_and_refusals_that_say_booked_are_not() ->
 
 @pytest.fixture
 async def standalone() -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=[str(FOLDER / "server.py")], cwd=str(FOLDER))
+    # The kit of this tree: the SDK gives the child a minimal environment, and the editable
+    # install's finder may point at another checkout.
+    env = {"PYTHONPATH": str(REPO)}
+    params = StdioServerParameters(command=sys.executable, args=[str(FOLDER / "server.py")], cwd=str(FOLDER), env=env)
     async with Client(params, read_timeout_seconds=30) as client:
         yield client
 
@@ -177,6 +180,26 @@ async def test_standalone_the_policy_refuses_bad_starts_before_any_calendar_call
     assert (_code(missing), _message(missing)) == (INVALID_ARGUMENTS, "missing or mistyped: start")
     assert _code(no_calendar) == "denied"  # the kit does not emulate connectors: a host is needed
     assert none_yet.structured_content == {"bookings": []}
+
+
+BAD_BOOKERS = [
+    ({"name": "Ada\nLovelace"}, "name must be one line of at most 100 characters"),
+    ({"name": "A" * 101}, "name must be one line of at most 100 characters"),
+    ({"email": "ada"}, "email must be an address such as ada@example.org"),
+    ({"email": "ada@example"}, "email must be an address such as ada@example.org"),
+    ({"email": "Ada <ada@example.org>"}, "email must be an address such as ada@example.org"),
+    ({"email": "ada@example.org, eve@example.org"}, "email must be an address such as ada@example.org"),
+    ({"email": f"{'a' * 250}@example.org"}, "email must be an address such as ada@example.org"),
+]
+
+
+async def test_standalone_a_name_or_email_that_is_not_one_plain_line_is_refused(standalone: Client) -> None:
+    start = _at(_monday(), 9)
+    refused = [await standalone.call_tool("calendar_book", {"start": start, **bad}) for bad, _ in BAD_BOOKERS]
+
+    assert [(r.is_error, _code(r), _message(r)) for r in refused] == [
+        (True, INVALID_ARGUMENTS, message) for _, message in BAD_BOOKERS
+    ]
 
 
 def _code(result: CallToolResult) -> str:
@@ -484,6 +507,28 @@ async def test_a_read_only_calendar_hides_booking_and_cancelling(host: RunningHo
 
     assert names == ["bookings_list", "calendar_list_slots"]
     assert _code(refused) == "unknown"
+
+
+@needs_bwrap
+async def test_the_name_and_email_a_visitor_gives_stand_for_the_sessions(host: RunningHost, radicale: Radicale) -> None:
+    url = await _connect(host, radicale)
+    monday = _monday()
+    given = {"name": "  Grace Hopper ", "email": "grace.h+cal@navy.example.org"}
+    async with host.client(await _visitor(host, "Ada")) as client:
+        named = await _ok(client, "calendar_book", start=_at(monday, 9), topic="Intro", **given)
+        plain = await _ok(client, "calendar_book", start=_at(monday, 11))
+    async with owner_client(host) as owner:
+        invoke = {"capability": CAPABILITY, "tool": "calendar.bookings", "arguments": {}}
+        _, bookings = await call(owner, "capability_invoke", **invoke)
+
+    assert {b["id"]: b["visitor"] for b in bookings["bookings"]} == {
+        named["booking"]["id"]: {"name": "Grace Hopper", "email": "grace.h+cal@navy.example.org"},
+        plain["booking"]["id"]: {"name": "Ada", "email": "ada@example.org"},
+    }
+    assert _events(radicale, url) == [
+        ("Meeting with Ada", _at(monday, 11)),
+        ("Meeting with Grace Hopper: Intro", _at(monday, 9)),
+    ]
 
 
 @needs_bwrap

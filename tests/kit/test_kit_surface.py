@@ -28,6 +28,7 @@ def test_module_declares_an_all_whose_names_exist(name: str) -> None:
 def test_the_package_surface_is_what_plugins_import() -> None:
     assert mcp_host_kit.__all__ == snapshot(
         [
+            "APP_MIME_TYPE",
             "CONNECTION_KEY",
             "GRANT_KEY",
             "SESSION_KEY",

@@ -20,6 +20,7 @@ import pytest
 from inline_snapshot import snapshot
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import TextContent, TextResourceContents
 from pydantic import BaseModel
 
 import mcp_host_kit
@@ -79,7 +80,7 @@ def test_every_code_block_of_the_guide_is_an_example_file_or_a_command_that_says
         (b.line, b.lang, b.marker)
         for b in found
         if not (
-            (b.lang in ("python", "yaml") and b.marker and b.marker.startswith("file: "))
+            (b.lang in ("python", "yaml", "html") and b.marker and b.marker.startswith("file: "))
             or (b.lang == "sh" and b.marker and (b.marker == "test: run" or b.marker.startswith("test: not run (")))
             or (b.lang == "" and b.marker is None)  # a folder listing
         )
@@ -89,6 +90,9 @@ def test_every_code_block_of_the_guide_is_an_example_file_or_a_command_that_says
         [
             "my-plugins/guestbook/manifest.yaml",
             "my-plugins/guestbook/server.py",
+            "my-plugins/hello_card/card.html",
+            "my-plugins/hello_card/manifest.yaml",
+            "my-plugins/hello_card/server.py",
             "my-plugins/notes/manifest.yaml",
             "my-plugins/notes/server.py",
             "my-plugins/tiny_calendar/manifest.yaml",
@@ -109,7 +113,7 @@ def test_the_example_plugins_pass_check_without_a_mistake_or_a_warning(tree: Pat
 
 
 def test_the_example_servers_compile_and_import_only_what_a_plugin_has() -> None:
-    allowed = {"typing", "mcp", "mcp_host_kit"}
+    allowed = {"typing", "pathlib", "mcp", "mcp_host_kit"}
     for relative, text in files().items():
         if relative.endswith(".py"):
             compile(text, relative, "exec")
@@ -182,6 +186,31 @@ async def test_the_connector_example_reads_the_connection_of_the_call(tree: Path
     assert checked.structured_content == {"ok": True, "detail": "calendar at https://calendar.example/"}
 
 
+async def test_the_app_example_serves_its_card_and_the_card_calls_greet(tree: Path) -> None:
+    folder = tree / "my-plugins" / "hello_card"
+    async with Client(standalone(folder), read_timeout_seconds=30) as client:
+        metas = {tool.name: tool.meta for tool in (await client.list_tools()).tools}
+        (content,) = (await client.read_resource("ui://hello.card/card.html")).contents
+        greeted = await client.call_tool("greet", {"name": "Ada"})  # what the card sends
+    html = (folder / "card.html").read_text(encoding="utf-8")
+
+    card = {"ui": {"resourceUri": "ui://hello.card/card.html"}}
+    assert metas == {"show_card": card, "greet": card}
+    assert isinstance(content, TextResourceContents) and content.mime_type == mcp_host_kit.APP_MIME_TYPE
+    assert content.text == html
+    assert 'request("tools/call", { name: "greet", arguments: { name } })' in html
+    assert greeted.content == [TextContent(type="text", text="Hello, Ada!")]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: it checks the card's script")
+def test_the_app_examples_script_parses(tmp_path: Path) -> None:
+    (script,) = re.findall(r"<script>(.*?)</script>", files()["my-plugins/hello_card/card.html"], re.DOTALL)
+    (tmp_path / "card.js").write_text(script, encoding="utf-8")
+    done = subprocess.run(["node", "--check", str(tmp_path / "card.js")], capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 async def test_the_minimal_plugin_runs_under_a_real_host(tree: Path, tmp_path: Path, database_url: str) -> None:
     settings = host_settings(tmp_path, database_url, [str(tree / "my-plugins" / "notes")])  # an absolute path
     async with running_host(settings) as host:
@@ -247,7 +276,9 @@ def test_the_manifest_table_lists_every_field_of_the_manifest_model_with_its_typ
 def test_the_api_table_names_what_a_plugin_builds_or_decorates_with() -> None:
     names = " ".join(row[0] for row in _rows("The API"))
 
-    missing = [name for name in ("Kit(", "PluginServer(", "@tool_errors", "error_result(") if name not in names]
+    missing = [
+        name for name in ("Kit(", "PluginServer(", "mcp.app(", "@tool_errors", "error_result(") if name not in names
+    ]
     assert missing == []
 
 
