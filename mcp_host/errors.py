@@ -11,6 +11,7 @@
     ├── Unavailable                 unavailable
     │   └── DatabaseUnavailable     unavailable (the database does not answer; an outage)
     ├── TransportFailure            transport
+    │   └── AnswerTooLarge          transport (a child's answer past the bytes it may send at once)
     ├── ManifestError               (load time only; never reaches a caller)
     └── InternalError               (the host's own fault: answered as any unknown exception)
 
@@ -44,6 +45,7 @@ from mcp import MCPError
 from mcp_host_kit.contract import ERROR_KEY, codes  # the refusal codes and key: one home, the plugin contract
 
 __all__ = [
+    "AnswerTooLarge",
     "CallTimeout",
     "DatabaseUnavailable",
     "Denied",
@@ -151,6 +153,11 @@ class DatabaseUnavailable(Unavailable):
 
 class TransportFailure(HostError):
     code = codes.TRANSPORT
+
+
+class AnswerTooLarge(TransportFailure):
+    """A child's answer was a message longer than a child may send at once (the framing's line
+    limit): the host stopped reading it and the child was stopped."""
 
 
 class ManifestError(HostError):
