@@ -375,7 +375,7 @@ class PolicySettings(Group):
     # approved is hidden from visitors. Off shows every safe tool as its child lists it.
     pin_tools: bool = True
     # MCP Apps (visitor/app_checks.py): an app whose contents are larger than this is refused
-    # and its tool rejected (the ext-apps examples' apps are ~0.4 MiB; the booking app a few KiB).
+    # and its tool rejected (the ext-apps examples' apps are ~0.4 MiB).
     # An app over `child_max_line_bytes` ends its child's answer (and the child) before this is
     # measured: the host holds at most that much of it.
     app_max_bytes: int = Field(default=4 * MiB, ge=1024, validation_alias="app_max_bytes")
