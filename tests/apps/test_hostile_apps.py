@@ -216,3 +216,31 @@ async def test_a_session_that_cannot_see_the_tool_is_refused_its_app(tmp_path: P
 
     assert served == "served"
     assert refused == "no resource 'ui://board/app.html' is available in this session"
+
+
+async def test_an_app_that_cannot_be_kept_is_still_held_and_reviewed_without_a_diff(
+    tmp_path: Path, database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mcp_host.visitor.app_reader")
+    folder = tmp_path / "apps"
+    shutil.copytree(FIXTURE, folder, ignore=shutil.ignore_patterns("__pycache__", "board.html"))
+    settings = host_settings(tmp_path, database_url, [str(folder)], pin_tools=True)
+    async with running_host(settings) as running:
+        async with owner_client(running) as owner:
+            await call(owner, "tools_approve", capability="test.apps")
+        await running.sql.execute("ALTER TABLE mcp_host.app_contents RENAME TO app_contents_away")
+        (folder / "board.html").write_text("<p>changed</p>\n", encoding="utf-8")
+        running.stop_children("test.apps")
+        async with running.client(await running.new_session()) as visitor:
+            await visitor.list_tools()
+            held = await refusal_of_read(visitor, BOARD)
+        await running.sql.execute("ALTER TABLE mcp_host.app_contents_away RENAME TO app_contents")
+        pending, _ = await pending_and_rejected(running, "test.apps")
+
+    review = pending["show_board"]["app_review"]
+    assert held.startswith("the app 'ui://board/app.html' is held for the owner's review")
+    assert review["live_sha256"] != review["approved_sha256"] and review["diff"] is None
+    assert [m for m in caplog.messages if "could not be" in m] == [
+        "test.apps: app 'ui://board/app.html' could not be kept for the owner's review",
+        "test.apps: old app versions could not be pruned",
+    ]
