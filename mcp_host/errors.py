@@ -9,9 +9,9 @@
     ├── InvalidArguments            invalid_arguments
     ├── CallTimeout                 timeout
     ├── Unavailable                 unavailable
-    │   └── DatabaseUnavailable     unavailable (the database does not answer; an outage)
+    │   ├── DatabaseUnavailable     unavailable (the database does not answer; an outage)
+    │   └── AnswerTooLarge          unavailable (a child's answer past the bytes it may send at once)
     ├── TransportFailure            transport
-    │   └── AnswerTooLarge          transport (a child's answer past the bytes it may send at once)
     ├── ManifestError               (load time only; never reaches a caller)
     └── InternalError               (the host's own fault: answered as any unknown exception)
 
@@ -155,9 +155,10 @@ class TransportFailure(HostError):
     code = codes.TRANSPORT
 
 
-class AnswerTooLarge(TransportFailure):
+class AnswerTooLarge(Unavailable):
     """A child's answer was a message longer than a child may send at once (the framing's line
-    limit): the host stopped reading it and the child was stopped."""
+    limit): the host stopped reading it and the child was stopped (`unavailable`, as any child
+    that stops while answering)."""
 
 
 class ManifestError(HostError):

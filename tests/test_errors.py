@@ -128,7 +128,7 @@ def test_the_codes_are_designs_vocabulary() -> None:
             "unavailable",
             "unavailable",
             "transport",
-            "transport",
+            "unavailable",
         ]
     )
 
