@@ -9,7 +9,8 @@
     ├── InvalidArguments            invalid_arguments
     ├── CallTimeout                 timeout
     ├── Unavailable                 unavailable
-    │   └── DatabaseUnavailable     unavailable (the database does not answer; an outage)
+    │   ├── DatabaseUnavailable     unavailable (the database does not answer; an outage)
+    │   └── AnswerTooLarge          unavailable (a child's answer past the bytes it may send at once)
     ├── TransportFailure            transport
     ├── ManifestError               (load time only; never reaches a caller)
     └── InternalError               (the host's own fault: answered as any unknown exception)
@@ -44,6 +45,7 @@ from mcp import MCPError
 from mcp_host_kit.contract import ERROR_KEY, codes  # the refusal codes and key: one home, the plugin contract
 
 __all__ = [
+    "AnswerTooLarge",
     "CallTimeout",
     "DatabaseUnavailable",
     "Denied",
@@ -151,6 +153,12 @@ class DatabaseUnavailable(Unavailable):
 
 class TransportFailure(HostError):
     code = codes.TRANSPORT
+
+
+class AnswerTooLarge(Unavailable):
+    """A child's answer was a message longer than a child may send at once (the framing's line
+    limit): the host stopped reading it and the child was stopped (`unavailable`, as any child
+    that stops while answering)."""
 
 
 class ManifestError(HostError):

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -43,6 +43,7 @@ from .guard import (
     COOKIE_NAME,
     CSRF_FIELD,
     CSRF_HEADER,
+    PREVIEW_PATH,
     SecurityHeaders,
     cleared_cookie,
     cross_site,
@@ -114,6 +115,7 @@ class OwnerConsole:
             Route(f"{CONSOLE_PATH}/login", self._login, methods=["POST"]),
             Route(f"{CONSOLE_PATH}/logout", self._signed_in(self._logout), methods=["POST"]),
             Route(f"{CONSOLE_PATH}/holds.json", self._signed_in(self._holds_json), methods=["GET"]),
+            Route(PREVIEW_PATH + "{capability}/{sha256}", self._signed_in(self._app_preview), methods=["GET"]),
             Mount(f"{CONSOLE_PATH}/static", app=StaticFiles(directory=_STATIC), name="static"),
         ]
         routes += [Route(path, self._signed_in(self._page(page)), methods=["GET"]) for path, page in PAGES.items()]
@@ -247,3 +249,12 @@ class OwnerConsole:
 
     async def _holds_json(self, request: Request, visit: Visit) -> Response:
         return JSONResponse(await holds_json(self._ask, visit))
+
+    async def _app_preview(self, request: Request, visit: Visit) -> Response:
+        """One kept version of an app, as HTML to render in the tools page's sandboxed frame
+        (`SecurityHeaders` gives it `PREVIEW_HEADERS`: no network, no same-origin)."""
+        capability, sha256 = request.path_params["capability"], request.path_params["sha256"]
+        reply = await self._ask(visit.owner_id, "app_contents", capability=capability, sha256=sha256)
+        if reply.refusal is not None:
+            return self._refused(404, reply.error or "no such app")
+        return HTMLResponse(str(reply.data.get("html", "")))

@@ -14,6 +14,10 @@ Above: `app`. Below: the standard library and the SDK's Host/Origin check (throu
 - Every answer carries a strict Content-Security-Policy (no inline script or style: the
   templates use only the package's own files), `nosniff`, no referrer to other origins
   (`same-origin`, see `SECURITY_HEADERS`) and no caching.
+- An app's preview (`PREVIEW_PATH`: a plugin's HTML, untrusted) gets `PREVIEW_HEADERS` instead:
+  a CSP sandbox with scripts but not same-origin (an opaque origin: no cookie, no console page,
+  no storage of ours), no network at all (`default-src 'none'`; inline script and style, data:
+  images and fonts only), framed only by the console itself.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ __all__ = [
     "COOKIE_PATH",
     "CSP",
     "CSRF_FIELD",
+    "PREVIEW_CSP",
+    "PREVIEW_PATH",
     "CSRF_HEADER",
     "SECURITY_HEADERS",
     "SecurityHeaders",
@@ -48,7 +54,12 @@ _CSRF_LABEL = b"mcp-host console csrf v1"
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    "frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+PREVIEW_PATH = "/owner/tools/app/"
+PREVIEW_CSP = (
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; font-src data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'"
 )
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"content-security-policy", CSP.encode()),
@@ -59,6 +70,11 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
+)
+PREVIEW_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", PREVIEW_CSP.encode()),
+    *(header for header in SECURITY_HEADERS if header[0] not in (b"content-security-policy", b"x-frame-options")),
+    (b"x-frame-options", b"SAMEORIGIN"),
 )
 
 
@@ -99,7 +115,8 @@ def cross_site(headers: Mapping[str, str]) -> bool:
 
 
 class SecurityHeaders:
-    """ASGI wrapper: every console answer gets `SECURITY_HEADERS` (replacing any of the same name)."""
+    """ASGI wrapper: every console answer gets `SECURITY_HEADERS` (replacing any of the same
+    name); an app's preview, under `PREVIEW_PATH`, `PREVIEW_HEADERS`."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -108,12 +125,13 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        names = {name for name, _ in SECURITY_HEADERS}
+        headers = PREVIEW_HEADERS if str(scope.get("path", "")).startswith(PREVIEW_PATH) else SECURITY_HEADERS
+        names = {name for name, _ in headers}
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
-                message = {**message, "headers": [*kept, *SECURITY_HEADERS]}
+                message = {**message, "headers": [*kept, *headers]}
             await send(message)
 
         await self.app(scope, receive, with_headers)

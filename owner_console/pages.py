@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse
 
 from .render import Asker, Templates, Visit
 from .views import (
+    app_preview,
     audit_filtered,
     catalogue_cause,
     config_fields,
@@ -53,7 +54,7 @@ async def catalogue(ask: Asker, t: Templates, v: Visit, error: str | None = None
 async def tools(ask: Asker, t: Templates, v: Visit, error: str | None = None, **extra: Any) -> HTMLResponse:
     pending = await ask(v.owner_id, "tools_pending")
     shown = [
-        {**tool, "rows": side_by_side(tool.get("approved"), tool.get("live"))}
+        {**tool, "rows": side_by_side(tool.get("approved"), tool.get("live")), "preview": app_preview(tool)}
         for tool in pending.data.get("pending", [])
     ]
     return t.page(

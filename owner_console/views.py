@@ -18,9 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 __all__ = [
     "READS",
+    "app_preview",
     "ROLE_CONFIG_FIELD",
     "Cause",
     "DiffRow",
@@ -52,6 +54,16 @@ class DiffRow:
     left: str
     right: str
     kind: RowKind
+
+
+def app_preview(pending: Mapping[str, Any]) -> str | None:
+    """Where the console serves the live version of a pending tool's app for its sandboxed
+    preview (`owner_console.guard.PREVIEW_PATH`), or None when it names none or none was read."""
+    review = pending.get("app_review") or {}
+    sha256 = review.get("live_sha256")
+    if not isinstance(sha256, str):
+        return None
+    return f"/owner/tools/app/{quote(str(pending.get('capability', '')), safe='')}/{sha256}"
 
 
 def when(value: Any) -> str:
@@ -226,6 +238,7 @@ READS = frozenset(
     {
         "capabilities_list",
         "tools_pending",
+        "app_contents",
         "holds_list",
         "sessions_list",
         "roles_list",

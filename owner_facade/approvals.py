@@ -21,6 +21,7 @@ from typing import Any
 from mcp_host.errors import InvalidArguments, Unconfigured, UnknownTool
 from mcp_host.policy import DefinitionChanged, PendingTool, collision_key, definition_hash
 
+from .app_review import app_review
 from .models import HoldDecide, HoldsList, NoArguments, ToolApprove, ToolsApprove
 from .next_steps import next_steps
 from .owner_tool import Answer, OwnerTool
@@ -56,7 +57,7 @@ def _hiding(tool: str, capability: str, colliding: list[dict[str, Any]]) -> str:
     )
 
 
-def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
+async def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
     colliding = _colliding(s, tool.collides_with)
     shown = {
         "capability": tool.plugin_id,
@@ -69,6 +70,9 @@ def _pending(s: OwnerServices, tool: PendingTool) -> dict[str, Any]:
     }
     if colliding:
         shown["warning"] = _hiding(tool.tool, tool.plugin_id, colliding)
+    review = await app_review(s, tool.plugin_id, tool.approved, tool.seen)
+    if review is not None:
+        shown["app_review"] = review
     return shown
 
 
@@ -77,14 +81,15 @@ async def tools_pending(s: OwnerServices, owner_id: str, _: NoArguments) -> dict
     with the approved and the live definition side by side (JSON, so any text in them is escaped),
     and the tools visitors are shown now that approving one would hide (`collides_with`); and the
     tools the host drops whatever the owner approves (`rejected`: unsafe name, text or schema),
-    each with its cause and its name escaped."""
+    each with its cause and its name escaped. A tool naming an app (MCP Apps) also has
+    `app_review` (`app_review.app_review`: its reach, permissions, warnings, the diff)."""
     # Right after a start the children are still being listed: answer once they have been
     # (bounded), so a fresh host shows every plugin's tools rather than an empty list.
     reviewed = await s.review.settled(within_s=_REVIEW_WAIT_S) if s.review is not None else True
     rejected = [{**tool.model_dump(mode="json"), "status": "rejected"} for tool in s.catalogue.rejected()]
     if s.pins is None:
         return {"pinning": False, "pending": [], "rejected": rejected}
-    pending = [_pending(s, t) for t in await s.pins.pending()]
+    pending = [await _pending(s, t) for t in await s.pins.pending()]
     answer: dict[str, Any] = {"pinning": True, "pending": pending, "rejected": rejected}
     if not reviewed:
         answer["note"] = "the host is still listing its plugins' tools; ask again for the rest"
@@ -214,7 +219,9 @@ APPROVAL_TOOLS: list[OwnerTool[Any]] = [
         "with the approved and the live definition side by side, and the tools visitors see now "
         "that approving one would hide (collides_with: a name that differs only in case, '-' or '_'); "
         "and, under rejected, the tools no visitor is shown whatever you approve (unsafe name, text or "
-        "schema), each with its cause.",
+        "schema, or an app refused: a csp open to any origin, too large, not served by its own plugin), each "
+        "with its cause. A tool naming an app (MCP Apps) has app_review: the app's declared network reach, "
+        "permissions and domain, warnings, and a changed app's unified diff against the approved one.",
         NoArguments,
         tools_pending,
     ),

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "ApiKeyCreate",
     "ApiKeyRevoke",
+    "AppContentsArguments",
     "AuditList",
     "CapabilityInvoke",
     "CapabilityLogs",
@@ -170,6 +171,11 @@ class AuditList(_Arguments):
 
 
 _Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class AppContentsArguments(_Arguments):
+    capability: str = _name(_CAPABILITY)
+    sha256: _Sha256 = Field(description="The app version's sha256, as tools_pending's app_review shows it.")
 
 
 class ToolApprove(_Arguments):

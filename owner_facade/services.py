@@ -19,7 +19,7 @@ from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer, Plugin, PluginKind, Registry
 from mcp_host.policy import AuditLog, HoldBook, NodeGrants, PinBook, RuleGate
 from mcp_host.settings import Settings
-from mcp_host.store import ConfigBackend, PgPool
+from mcp_host.store import AppContents, ConfigBackend, PgPool
 
 __all__ = ["PROGRESS", "OwnerServices", "PluginParts", "Progress", "ReviewProgress"]
 
@@ -71,6 +71,8 @@ class OwnerServices:
     """None when tool pinning is off (`MCP_HOST_PIN_TOOLS=false`)."""
     review: ReviewProgress | None = None
     """The review at start (None with pinning off): `tools_pending` waits for it, bounded."""
+    apps: AppContents | None = None
+    """The apps' contents as read (`app_review.diff`, `app_contents`); None: none are kept."""
     admin: PluginParts | None = None
     """None: this host does not install or remove plugins from the owner door."""
     rules: RuleGate | None = None

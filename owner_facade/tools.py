@@ -4,10 +4,10 @@ of one slice per domain, in the order `tools/list` shows them.
 Above: `door` (dispatch, error boundary, audit). Below: the slices — `capability_tools`,
 `connector_tools`, `remote_tools` (sign-ins to remote servers), `config_tools`,
 `access_tools`, `oauth_tools` (clients let in by OAuth), `approvals` (tools and held calls),
-`plugin_tools`, `egress_tools` (the hosts a plugin may reach), `policy_tools` (rules, node
-grants, audit), `host_tools` (host settings, the owner's profile) — each with its handlers,
-over `services` (the host's parts) and `models` (each tool's arguments); `owner_tool` holds
-the row type.
+`app_review` (the apps tools name), `plugin_tools`, `egress_tools` (the hosts a plugin may
+reach), `policy_tools` (rules, node grants, audit), `host_tools` (host settings, the owner's
+profile) — each with its handlers, over `services` (the host's parts) and `models` (each
+tool's arguments); `owner_tool` holds the row type.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .access_tools import ACCESS_TOOLS
+from .app_review import APP_TOOLS
 from .approvals import APPROVAL_TOOLS
 from .capability_tools import CAPABILITY_TOOLS
 from .config_tools import CONFIG_TOOLS
@@ -37,6 +38,7 @@ _SLICES = [
     ACCESS_TOOLS,
     OAUTH_TOOLS,
     APPROVAL_TOOLS,
+    APP_TOOLS,
     PLUGIN_TOOLS,
     EGRESS_TOOLS,
     POLICY_TOOLS,

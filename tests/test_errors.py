@@ -33,6 +33,7 @@ from mcp_host.errors import (
     INVALID_PARAMS,
     OPAQUE,
     RESOURCE_NOT_FOUND,
+    AnswerTooLarge,
     CallTimeout,
     DatabaseUnavailable,
     Denied,
@@ -64,6 +65,7 @@ HOST_ERRORS = [
     Unavailable("a"),
     DatabaseUnavailable(),
     TransportFailure("x"),
+    AnswerTooLarge("x"),
 ]
 
 
@@ -126,6 +128,7 @@ def test_the_codes_are_designs_vocabulary() -> None:
             "unavailable",
             "unavailable",
             "transport",
+            "unavailable",
         ]
     )
 

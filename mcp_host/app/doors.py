@@ -30,7 +30,7 @@ from mcp_host.owner import Catalogue, OwnerCalls
 from mcp_host.plugins import Installer
 from mcp_host.principal import Asking
 from mcp_host.settings import Settings
-from mcp_host.store import Database, ProtocolSessionRecords
+from mcp_host.store import AppContents, Database, ProtocolSessionRecords
 from mcp_host.visitor import (
     ONE_URL_PATH,
     ChangeFeed,
@@ -150,6 +150,7 @@ def owner_door(
             owners=shared.owners,
             pins=shared.pins,
             review=shared.review,
+            apps=AppContents(database.pool),
             # plugin_add / plugin_remove / plugin_upgrade while the host runs (into <data dir>/plugins)
             admin=PluginParts(installer, settings.data_dir, early.pool, database.pool, feed.announce, settings),
             rules=shared.rules,

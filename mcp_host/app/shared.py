@@ -35,6 +35,7 @@ from mcp_host.plugins import Plugin, Registry
 from mcp_host.policy import AuditLog, Holds, NodeGrants, Pins, PostgresTurns, QuotaGate, RuleGate
 from mcp_host.settings import Settings
 from mcp_host.store import (
+    AppContents,
     ConfigStore,
     Database,
     EgressGrants,
@@ -46,7 +47,7 @@ from mcp_host.store import (
     SecretBox,
     load_host_key,
 )
-from mcp_host.visitor import ONE_URL_PATH, Bindings, OwnerReview
+from mcp_host.visitor import ONE_URL_PATH, AppReader, Bindings, OwnerReview
 
 from .early import Early
 from .limits import hold_caps, store_limits, turn_caps
@@ -199,7 +200,10 @@ async def _listings(
     pins = Pins(database.pool) if settings.policy.pin_tools else None
     if pins is not None:
         await pins.load()
-    bindings = Bindings(early.children, list_timeout_s=settings.children.list_timeout_s, pins=pins)
+    timeout_s = settings.children.list_timeout_s
+    max_bytes, contents = settings.policy.app_max_bytes, AppContents(database.pool)
+    apps = AppReader(early.children, read_timeout_s=timeout_s, max_bytes=max_bytes, contents=contents)
+    bindings = Bindings(early.children, list_timeout_s=timeout_s, pins=pins, apps=apps)
     review = OwnerReview(bindings, early.plugins, background) if pins is not None else None
     listed = anyio.Event()
     if review is not None or early.prestart:  # prestarted children booted while the database started

@@ -27,7 +27,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
-from mcp_host.errors import CallTimeout, TransportFailure, Unavailable
+from mcp_host.errors import AnswerTooLarge, CallTimeout, TransportFailure, Unavailable
 from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
@@ -78,6 +78,7 @@ class Child(ChildLife):
         self._on_list_changed = on_list_changed
         self._raw: JSONRPCDispatcher[Any] | None = None  # the running session's wire, for `raw_request`
         self._timeouts = 0
+        self._over_long = False  # this run's wire ended at a line past the limit (`answer_over_limit`)
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_from = 0  # the start (`_starts`) whose run gave `_tools`
 
@@ -255,6 +256,9 @@ class Child(ChildLife):
         code = exc.error.code
         if code == types.REQUEST_TIMEOUT:
             return self._timed_out(method, timeout_s)
+        if code == types.CONNECTION_CLOSED and self._over_long:
+            limit = self._limits.max_line_bytes
+            return AnswerTooLarge(f"the capability's answer was over the {limit} bytes a child may send at once")
         if code == types.CONNECTION_CLOSED:
             return Unavailable("the capability stopped while answering; try again")
         if code == UNREADABLE_ANSWER:  # the framing answered for the child (`wire.framing`)
@@ -271,9 +275,15 @@ class Child(ChildLife):
         super()._closed()
         self._raw = None
 
+    def answer_over_limit(self) -> None:
+        """The run's wire ended at a line past `max_line_bytes` (told by the framing before the
+        requests waiting on it fail): they fail `AnswerTooLarge`, not `unavailable`."""
+        self._over_long = True
+
     def _client_session(self, read: Any, write: Any) -> ClientSession:
         """The MCP client session over a child's wire (`read`, `write`), its server→client
         requests and log messages routed by `self.router`; `raw_request` uses its dispatcher."""
+        self._over_long = False  # a new run
         self._raw = JSONRPCDispatcher(read, write)
         return ClientSession(
             dispatcher=self._raw,

@@ -112,6 +112,7 @@ class ProcessChild(Child):
 
         def overflow() -> None:
             outcome.append("wrote an over-long line")
+            self.answer_over_limit()
             _kill(process)
 
         async with anyio.create_task_group() as tg:

@@ -374,6 +374,11 @@ class PolicySettings(Group):
     # Tool pinning (pins.py, docs/security.md E8): a plugin tool whose definition the owner has not
     # approved is hidden from visitors. Off shows every safe tool as its child lists it.
     pin_tools: bool = True
+    # MCP Apps (visitor/app_checks.py): an app whose contents are larger than this is refused
+    # and its tool rejected (the ext-apps examples' apps are ~0.4 MiB).
+    # An app over `child_max_line_bytes` ends its child's answer (and the child) before this is
+    # measured: the host holds at most that much of it.
+    app_max_bytes: int = Field(default=4 * MiB, ge=1024, validation_alias="app_max_bytes")
     # Holds (holds.py, docs/security.md E11, E16): a visitor's call to a tool annotated
     # `destructiveHint: true` (and not `readOnlyHint: true`) waits for the owner's approval;
     # a hold not used within `hold_ttl_s` of its creation expires.

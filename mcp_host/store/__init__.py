@@ -3,6 +3,7 @@ store and search; declared config; the host key; how long the host's own tables 
 Below: `plugins`. Above: sandbox, children, access, and the edge (the protocol-session records).
 """
 
+from .app_contents import AppContents, StoredApp
 from .config import (
     SCOPES,
     ConfigBackend,
@@ -28,6 +29,7 @@ from .secrets_box import SealError, SecretBox, load_host_key
 from .uninstall import Uninstalled, uninstall
 
 __all__ = [
+    "AppContents",
     "MAX_NOTICE_BYTES",
     "MAX_OWNER_EGRESS",
     "CallCounter",
@@ -61,6 +63,7 @@ __all__ = [
     "SignInState",
     "SignInStore",
     "StoreLimits",
+    "StoredApp",
     "Swept",
     "Uninstalled",
     "check_value",

@@ -3,6 +3,8 @@ MCP server behind every session endpoint, input rounds, list changes, and the HT
 Below: the back-channel. Above: `owner`, `app`.
 """
 
+from .app_checks import reach as app_reach
+from .app_reader import AppReader
 from .bindings import Bindings
 from .change_feed import ChangeFeed
 from .door import VisitorDoor, sees
@@ -20,6 +22,7 @@ from .tool_search import ToolSearch
 
 __all__ = [
     "NODE_PATH",
+    "AppReader",
     "Bindings",
     "ChangeFeed",
     "Fleet",
@@ -37,6 +40,7 @@ __all__ = [
     "TurnsEndpoint",
     "VisitorDoor",
     "VisitorMCPEndpoint",
+    "app_reach",
     "bearer_token",
     "build_node_server",
     "build_visitor_server",

@@ -22,7 +22,9 @@ Reconciliation rules (issue 2):
   catalogue and the log say it is pending owner approval;
 - a tool naming an app (MCP Apps) is pinned with the app as its child serves it
   (`AppReader`: read again with each fresh list, kept otherwise): a changed app withholds
-  the tool like a changed definition;
+  the tool like a changed definition; a tool whose app is refused (`app_checks`: a csp open to
+  any origin, past the size cap, not served by the tool's own plugin) is rejected with its cause,
+  as an unsafe tool is (pinning on: apps are read only then);
 - `review` lists a plugin's tools in owner context and vets them the same way, with no
   session: the pins record what the owner must review before any visitor lists them.
 """
@@ -43,7 +45,8 @@ from mcp_host.plugins import TOOL_NAME_RE, Plugin, check_text, check_tool_schema
 from mcp_host.policy import PinBook, collision_key
 from mcp_host.wire import Apps, app_uri
 
-from .app_reader import AppReader
+from .app_checks import AppRefused
+from .app_reader import AppRead, AppReader
 
 __all__ = ["Binding", "Bindings", "Toolset"]
 
@@ -78,17 +81,29 @@ class Toolset:
 class Bindings:
     """Assembles toolsets; remembers per-capability causes for the catalogue."""
 
-    def __init__(self, children: ChildSource, *, list_timeout_s: float, pins: PinBook | None = None) -> None:
+    def __init__(
+        self,
+        children: ChildSource,
+        *,
+        list_timeout_s: float,
+        pins: PinBook | None = None,
+        apps: AppReader | None = None,
+    ) -> None:
         """`children`: each plugin's child for a session (`ChildSource.lister`: a per-session
         plugin's list is its session's own instance's while that runs, else its owner-context
-        instance's). Vetting and pinning are per plugin, whichever instance listed."""
+        instance's). Vetting and pinning are per plugin, whichever instance listed. `apps`:
+        reads the apps the tools name (default: one keeping nothing, with the default cap)."""
         self._child_of = children
         self._list_timeout_s = list_timeout_s
         self.pins = pins
         """The tool pins; None shows every safe tool. Set before the first visitor is served."""
         # plugin id -> the vetted list the pins last recorded, and its apps as then read
         self._observed: dict[str, tuple[tuple[types.Tool, ...], Apps]] = {}
-        self._apps = AppReader(children, read_timeout_s=list_timeout_s)
+        self._apps = apps or AppReader(children, read_timeout_s=list_timeout_s)
+        # plugin id -> (a safe list and its apps as read, the tools of it whose app is not refused)
+        self._app_vetted: dict[str, tuple[tuple[types.Tool, ...], Mapping[str, AppRead], tuple[types.Tool, ...]]] = {}
+        # plugin id -> (tool name, why its app is refused) for each tool of its last list naming one
+        self._app_refused: dict[str, tuple[tuple[str, str], ...]] = {}
         # plugin id -> (a vetted list, the pins' version, the tools of it approved as they are)
         self._pinned: dict[str, tuple[tuple[types.Tool, ...], int, tuple[types.Tool, ...]]] = {}
         self._withheld: dict[str, tuple[str, ...]] = {}
@@ -110,10 +125,10 @@ class Bindings:
         list dropped or withheld pending approval (a visitor's list or the owner's `review`),
         less the tools approved since (an approval shows at once)."""
         causes: dict[str, str] = {}
-        for pid in self._causes.keys() | self._dropped.keys() | self._withheld.keys():
+        for pid in self._causes.keys() | self._dropped.keys() | self._withheld.keys() | self._app_refused.keys():
             clashes = self._causes.get(pid, ([], ()))[0]
             pending = self._withheld.get(pid, ())
-            dropped = [_dropped(name, why) for name, why in self._dropped.get(pid, ())]
+            dropped = [_dropped(name, why) for name, why in self.rejected.get(pid, ())]
             still = [f"tool {name!r} is pending owner approval" for name in self._still_pending(pid, pending)]
             if clashes or dropped or still:
                 causes[pid] = "; ".join(clashes + dropped + still)
@@ -123,8 +138,11 @@ class Bindings:
     def rejected(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """Capability id → (tool name as the child gave it, why it was dropped) for each tool of
         its last vetted list that no visitor may be shown, whatever the owner approves. The name
-        may be hostile: show it escaped (`printable`)."""
-        return dict(self._dropped)
+        may be hostile: show it escaped (`printable`). A tool whose app is refused is one."""
+        rejected = dict(self._dropped)
+        for pid, refused in self._app_refused.items():
+            rejected[pid] = rejected.get(pid, ()) + refused
+        return rejected
 
     def _still_pending(self, pid: str, names: tuple[str, ...]) -> tuple[str, ...]:
         pinned = self._pinned.get(pid)
@@ -181,7 +199,8 @@ class Bindings:
         if self.pins is None:
             return safe
         pid = plugin.manifest.id
-        apps = await self._apps.versions(plugin, safe, fresh=fresh, session_id=session_id)
+        read = await self._apps.versions(plugin, safe, fresh=fresh, session_id=session_id)
+        safe, apps = self._app_safe(pid, safe, read)
         if self._observed.get(pid) != (safe, apps):  # `_safe` returns the same tuple while nothing changed
             try:
                 await self.pins.observe(plugin, safe, apps)
@@ -197,6 +216,28 @@ class Bindings:
             except Exception as exc:  # fail closed: it stays hidden; the next list retries
                 logger.warning("%s: approvals could not be re-read", pid, exc_info=not is_connection_failure(exc))
         return self._approved(pid, safe, self.pins)
+
+    def _app_safe(
+        self, pid: str, safe: tuple[types.Tool, ...], read: Mapping[str, AppRead]
+    ) -> tuple[tuple[types.Tool, ...], Apps]:
+        """The tools of `safe` whose app (if any) is not refused — the same tuple while nothing
+        changed —, and the apps for the pins (a version, or None: unreadable now)."""
+        apps = {uri: None if isinstance(app, AppRefused) else app for uri, app in read.items()}
+        last = self._app_vetted.get(pid)
+        if last is not None and last[0] is safe and last[1] == read:
+            return last[2], apps
+        refused = {uri: app.cause for uri, app in read.items() if isinstance(app, AppRefused)}
+        dropped = tuple((t.name, refused[uri]) for t in safe if (uri := app_uri(t)) in refused)
+        kept = tuple(t for t in safe if app_uri(t) not in refused) if dropped else safe
+        if dropped != self._app_refused.get(pid, ()):
+            for name, why in dropped:
+                logger.warning("%s: tool %r rejected: %s", pid, name[:80], why)
+        if dropped:
+            self._app_refused[pid] = dropped
+        else:
+            self._app_refused.pop(pid, None)
+        self._app_vetted[pid] = (safe, dict(read), kept)
+        return kept, apps
 
     def _approved(self, pid: str, safe: tuple[types.Tool, ...], pins: PinBook) -> tuple[types.Tool, ...]:
         last = self._pinned.get(pid)
@@ -294,7 +335,8 @@ class Bindings:
         """Drop what is remembered of `plugin_id`'s lists (it was removed while the host runs):
         a re-install with the same tools is vetted and recorded with the pins again, rather than
         matched against a list of a plugin that is gone."""
-        for table in (self._observed, self._pinned, self._withheld, self._reported, self._vetted, self._dropped):
+        tables = (self._observed, self._pinned, self._withheld, self._reported, self._vetted, self._dropped)
+        for table in (*tables, self._app_vetted, self._app_refused):
             table.pop(plugin_id, None)
         self._apps.forget(plugin_id)
         self._causes.pop(plugin_id, None)

@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import mcp.types as types
@@ -220,6 +220,17 @@ class VisitorDoor:
             raise Unavailable("the capability was removed")
         return plugin
 
+    async def _naming(self, session: Session, plugin_id: str, uri: str) -> list[types.Tool]:
+        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False, session_id=session.id)
+        return [b.tool for b in toolset.tools.values() if b.capability == plugin_id and app_uri(b.tool) == uri]
+
+    async def app_named(self, session: Session, plugin_id: str, uri: str) -> None:
+        """Before `plugin_id` is asked for `uri`: a `ui://` URI only when a tool of `plugin_id`
+        the session can see names it, so a refused or unnamed app is never read for a visitor
+        (one past the child's message limit would stop the child). Raises as `check_app`."""
+        if uri.startswith("ui://") and not await self._naming(session, plugin_id, uri):
+            self._refuse_app(session, plugin_id, uri, named=False)
+
     async def check_app(self, session: Session, plugin_id: str, uri: str, read: types.ReadResourceResult) -> None:
         """Whether `read`, `plugin_id`'s answer to a `resources/read` of `uri`, may go to the
         session: anything but a `ui://` URI may; an app only when a tool of `plugin_id` the
@@ -227,12 +238,14 @@ class VisitorDoor:
         the app. Raises `Held` (it waits for the owner's review) or `UnknownItem`."""
         if not uri.startswith("ui://"):
             return
-        toolset = await self._bindings.assemble(await self.reachable(session), fresh=False, session_id=session.id)
-        naming = [b.tool for b in toolset.tools.values() if b.capability == plugin_id and app_uri(b.tool) == uri]
+        naming = await self._naming(session, plugin_id, uri)
         pins = self._bindings.pins
         if naming and (pins is None or any(pins.approves_app(plugin_id, t, AppVersion.of(uri, read)) for t in naming)):
             return
-        if naming or self._bindings.app_held(plugin_id, uri):
+        self._refuse_app(session, plugin_id, uri, named=bool(naming))
+
+    def _refuse_app(self, session: Session, plugin_id: str, uri: str, *, named: bool) -> NoReturn:
+        if named or self._bindings.app_held(plugin_id, uri):
             logger.info("session %s: app %r of %s held for the owner's review", session.id, uri[:200], plugin_id)
             raise Held(f"the app {uri[:200]!r} is held for the owner's review: it is new or changed since approved")
         logger.info("session %s: app %r refused: no tool the session sees names it", session.id, uri[:200])

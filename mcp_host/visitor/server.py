@@ -385,6 +385,9 @@ class VisitorServer:
         listings = self._door.listings
         uri = str(params.uri)
 
+        async def named(session: Session, owner: str) -> None:
+            await self._door.app_named(session, owner, uri)  # an app no visible tool names is not read
+
         async def check(session: Session, owner: str, read: types.ReadResourceResult) -> None:
             await self._door.check_app(session, owner, uri, read)  # an app goes out only as approved
 
@@ -396,6 +399,7 @@ class VisitorServer:
             lambda forwarded: types.ReadResourceRequest(params=forwarded),
             types.ReadResourceResult,
             not_found=RESOURCE_NOT_FOUND,
+            before=named,
             check=check,
         )
 
@@ -462,14 +466,18 @@ class VisitorServer:
         result_type: type[R],
         *,
         not_found: int = INVALID_PARAMS,
+        before: Callable[[Session, str], Awaitable[None]] | None = None,
         check: Callable[[Session, str, R], Awaitable[None]] | None = None,
     ) -> R:
         """Forward a prompt, resource or completion request to the child that `pick` finds in the
         session's surface, with the session's `_meta`; its result without the child's host keys.
         Any failure is answered as a JSON-RPC error (`_rpc_error`); `not_found`: the code of an
-        item the session cannot reach; `check` may refuse the child's result (it raises)."""
+        item the session cannot reach; `before` may refuse the request before the child is asked,
+        `check` the child's result (they raise)."""
         try:
             session, owner = await self._owner_of(ctx, pick)
+            if before is not None:
+                await before(session, owner)
             forwarded = params.model_copy(update={"meta": self._item_meta(ctx, session)})
             result = await self._door.child_for(owner, session.id).forward(
                 request(forwarded), result_type, timeout_s=self._door.call_timeout_s

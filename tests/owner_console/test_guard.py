@@ -76,7 +76,7 @@ async def test_every_answer_carries_the_strict_headers_replacing_the_apps_own() 
     assert headers["content-security-policy"] == CSP
     assert CSP == (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        "frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     )
     assert headers["cache-control"] == "no-store"
     assert headers["x-content-type-options"] == "nosniff"
