@@ -123,16 +123,28 @@ def inside_app(browser: Browser) -> Iterator[None]:
         driver.switch_to.default_content()
 
 
-async def in_app(browser: Browser, css: str, *, click: bool = False, within_s: float = 30.0) -> str:
-    """The text of `css` in the app's frame once it shows, after clicking it when `click`."""
+async def in_app(
+    browser: Browser,
+    css: str,
+    *,
+    click: bool = False,
+    fill: str | None = None,
+    attribute: str | None = None,
+    within_s: float = 30.0,
+) -> str:
+    """In the app's frame, once `css` shows: type `fill` into it, click it when `click`; then its
+    text, or its `attribute`."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     def step() -> str:
         with inside_app(browser):
             element = WebDriverWait(browser.driver, within_s).until(lambda d: d.find_element("css selector", css))
+            if fill is not None:
+                element.clear()
+                element.send_keys(fill)
             if click:
                 element.click()
-            return str(element.text)
+            return str(element.get_attribute(attribute) if attribute else element.text)
 
     return await browser.run(step)
 
