@@ -149,6 +149,21 @@ async def in_app(
     return await browser.run(step)
 
 
+async def blocked_in_app(browser: Browser, url: str) -> str:
+    """The CSP directive the app's frame is refused a `fetch` of `url` by ("" when it is not)."""
+    script = """
+        const done = arguments[arguments.length - 1];
+        document.addEventListener("securitypolicyviolation", (e) => done(e.effectiveDirective), { once: true });
+        fetch(arguments[0]).then(() => done(""), () => setTimeout(() => done(""), 500));
+    """
+
+    def step() -> str:
+        with inside_app(browser):
+            return str(browser.driver.execute_async_script(script, url))
+
+    return await browser.run(step)
+
+
 async def app_text_once(browser: Browser, css: str, predicate: Any, *, within_s: float = 30.0) -> str:
     """The text of `css` in the app's frame once `predicate(text)` holds."""
     from selenium.webdriver.support.ui import WebDriverWait

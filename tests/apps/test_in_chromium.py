@@ -30,6 +30,7 @@ from tests.apps.app_host_page import (
     app_calls,
     app_host_page,
     app_text_once,
+    blocked_in_app,
     in_app,
     missing_app_host,
     open_app,
@@ -112,6 +113,7 @@ async def test_the_ext_apps_example_renders_and_its_app_calls_its_tool_through_t
     assert record["state"] == "rendered", record
     assert record["uri"] == "ui://system-monitor/mcp-app.html"
     assert record["appInfo"] == {"name": "System Monitor", "version": "1.0.0"}
+    assert "connect-src 'none'" in record["csp"]  # it declares no network, and draws without any
     assert hostname == SANDBOX_HOSTNAME  # the model's call ran in the host's sandboxed child
     assert [c["name"] for c in polled] == ["poll-system-stats"] * len(polled)
     assert all("error" not in c and not c["result"].get("isError") for c in polled), polled
@@ -135,6 +137,8 @@ async def test_the_board_app_calls_its_app_only_tool_through_the_host(
             await in_app(blank, "#move", click=True)
             moved = await app_text_once(blank, "#moved", lambda t: t != "moving")
             calls = await app_calls(blank, 1)
+            declared = await blocked_in_app(blank, "https://api.example.com/moves")
+            undeclared = await blocked_in_app(blank, "https://evil.example/steal")
             await screenshot(blank, "board")
             counted = await visitor_calls(running, BOARD, "move_piece")
 
@@ -146,6 +150,9 @@ async def test_the_board_app_calls_its_app_only_tool_through_the_host(
         ("move_piece", {"square": "e4"}, [{"type": "text", "text": "moved to e4"}])
     ]
     assert counted == 1
+    # The page runs the app under its declared csp: its connectDomains only.
+    assert "connect-src https://api.example.com;" in record["csp"] and record["csp"].startswith("default-src 'none'")
+    assert (declared, undeclared) == ("", "connect-src")
 
 
 async def test_a_tool_the_app_calls_is_held_until_the_owner_approves_it(

@@ -5,19 +5,20 @@
 // The page's query names the model's call: `?tool=<name>&arguments=<JSON>`. The page connects an
 // MCP client to the same-origin `/mcp` (the test relays it to a visitor session of the host),
 // lists the tools, reads the `ui://` app the tool names, makes the model's call, renders the app
-// in `<iframe sandbox="allow-scripts">` (srcdoc: an opaque origin, no network of the page's), and
-// gives the app the call's input and result over the bridge. The app's own `tools/call`s go
+// in `<iframe sandbox="allow-scripts">` (srcdoc: an opaque origin) under a Content-Security-Policy
+// made of the app's declared `_meta.ui.csp` alone, and gives the app the call's input and result
+// over the bridge. The app's own `tools/call`s go
 // through the client to the host, which gates them as any visitor call.
 //
 // What the test reads, in `window.appHost`:
-//   {state: "connecting" | "rendered" | "failed", tool, uri, appInfo, modelCall, calls: [...],
-//    error}
+//   {state: "connecting" | "rendered" | "failed", tool, uri, csp (the policy the app runs under),
+//    appInfo, modelCall, calls: [...], error}
 // each of `calls` one app-originated call: {name, arguments, result} or {name, arguments, error}.
 import { AppBridge, PostMessageTransport, getToolUiResourceUri } from "@modelcontextprotocol/ext-apps/app-bridge";
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 
 const HOST_INFO = { name: "mcp-host test app host", version: "1" };
-const record = { state: "connecting", tool: null, uri: null, appInfo: null, modelCall: null, calls: [], error: null };
+const record = { state: "connecting", tool: null, uri: null, csp: null, appInfo: null, modelCall: null, calls: [], error: null };
 window.appHost = record;
 
 function say(text) {
@@ -53,6 +54,31 @@ function forwarding(client) {
   };
 }
 
+/** The Content-Security-Policy an app runs under: what its declared `_meta.ui.csp` allows and
+ * nothing more (no domain declared: no network at all), as the MCP Apps spec asks of hosts. */
+function policy(csp = {}) {
+  const words = (list) => (list ?? []).filter((d) => /^[a-z0-9*.:/-]+$/i.test(d)).join(" ");
+  const resources = words(csp.resourceDomains);
+  return [
+    "default-src 'none'",
+    `script-src 'unsafe-inline' ${resources}`,
+    `style-src 'unsafe-inline' ${resources}`,
+    `img-src data: blob: ${resources}`,
+    `font-src data: ${resources}`,
+    `media-src data: blob: ${resources}`,
+    `connect-src ${words(csp.connectDomains) || "'none'"}`,
+    `frame-src ${words(csp.frameDomains) || "'none'"}`,
+    `base-uri ${words(csp.baseUriDomains) || "'none'"}`,
+  ].join("; ");
+}
+
+/** `html` with `policy` as its first element, so that it covers everything the app loads. */
+function underPolicy(html, policy) {
+  const meta = `<meta http-equiv="Content-Security-Policy" content="${policy.replaceAll('"', "&quot;")}">`;
+  const head = html.match(/<head[^>]*>/i);
+  return head ? html.replace(head[0], head[0] + meta) : meta + html;
+}
+
 function frame(html) {
   const iframe = document.createElement("iframe");
   iframe.id = "app";
@@ -66,7 +92,8 @@ async function render(client, tool, args) {
   const uri = getToolUiResourceUri(tool);
   if (!uri) throw new Error(`the tool ${tool.name} names no app`);
   record.uri = uri;
-  const { html } = await readApp(client, uri);
+  const { html, declared } = await readApp(client, uri);
+  record.csp = policy(declared.csp);
   const modelCall = await client.callTool({ name: tool.name, arguments: args });
   record.modelCall = modelCall;
 
@@ -76,7 +103,7 @@ async function render(client, tool, args) {
   bridge.oncalltool = forwarding(client);
   bridge.onreadresource = (params) => client.readResource(params);
   bridge.onlistresources = (params) => client.listResources(params);
-  const iframe = frame(html);
+  const iframe = frame(underPolicy(html, record.csp));
   bridge.onsizechange = ({ height }) => {
     if (height) iframe.style.height = `${Math.ceil(height)}px`;
   };
