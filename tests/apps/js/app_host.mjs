@@ -98,7 +98,7 @@ async function render(client, tool, args) {
   record.modelCall = modelCall;
 
   const bridge = new AppBridge(null, HOST_INFO, { serverTools: {}, serverResources: {}, logging: {} }, {
-    hostContext: { theme: "light", displayMode: "inline", platform: "web" },
+    hostContext: { theme: "light", displayMode: "inline", platform: "web", toolInfo: { tool } },
   });
   bridge.oncalltool = forwarding(client);
   bridge.onreadresource = (params) => client.readResource(params);
