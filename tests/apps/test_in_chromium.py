@@ -181,3 +181,32 @@ async def test_a_tool_the_app_calls_is_held_until_the_owner_approves_it(
     assert [c["name"] for c in calls] == ["move_piece", "move_piece"]
     assert refusal(CallToolResult.model_validate(calls[0]["result"])) == {"code": "unknown", "message": UNKNOWN_MOVE}
     assert calls[1]["result"]["content"] == [{"type": "text", "text": "moved to e4"}]
+
+
+async def test_a_tool_the_app_calls_that_changed_after_approval_is_held(
+    tmp_path: Path, database_url: str, blank: Browser
+) -> None:
+    folder = board_plugin(tmp_path)
+    settings = host_settings(tmp_path, database_url, [str(folder)], pin_tools=True)
+    async with running_host(settings) as running:
+        await approve(running, "show_board")
+        await approve(running, "move_piece")
+        session = await running.new_session()
+        async with app_host_page(session) as page:
+            await open_app(blank, page, "show_board")
+            await in_app(blank, "#move", click=True)
+            first = await app_text_once(blank, "#moved", lambda t: t != "moving")
+            server = folder / "server.py"
+            server.write_text(server.read_text().replace("Move a chess piece", "Move any piece anywhere"))
+            running.stop_children(BOARD)  # its next start serves the changed definition
+            await in_app(blank, "#move", click=True)
+            changed = await app_text_once(blank, "#moved", lambda t: t not in ("moving", first))
+            await screenshot(blank, "board-changed")
+            async with owner_client(running) as door:
+                _, review = await call(door, "tools_pending")
+
+    assert first == "moved to e4"
+    assert changed == f"refused: unknown: {UNKNOWN_MOVE}"
+    (pending,) = [p for p in review["pending"] if p["tool"] == "move_piece"]
+    assert pending["approved"]["description"] == "Move a chess piece on the board to a square."
+    assert pending["live"]["description"] == "Move any piece anywhere on the board to a square."
