@@ -12,6 +12,10 @@ their backend: the test serves the page from a small Starlette app on loopback t
 page's same-origin `/mcp` to the visitor session, adding the session's bearer token on the
 server side.
 
+Apps: the ext-apps `system-monitor` example (polls its app-only tool), the test plugin's board
+(calls its app-only `move_piece`; held while pending review, not approved or changed since) and
+calendar.book's slot picker booking into a real calendar (Radicale on loopback).
+
 Screenshots of each rendered app go to `$MCP_HOST_ARTIFACTS/apps/` (default .artifacts/apps/).
 Skipped, with the reason, without Chromium, bubblewrap, Node or scripts/install-apps.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,9 +42,11 @@ from tests.apps.app_host_page import (
     screenshot,
 )
 from tests.apps.support import FIXTURE, JS, SYSTEM_MONITOR, missing_example
-from tests.hosting import RunningHost, host_settings, refusal, running_host
+from tests.capabilities.test_calendar_book import _connect, _events, _monday, _visitor
+from tests.hosting import BUILTINS, RunningHost, host_settings, refusal, running_host
 from tests.owner_console.browser import Browser, needs_chromium
 from tests.owner_facade.test_door import call, owner_client
+from tests.peers import Radicale, running_radicale
 from tests.processes import needs_bwrap
 
 pytestmark = [pytest.mark.anyio, needs_bwrap, needs_chromium]
@@ -210,3 +217,41 @@ async def test_a_tool_the_app_calls_that_changed_after_approval_is_held(
     (pending,) = [p for p in review["pending"] if p["tool"] == "move_piece"]
     assert pending["approved"]["description"] == "Move a chess piece on the board to a square."
     assert pending["live"]["description"] == "Move any piece anywhere on the board to a square."
+
+
+@pytest.fixture(scope="module")
+def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Radicale]:
+    with running_radicale(tmp_path_factory.mktemp("radicale")) as server:
+        yield server
+
+
+async def test_the_booking_app_books_the_slot_the_visitor_picks_into_the_owners_calendar(
+    tmp_path: Path, database_url: str, blank: Browser, radicale: Radicale
+) -> None:
+    # Pins on: builtins are approved with their apps when the host first sees them.
+    settings = host_settings(
+        tmp_path, database_url, [], builtin_dir=BUILTINS, child_start_timeout_s=60.0, pin_tools=True
+    )
+    async with running_host(settings) as running:
+        calendar = await _connect(running, radicale)
+        session = await _visitor(running)
+        async with app_host_page(session) as page:
+            record = await open_app(blank, page, "calendar_list_slots", {"date_from": _monday().isoformat(), "days": 1})
+            start = await in_app(blank, "button.slot", click=True, attribute="data-start")
+            await in_app(blank, "#name", fill="Grace Hopper")
+            await in_app(blank, "#email", fill="grace@example.org")
+            await in_app(blank, "#topic", fill="Compilers")
+            await in_app(blank, "#book", click=True)
+            status = await app_text_once(blank, "#status", lambda t: "Booked" in t)
+            await screenshot(blank, "booking")
+            calls = await app_calls(blank, 1)
+        events = _events(radicale, calendar)
+
+    assert record["state"] == "rendered" and record["uri"] == "ui://calendar.book/slot-picker.html", record
+    assert "connect-src 'none'" in record["csp"]  # it books with no network of its own
+    booker = {"start": start, "name": "Grace Hopper", "email": "grace@example.org", "topic": "Compilers"}
+    assert [(c["name"], c["arguments"]) for c in calls] == [("calendar_book", booker)]  # the slots: the model's
+    assert calls[0]["result"]["structuredContent"]["booking"]["start"] == start
+    assert start in status
+    in_utc = datetime.fromisoformat(start).astimezone(UTC).isoformat()
+    assert events == [("Meeting with Grace Hopper: Compilers", in_utc)]
