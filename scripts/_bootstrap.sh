@@ -76,7 +76,8 @@ ensure_ecosystem() {
   # Optional: the ecosystem tests (tests/ecosystem) skip, saying why, when Node is missing or
   # an install fails.
   "$ROOT/scripts/install-ecosystem" 2> >(grep -v "^WARNING: Location 'file:" >&2) || true
-  # The MCP Apps example server (tests/apps, bench/apps.py): the same, on its own stamp.
+  # The MCP Apps example server (tests/apps, bench/apps.py) and the test app host the Chromium
+  # tests render apps with (tests/apps/test_in_chromium.py): the same, on their own stamps.
   "$ROOT/scripts/install-apps" || true
 }
 
