@@ -55,6 +55,7 @@ OWNER_TOOLS = [
     "tools_approve",
     "holds_list",
     "hold_decide",
+    "app_contents",
     "plugin_add",
     "plugins_list",
     "plugin_remove",

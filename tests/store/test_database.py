@@ -57,6 +57,7 @@ MIGRATED = [
     (21, "remote_sign_ins"),
     (22, "desk_email"),
     (23, "plugin_egress"),
+    (24, "app_contents"),
 ]
 
 
@@ -112,6 +113,7 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
         [
             "access_codes",
             "api_keys",
+            "app_contents",
             "audit",
             "config_values",
             "connections",
