@@ -270,7 +270,7 @@ async def test_a_duplicate_in_flight_id_is_refused_and_the_first_call_still_answ
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow)
-            await wait_until(lambda: _in_flight(host) == 1)
+            await wait_until(lambda: _in_flight(host) == 1, within_s=30)  # the child starts first
             duplicate = await host.http.post(session["mcp_url"], json=call(0), headers=headers)
             assert duplicate.status_code == 409
             assert duplicate.json()["error"]["code"] == -32600

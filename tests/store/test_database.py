@@ -97,8 +97,8 @@ def _write(folder: Path, files: dict[str, str]) -> Path:
 # -- migrations ---------------------------------------------------------------------------
 
 
-async def test_migrations_are_applied_once_and_recorded(database_url: str) -> None:
-    conn = await asyncpg.connect(database_url)
+async def test_migrations_are_applied_once_and_recorded(empty_database_url: str) -> None:
+    conn = await asyncpg.connect(empty_database_url)
     try:
         assert await apply_migrations(conn) == [v for v, _ in MIGRATED]
         assert await apply_migrations(conn) == []
@@ -144,17 +144,21 @@ async def test_migrations_are_applied_once_and_recorded(database_url: str) -> No
     )
 
 
-async def test_open_database_migrates_and_a_second_start_applies_nothing(database_url: str, tmp_path: Path) -> None:
+async def test_open_database_migrates_and_a_second_start_applies_nothing(
+    empty_database_url: str, tmp_path: Path
+) -> None:
     query = "SELECT version, name, applied_at FROM mcp_host.schema_migrations"
-    async with open_database(_settings(tmp_path, database_url)) as db:
+    async with open_database(_settings(tmp_path, empty_database_url)) as db:
         first = [tuple(r) for r in await db.pool.fetch(query)]
-    async with open_database(_settings(tmp_path, database_url)) as db:
+    async with open_database(_settings(tmp_path, empty_database_url)) as db:
         second = [tuple(r) for r in await db.pool.fetch(query)]
     assert [row[:2] for row in first] == MIGRATED
     assert second == first
 
 
-async def test_later_migration_files_are_applied_in_order_on_a_later_start(database_url: str, tmp_path: Path) -> None:
+async def test_later_migration_files_are_applied_in_order_on_a_later_start(
+    empty_database_url: str, tmp_path: Path
+) -> None:
     folder = _write(
         tmp_path / "m",
         {
@@ -162,7 +166,7 @@ async def test_later_migration_files_are_applied_in_order_on_a_later_start(datab
             "README.txt": "not a migration",
         },
     )
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(empty_database_url)
     try:
         assert await apply_migrations(conn, load_migrations(folder)) == [1]
         _write(folder, {"002_second.sql": "INSERT INTO mcp_host.t VALUES (2);"})
@@ -175,7 +179,7 @@ async def test_later_migration_files_are_applied_in_order_on_a_later_start(datab
     assert sorted(recorded) == [(1, "first"), (2, "second")]
 
 
-async def test_a_failing_migration_leaves_no_trace_of_itself(database_url: str, tmp_path: Path) -> None:
+async def test_a_failing_migration_leaves_no_trace_of_itself(empty_database_url: str, tmp_path: Path) -> None:
     folder = _write(
         tmp_path / "m",
         {
@@ -183,7 +187,7 @@ async def test_a_failing_migration_leaves_no_trace_of_itself(database_url: str, 
             "002_broken.sql": "CREATE TABLE mcp_host.b (v int); SELECT 1 / 0;",
         },
     )
-    conn = await asyncpg.connect(database_url)
+    conn = await asyncpg.connect(empty_database_url)
     try:
         with pytest.raises(asyncpg.DivisionByZeroError):
             await apply_migrations(conn, load_migrations(folder))
@@ -220,8 +224,8 @@ def test_migration_files_out_of_grammar_are_refused(tmp_path: Path, files: dict[
     assert str(caught.value) == message
 
 
-async def test_a_recorded_migration_under_another_name_is_refused(database_url: str, tmp_path: Path) -> None:
-    conn = await asyncpg.connect(database_url)
+async def test_a_recorded_migration_under_another_name_is_refused(empty_database_url: str, tmp_path: Path) -> None:
+    conn = await asyncpg.connect(empty_database_url)
     try:
         await apply_migrations(conn, load_migrations(_write(tmp_path / "a", {"001_first.sql": ""})))
         with pytest.raises(MigrationError) as caught:
@@ -231,8 +235,8 @@ async def test_a_recorded_migration_under_another_name_is_refused(database_url: 
     assert str(caught.value) == "database recorded migration 001 as 'first', this host has 'other'"
 
 
-async def test_concurrent_migration_runs_apply_each_file_once(database_url: str) -> None:
-    holder, first, second = [await asyncpg.connect(database_url) for _ in range(3)]
+async def test_concurrent_migration_runs_apply_each_file_once(empty_database_url: str) -> None:
+    holder, first, second = [await asyncpg.connect(empty_database_url) for _ in range(3)]
     results: dict[str, list[int]] = {}
 
     async def run(name: str, conn: asyncpg.Connection) -> None:
