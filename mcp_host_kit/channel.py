@@ -1,7 +1,10 @@
 """The back-channel client: host ops as MCP `tools/call`s on the unix socket in `MCP_HOST_SOCKET`.
 
 Above: `host` (the typed ops). Below: the socket, which speaks MCP as newline-delimited
-JSON-RPC; the host serves it with the SDK's low-level `Server`, both protocol eras.
+JSON-RPC; the host serves it with the SDK's low-level `Server`, both protocol eras, and answers
+the op lines this channel sends on its fast path (`mcp_host/backchannel/fast_ops.py`). Lines are
+written with pydantic's encoder and read with `json.loads`, no SDK model on the way (a
+refusal's is read with `CallToolResult`, to find its code).
 
 We speak the 2026-07-28 era: each request carries its own envelope in `_meta`, so there is
 no `initialize` round trip, and a connection holds no session a later call depends on. Each
@@ -25,6 +28,7 @@ goes on through its host ops; the kit records and exports nothing itself.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +42,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from opentelemetry.propagate import inject
 from opentelemetry.trace import get_current_span
 from pydantic import ValidationError
+from pydantic_core import to_json
 
 from .contract import refusal_of
 from .errors import Denied, Unavailable, error_for
@@ -144,8 +149,10 @@ class SocketChannel:
         if get_current_span().get_span_context().is_valid:
             inject(meta)
         params = {"name": op, "arguments": dict(arguments), "_meta": meta}
-        message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call", params=params)
-        return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        # pydantic's encoder, as the SDK's models used: the same values pass (a datetime as ISO
+        # text), the same ones fail (a string that is not Unicode raises).
+        return to_json(message) + b"\n"
 
     def _pool(self) -> _Pool:
         try:
@@ -155,7 +162,7 @@ class SocketChannel:
             self._pools.set(pool)
             return pool
 
-    async def _round_trip(self, request_id: int, line: bytes) -> types.JSONRPCResponse | types.JSONRPCError:
+    async def _round_trip(self, request_id: int, line: bytes) -> dict[str, Any]:
         pool = self._pool()
         async with pool.limit:
             conn = pool.idle.pop() if pool.idle else _Connection(await anyio.connect_unix(self.path))
@@ -171,8 +178,9 @@ class SocketChannel:
                 await conn.discard()
         return answer
 
-    async def _answer(self, conn: _Connection, request_id: int) -> types.JSONRPCResponse | types.JSONRPCError:
-        """Read lines until the response to `request_id`; notifications are skipped."""
+    async def _answer(self, conn: _Connection, request_id: int) -> dict[str, Any]:
+        """Read lines until the response to `request_id` (a JSON-RPC answer: `result` or
+        `error`); notifications and requests are skipped."""
         while True:
             line = await conn.lines.receive_until(b"\n", self._max_response_bytes)
             if len(line) > self._max_response_bytes:  # receive_until caps only lines it had to wait for
@@ -180,28 +188,43 @@ class SocketChannel:
             if not line.strip():
                 continue
             try:
-                message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except ValidationError:
-                raise anyio.BrokenResourceError("the host wrote a line that is not JSON-RPC") from None
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id in (request_id, None):
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                raise anyio.BrokenResourceError("the host wrote a line that is not JSON") from None
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                raise anyio.BrokenResourceError("the host wrote a line that is not JSON-RPC")
+            if "method" not in message and message.get("id") in (request_id, None):
                 return message
 
 
-def _outcome(op: str, answer: types.JSONRPCResponse | types.JSONRPCError) -> dict[str, Any]:
-    """The structured content of a successful op; raises the refusal as its HostOpError."""
-    if isinstance(answer, types.JSONRPCError):
-        logger.warning("host op %s: JSON-RPC error %d: %s", op, answer.error.code, answer.error.message[:200])
-        raise Unavailable(f"{op}: the host answered with protocol error {answer.error.code}")
-    try:
-        result = types.CallToolResult.model_validate(answer.result)
-    except ValidationError:
-        raise Unavailable(f"{op}: the host's answer is not a tool result") from None
-    content = result.structured_content
-    if result.is_error:
-        refusal = refusal_of(result)  # `_meta["mcp-host/error"]`, else structured `{code, message}`
-        if refusal is not None:
-            raise error_for(refusal.code, refusal.message)
-        raise Unavailable(f"{op}: the host refused the op without a code")
+def _outcome(op: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The structured content of a successful op; raises the refusal as its HostOpError.
+
+    The answer is read as plain JSON (the SDK's models only for a refusal): a result with
+    `structuredContent` and no `isError` is the op's answer as the host wrote it."""
+    error, result = answer.get("error"), answer.get("result")
+    if error is not None or not isinstance(result, dict):
+        code = error.get("code") if isinstance(error, dict) else None
+        text = str(error.get("message", ""))[:200] if isinstance(error, dict) else ""
+        logger.warning("host op %s: JSON-RPC error %r: %s", op, code, text)
+        raise Unavailable(f"{op}: the host answered with protocol error {code}")
+    if result.get("isError") is True:
+        raise _refusal(op, result)
+    content = result.get("structuredContent")
+    if not isinstance(result.get("content", []), list) or result.get("isError") not in (None, False):
+        raise Unavailable(f"{op}: the host's answer is not a tool result")
     if not isinstance(content, dict):
         raise Unavailable(f"{op}: the host's answer has no structured content")
     return content
+
+
+def _refusal(op: str, result: dict[str, Any]) -> Exception:
+    """The HostOpError an `isError` result names (`_meta["mcp-host/error"]`, else a structured
+    `{code, message}`), or Unavailable."""
+    try:
+        refusal = refusal_of(types.CallToolResult.model_validate(result))
+    except ValidationError:
+        return Unavailable(f"{op}: the host's answer is not a tool result")
+    if refusal is None:
+        return Unavailable(f"{op}: the host refused the op without a code")
+    return error_for(refusal.code, refusal.message)

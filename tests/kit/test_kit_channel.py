@@ -513,6 +513,13 @@ async def test_blank_lines_notifications_and_other_answers_before_ours_are_skipp
         b"this is not JSON-RPC\n",
         b'{"jsonrpc": "2.0", "id": 1, "result": {"content": "not a list"}}\n',
         b'{"jsonrpc": "2.0", "id": 1, "result": {"content": []}}\n',
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"content": "x", "structuredContent": {"count": 1}}}\n',
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": "no", "structuredContent": {"count": 1}}}\n',
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true, "structuredContent": 5}}\n',
+        b'{"jsonrpc": "2.0", "id": 1, "result": [1]}\n',
+        b'{"jsonrpc": "1.0", "id": 1, "result": {"content": [], "structuredContent": {"count": 1}}}\n',
+        b"42\n",
+        b"[" * 100_000 + b"\n",
     ],
 )
 async def test_an_answer_that_is_not_a_structured_tool_result_is_unavailable(answer: bytes) -> None:
