@@ -240,7 +240,10 @@ class VisitorDoor:
             return
         naming = await self._naming(session, plugin_id, uri)
         pins = self._bindings.pins
-        if naming and (pins is None or any(pins.approves_app(plugin_id, t, AppVersion.of(uri, read)) for t in naming)):
+        if naming and pins is None:
+            return
+        version = AppVersion.of(uri, read)  # hashed once, whichever of its tools approves it
+        if naming and pins is not None and any(pins.approves_app(plugin_id, t, version) for t in naming):
             return
         self._refuse_app(session, plugin_id, uri, named=bool(naming))
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.ecosystem.support import TS_SDK
@@ -97,3 +97,21 @@ async def typescript_visitor(session: dict[str, Any], uri: str, calls: list[dict
     assert done.returncode == 0, f"the TypeScript client failed ({done.returncode}): {done.stderr.decode()[-2000:]}"
     answer: dict[str, Any] = json.loads(done.stdout.decode())
     return answer
+
+
+async def pending_and_rejected(running: RunningHost, capability: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """`tools_pending`'s entries of `capability` by tool, and its rejected tools' causes."""
+    async with owner_client(running) as owner:
+        failed, review = await call(owner, "tools_pending")
+    assert not failed, review
+    pending = {p["tool"]: p for p in review["pending"] if p["capability"] == capability}
+    rejected = {r["tool"]: r["cause"] for r in review["rejected"] if r["capability"] == capability}
+    return pending, rejected
+
+
+async def refusal_of_read(client: Client, uri: str) -> str:
+    try:
+        await client.read_resource(uri)
+    except MCPError as exc:
+        return exc.error.message
+    return "served"

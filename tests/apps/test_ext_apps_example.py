@@ -27,12 +27,12 @@ from tests.apps.support import (
     direct_example,
     missing_example,
     missing_typescript_sdk,
+    pending_and_rejected,
     set_tool_search_threshold,
     tool_metas,
     typescript_visitor,
     wire,
 )
-from tests.apps.test_hostile_apps import pending_and_rejected
 from tests.hosting import RunningHost, host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap

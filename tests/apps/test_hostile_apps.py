@@ -16,14 +16,12 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from inline_snapshot import snapshot
-from mcp import Client, MCPError
 
-from tests.apps.support import FIXTURE
-from tests.hosting import RunningHost, host_settings, running_host
+from tests.apps.support import FIXTURE, pending_and_rejected, refusal_of_read
+from tests.hosting import host_settings, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
 
@@ -39,24 +37,6 @@ BORROWED = (
 def wide(uri: str, field: str, value: str) -> str:
     """The cause of an app whose declared csp reaches any origin."""
     return f"its app {uri!r} declares csp.{field} {value!r}, which lets it reach any origin; name each origin it needs"
-
-
-async def pending_and_rejected(running: RunningHost, capability: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """`tools_pending`'s entries of `capability` by tool, and its rejected tools' causes."""
-    async with owner_client(running) as owner:
-        failed, review = await call(owner, "tools_pending")
-    assert not failed, review
-    pending = {p["tool"]: p for p in review["pending"] if p["capability"] == capability}
-    rejected = {r["tool"]: r["cause"] for r in review["rejected"] if r["capability"] == capability}
-    return pending, rejected
-
-
-async def refusal_of_read(client: Client, uri: str) -> str:
-    try:
-        await client.read_resource(uri)
-    except MCPError as exc:
-        return exc.error.message
-    return "served"
 
 
 async def test_an_app_open_to_any_origin_or_served_by_another_plugin_is_rejected_with_its_cause(
