@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -57,7 +57,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-__all__ = ["ModernExchange"]
+__all__ = ["DirectAnswer", "ModernExchange"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,12 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _PING: Final = b": ping\r\n\r\n"
+
+DirectAnswer = Callable[[Scope, Mapping[str, Any], Connection], Awaitable[dict[str, Any] | None]]
+"""Answers one method's request without the SDK's server (`ModernExchange(direct=…)`), given the
+request's scope (its session under `server.SCOPE_KEY`), params and envelope: the result exactly
+as `serve_one` would give it, or None — not this request, which then goes to `serve_one`. It
+raises as a handler does; the failure is answered with the SDK's own mapping."""
 
 
 @dataclass
@@ -127,8 +133,12 @@ class ModernExchange:
         *,
         watch_after_s: float = 1.0,
         ping_after_s: float = 15.0,
+        direct: Mapping[str, DirectAnswer] | None = None,
     ) -> None:
+        """`direct`: by method, what answers a request of that method before `serve_one` may
+        (issue 31: the hot methods without the SDK's models); None: `serve_one` answers all."""
         self._server = server
+        self._direct: Mapping[str, DirectAnswer] = direct or {}
         self._security = TransportSecurityMiddleware(security)
         self._watch_after_s = watch_after_s
         self._ping_after_s = ping_after_s
@@ -169,7 +179,7 @@ class ModernExchange:
         connection = Connection.from_envelope(
             verdict.protocol_version, verdict.client_info, verdict.client_capabilities
         )
-        await self._answer(rpc, dctx, connection, receive, send)
+        await self._answer(rpc, dctx, connection, receive, send, scope)
         return True
 
     def _param_headers_refused(self, rpc: JSONRPCRequest, params: Mapping[str, Any], request: Request) -> bool:
@@ -191,7 +201,7 @@ class ModernExchange:
         return validate_mcp_param_headers(schema, arguments or {}, request.headers) is not None
 
     async def _answer(
-        self, rpc: JSONRPCRequest, dctx: _Exchange, connection: Connection, receive: Receive, send: Send
+        self, rpc: JSONRPCRequest, dctx: _Exchange, connection: Connection, receive: Receive, send: Send, http: Scope
     ) -> None:
         """Run the request; answer JSON, or SSE once it ran past `ping_after_s`."""
         loop = asyncio.get_running_loop()
@@ -199,7 +209,7 @@ class ModernExchange:
         with anyio.CancelScope() as scope:
             timer = loop.call_later(self._watch_after_s, streaming.watch, receive, scope)
             try:
-                reply = await self._run(rpc, dctx, connection)
+                reply = await self._run(rpc, dctx, connection, http)
             finally:
                 timer.cancel()
                 await streaming.stop()
@@ -222,12 +232,15 @@ class ModernExchange:
         )
         await send({"type": "http.response.body", "body": payload})
 
-    async def _run(self, rpc: JSONRPCRequest, dctx: _Exchange, connection: Connection) -> dict[str, Any]:
+    async def _run(self, rpc: JSONRPCRequest, dctx: _Exchange, connection: Connection, http: Scope) -> dict[str, Any]:
         """The JSON-RPC reply as the SDK's single-exchange entry writes it."""
+        direct = self._direct.get(rpc.method)
         try:
-            result = await serve_one(
-                self._server, dctx, rpc.method, rpc.params, connection=connection, lifespan_state={}
-            )
+            result = None if direct is None else await direct(http, rpc.params or {}, connection)
+            if result is None:
+                result = await serve_one(
+                    self._server, dctx, rpc.method, rpc.params, connection=connection, lifespan_state={}
+                )
         except Exception as exc:
             return _error_reply(rpc.id, exc)
         return {"jsonrpc": "2.0", "id": rpc.id, "result": result}
