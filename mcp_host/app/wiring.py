@@ -57,6 +57,7 @@ from mcp_host.store import ConfigStore, Database, PluginStores, ProtocolSessionR
 from mcp_host.visitor import (
     NODE_PATH,
     ChangeFeed,
+    DirectAnswer,
     Fleet,
     InputRounds,
     ModernExchange,
@@ -66,6 +67,7 @@ from mcp_host.visitor import (
     VisitorDoor,
     build_node_server,
     build_visitor_server,
+    direct_answers,
     sees,
 )
 from owner_console import SESSION_TTL, SIGN_IN_THROTTLE, OwnerConsole, PostgresConsoleSessions
@@ -183,6 +185,8 @@ class _VisitorSide:
     rounds: InputRounds
     server: Server[Any]
     manager: StreamableHTTPSessionManager
+    direct: Mapping[str, DirectAnswer]
+    """The methods the 2026-07-28 hot path answers without `server` (`visitor.direct`)."""
 
 
 def _visitor_side(
@@ -217,7 +221,8 @@ def _visitor_side(
     server = build_visitor_server(
         door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=caps, tasks=tasks
     )
-    return _VisitorSide(door, fleet, feed, rounds, server, session_manager(server, settings, rules))
+    manager = session_manager(server, settings, rules)
+    return _VisitorSide(door, fleet, feed, rounds, server, manager, direct_answers(door))
 
 
 def _all_protocol_sessions(
@@ -238,7 +243,7 @@ def _all_protocol_sessions(
             visitor.manager,
             records,
             visitor.fleet,
-            ModernExchange(visitor.server, rules),
+            ModernExchange(visitor.server, rules, direct=visitor.direct),
             early.pool.asking,
             on_ended=visitor.feed.forget_connection,  # a connection's change notices go with its SDK session
         ),

@@ -7,8 +7,9 @@ from .app_checks import reach as app_reach
 from .app_reader import AppReader
 from .bindings import Bindings
 from .change_feed import ChangeFeed
+from .direct import direct_answers
 from .door import VisitorDoor, sees
-from .exchange import ModernExchange
+from .exchange import DirectAnswer, ModernExchange
 from .fleet import Fleet
 from .http import SessionsEndpoint, TurnsEndpoint, VisitorMCPEndpoint, bearer_token, security_settings
 from .input_rounds import InputRounds
@@ -22,6 +23,7 @@ from .tool_search import ToolSearch
 
 __all__ = [
     "NODE_PATH",
+    "DirectAnswer",
     "AppReader",
     "Bindings",
     "ChangeFeed",
@@ -44,6 +46,7 @@ __all__ = [
     "bearer_token",
     "build_node_server",
     "build_visitor_server",
+    "direct_answers",
     "security_settings",
     "sees",
 ]

@@ -1,0 +1,21 @@
+"""The visitor methods answered without the SDK's server on the 2026-07-28 hot path (issue 31).
+
+Above: `app.wiring`, which hands `direct_answers` to `exchange.ModernExchange`. Below: each
+method's own answerer. A method not named here — and any request an answerer declines — is
+served by the SDK's `serve_one` with the visitor `Server`, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .door import VisitorDoor
+from .exchange import DirectAnswer
+
+__all__ = ["direct_answers"]
+
+
+def direct_answers(door: VisitorDoor) -> Mapping[str, DirectAnswer]:
+    """By method, what answers it directly (see `exchange.DirectAnswer`)."""
+    del door  # the answerers take it as they land (tools/call, tools/list)
+    return {}
