@@ -173,3 +173,14 @@ def test_equal_pages_give_the_very_same_tools_and_changed_ones_new_tools() -> No
     changed = pages.tools("2025-11-25", [{"tools": [{"name": "a", "inputSchema": {"type": "object"}, "title": "A"}]}])
     assert again is first
     assert changed is not first and [t.title for t in changed] == ["A"]
+
+
+@needs_bwrap
+async def test_the_direct_list_carries_the_quota_meta_as_serve_one_does(tmp_path: Path, database_url: str) -> None:
+    async with running_host(host_settings(tmp_path, database_url, ["notes"])) as running:
+        config = {"notes": {"max_notes": 2}}
+        code, _ = await running.access.create_code(running.owner_id, "public", config)
+        session = await running.new_session({"code": code})
+        direct, sdk = await _direct_and_serve_one(running, session)
+    assert direct == sdk
+    assert direct["result"]["_meta"]["mcp-host/quota"] == {"notes": {"limit": 2, "used": 0, "remaining": 2}}
