@@ -10,17 +10,23 @@ pages and ignores it).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
 import pytest
 from inline_snapshot import snapshot
+from mcp.server.connection import Connection
 from pydantic import ValidationError
 
+from mcp_host.access.sessions import RoleSnapshot, Session
 from mcp_host.children.tool_pages import ToolPages
+from mcp_host.visitor.door import VisitorDoor
+from mcp_host.visitor.server import SCOPE_KEY
 from mcp_host.visitor.tool_search import CALL_TOOL, FIND_TOOLS
+from mcp_host.visitor.tools_list import ToolsListAnswer
 from tests.hosting import RunningHost, host_settings, modern_request, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
@@ -184,3 +190,29 @@ async def test_the_direct_list_carries_the_quota_meta_as_serve_one_does(tmp_path
         direct, sdk = await _direct_and_serve_one(running, session)
     assert direct == sdk
     assert direct["result"]["_meta"]["mcp-host/quota"] == {"notes": {"limit": 2, "used": 0, "remaining": 2}}
+
+
+_SESSION = Session(
+    id=f"{1:032x}",
+    owner_id="owner",
+    mode="public",
+    subject=None,
+    visitor=None,
+    role=RoleSnapshot(id="r", capabilities=(), config={}),
+    created_at=datetime(2026, 12, 2, tzinfo=UTC),
+)
+_ENVELOPE = modern_request("tools/list", {})[0]["params"]
+_DECLINED = {
+    "a cursor": ({SCOPE_KEY: _SESSION}, {**_ENVELOPE, "cursor": "x"}, "2026-07-28"),
+    "another param": ({SCOPE_KEY: _SESSION}, {**_ENVELOPE, "other": 1}, "2026-07-28"),
+    "no session": ({}, _ENVELOPE, "2026-07-28"),
+    "the handshake era": ({SCOPE_KEY: _SESSION}, _ENVELOPE, "2025-11-25"),
+}
+
+
+@pytest.mark.parametrize("case", list(_DECLINED))
+async def test_what_serve_one_would_check_differently_is_declined_before_the_door_is_asked(case: str) -> None:
+    scope, params, version = _DECLINED[case]
+    answer = ToolsListAnswer(cast(VisitorDoor, object()))  # never reached: any use of it would raise
+    connection = Connection.from_envelope(version, None, None)
+    assert await answer(scope, params, connection) is None
