@@ -10,7 +10,6 @@ pages and ignores it).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,7 +20,6 @@ from inline_snapshot import snapshot
 from mcp.server.connection import Connection
 from pydantic import ValidationError
 
-from mcp_host.access.sessions import RoleSnapshot, Session
 from mcp_host.children.tool_pages import ToolPages
 from mcp_host.visitor.door import VisitorDoor
 from mcp_host.visitor.server import SCOPE_KEY
@@ -30,6 +28,7 @@ from mcp_host.visitor.tools_list import ToolsListAnswer
 from tests.hosting import RunningHost, host_settings, modern_request, running_host
 from tests.owner_facade.test_door import call, owner_client
 from tests.processes import needs_bwrap
+from tests.visitor.test_tool_search import _session as session_for_search
 
 pytestmark = pytest.mark.anyio
 
@@ -192,15 +191,7 @@ async def test_the_direct_list_carries_the_quota_meta_as_serve_one_does(tmp_path
     assert direct["result"]["_meta"]["mcp-host/quota"] == {"notes": {"limit": 2, "used": 0, "remaining": 2}}
 
 
-_SESSION = Session(
-    id=f"{1:032x}",
-    owner_id="owner",
-    mode="public",
-    subject=None,
-    visitor=None,
-    role=RoleSnapshot(id="r", capabilities=(), config={}),
-    created_at=datetime(2026, 12, 2, tzinfo=UTC),
-)
+_SESSION = session_for_search()
 _ENVELOPE = modern_request("tools/list", {})[0]["params"]
 _DECLINED = {
     "a cursor": ({SCOPE_KEY: _SESSION}, {**_ENVELOPE, "cursor": "x"}, "2026-07-28"),
