@@ -23,8 +23,10 @@ from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.client import NotificationBinding
 from mcp.client.session import ClientSession
-from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.dispatcher import CallOptions, ProgressFnT
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp_host.errors import AnswerTooLarge, CallTimeout, TransportFailure, Unavailable
@@ -33,6 +35,7 @@ from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER
 from .call_routing import CALL_KEY, CallRouter, InFlight
 from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
 from .lifecycle import ChildLife, ChildLimits, ChildState, Start
+from .tool_pages import ToolPages, next_cursor
 
 __all__ = ["Child"]
 
@@ -81,6 +84,7 @@ class Child(ChildLife):
         self._over_long = False  # this run's wire ended at a line past the limit (`answer_over_limit`)
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_from = 0  # the start (`_starts`) whose run gave `_tools`
+        self._pages = ToolPages()  # the raw pages `_tools` was checked from
 
     @property
     def tools(self) -> tuple[types.Tool, ...] | None:
@@ -127,21 +131,65 @@ class Child(ChildLife):
     # -- calls --------------------------------------------------------------------------
 
     async def list_tools(self, *, timeout_s: float) -> tuple[types.Tool, ...]:
-        """The child's real `tools/list` (all pages); also remembered in `self.tools`."""
-        tools: list[types.Tool] = []
-        cursor: str | None = None
+        """The child's real `tools/list` (all pages); also remembered in `self.tools`.
+
+        Asked as raw JSON-RPC and checked as the SDK's client checks it only when the pages
+        changed (`ToolPages`); a child serving the 2026-07-28 era (a remote one) is asked
+        through the client, whose per-request envelope it needs. Raises as `forward`."""
         async with self._use() as session:
             listed_from = self._starts
-            for _ in range(_MAX_LIST_PAGES):
-                params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                request = types.ListToolsRequest(params=params)
-                page = await self._send(session, request, types.ListToolsResult, timeout_s, None)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-        self._tools, self._tools_from = tuple(tools), listed_from
+            version = session.protocol_version
+            if self._raw is None or version is None or version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                tools = await self._listed_through_client(session, timeout_s)
+            else:
+                tools = await self._listed_raw(session, self._raw, version, timeout_s)
+        self._tools, self._tools_from = tools, listed_from
         return self._tools
+
+    async def _listed_through_client(self, session: ClientSession, timeout_s: float) -> tuple[types.Tool, ...]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self._send(
+                session, types.ListToolsRequest(params=params), types.ListToolsResult, timeout_s, None
+            )
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tuple(tools)
+
+    async def _listed_raw(
+        self, session: ClientSession, raw: JSONRPCDispatcher[Any], version: str, timeout_s: float
+    ) -> tuple[types.Tool, ...]:
+        """Every page of the list over the run's wire, as the client's handshake-era stamp sends it."""
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            opts: CallOptions = {"timeout": timeout_s, "headers": {MCP_PROTOCOL_VERSION_HEADER: version}}
+            try:
+                page = await raw.send_raw_request("tools/list", {"cursor": cursor} if cursor else None, opts)
+            except MCPError as exc:
+                self._pipe_gone(exc, session)
+                raise self._map_error(exc, "tools/list", timeout_s) from exc
+            pages.append(page)
+            cursor = next_cursor(page)
+            if cursor is None:
+                break
+        try:
+            return self._pages.tools(version, pages)
+        except (ValidationError, ValueError) as exc:
+            logger.warning("%s: malformed tools/list result: %s", self.plugin_id, exc)
+            raise TransportFailure("the capability returned a malformed tools/list result") from exc
+
+    def _pipe_gone(self, exc: MCPError, session: ClientSession) -> None:
+        """On a closed pipe, the next request starts a new process rather than reach this one
+        before its task has noticed the exit (whichever comes first, the child failed)."""
+        if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
+            self._session = None
+            self._pipe_closed = True
+            self._stop.set()
 
     async def call_tool(
         self,

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 
 from .door import VisitorDoor
 from .exchange import DirectAnswer
+from .tools_list import ToolsListAnswer
 
 __all__ = ["direct_answers"]
 
 
 def direct_answers(door: VisitorDoor) -> Mapping[str, DirectAnswer]:
     """By method, what answers it directly (see `exchange.DirectAnswer`)."""
-    del door  # the answerers take it as they land (tools/call, tools/list)
-    return {}
+    return {
+        "tools/list": ToolsListAnswer(door),
+    }

@@ -71,14 +71,15 @@ from .listings import Surface, UnknownItem
 from .tasks import TaskBook, VisitorTasks, hidden_for_modern, offered_in_modern
 from .tool_search import FIND_TOOLS
 
-__all__ = ["SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
+__all__ = ["PRIVATE_HINT", "SCOPE_KEY", "SERVER_NAME", "SERVER_VERSION", "VisitorServer", "build_visitor_server"]
 
 logger = logging.getLogger(__name__)
 
 SCOPE_KEY = "mcp_host.session"
 SERVER_NAME = "mcp-host"
 SERVER_VERSION = "0.1.0"
-_PRIVATE = CacheHint(ttl_ms=0, scope="private")
+PRIVATE_HINT = CacheHint(ttl_ms=0, scope="private")
+"""The cache hint of the per-session answers (lists, reads): private, no TTL (docs/security.md E18)."""
 # Resource URIs one subscriptions/listen request may ask updates of.
 _MAX_LISTEN_URIS = 32
 # What a listen request is told when no more listen streams can be opened.
@@ -216,11 +217,11 @@ class VisitorServer:
                 on_subscriptions_listen=self.listen,
                 get_tool_input_schema=input_schema,
                 cache_hints={
-                    "tools/list": _PRIVATE,
-                    "prompts/list": _PRIVATE,
-                    "resources/list": _PRIVATE,
-                    "resources/templates/list": _PRIVATE,
-                    "resources/read": _PRIVATE,
+                    "tools/list": PRIVATE_HINT,
+                    "prompts/list": PRIVATE_HINT,
+                    "resources/list": PRIVATE_HINT,
+                    "resources/templates/list": PRIVATE_HINT,
+                    "resources/read": PRIVATE_HINT,
                 },
             )
         server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.get_task)

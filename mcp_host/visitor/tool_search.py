@@ -30,6 +30,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, NamedTuple
 
 import anyio
@@ -163,8 +164,14 @@ class _Call(BaseModel):
 
 
 def host_tools() -> list[types.Tool]:
-    """The two host tools' definitions, as a session above the threshold lists them."""
-    return [
+    """The two host tools' definitions, as a session above the threshold lists them: the same
+    objects every time, so a list's serialisation keyed on its tools stays cached (`tools_list`)."""
+    return list(_host_tools())
+
+
+@cache
+def _host_tools() -> tuple[types.Tool, ...]:
+    return (
         types.Tool(
             name=FIND_TOOLS,
             title="Find tools",
@@ -209,7 +216,7 @@ def host_tools() -> list[types.Tool]:
                 "additionalProperties": False,
             },
         ),
-    ]
+    )
 
 
 def _checked(model: type[_Find] | type[_Call], tool: str, arguments: dict[str, Any] | None) -> Any:
