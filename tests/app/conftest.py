@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.plugins.installed_once import InstalledOnce, run_folder
-
 
 @pytest.fixture
 def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -24,10 +22,3 @@ def host_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     no_builtins = tmp_path / "no-builtins"
     no_builtins.mkdir()
     monkeypatch.setenv("MCP_HOST_BUILTIN_DIR", str(no_builtins))
-
-
-@pytest.fixture(scope="session")
-def installed_once(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> InstalledOnce:
-    """whisper-server installed with pip once in the run, copied into the tests that take it
-    (`tests/plugins/installed_once.py`)."""
-    return InstalledOnce(run_folder(tmp_path_factory, request.config))

@@ -360,27 +360,26 @@ def test_check_warns_of_egress_limits_above_this_hosts_ceilings(
 
 def installed_of_each_source(tmp_path: Path, installed_once: InstalledOnce) -> dict[str, Path]:
     """One plugin folder of each source the host takes: a folder with its own manifest, and one
-    install each from npm (the local tarball; npm needed), PyPI (a local wheel: the run's one
-    install, copied), an MCP Bundle, a registry server.json (naming that wheel) and a remote
-    server's URL, into `tmp_path`/data. The installs run at once, each in a thread: each waits on
-    its own npm or pip, at idle priority."""
+    install each from npm (the local tarball; npm needed) and PyPI (a local wheel), both the
+    run's one install copied, an MCP Bundle, a registry server.json (naming a wheel of its own)
+    and a remote server's URL, into `tmp_path`/data. The installs run at once, each in a thread:
+    each waits on its own npm or pip, at idle priority."""
     from mcp_host.plugins import (
         BundleSource,
         RegistryEntrySource,
         RemoteSource,
         install_bundle,
-        install_npm,
         install_registry_entry,
         install_remote,
         parse_add_source,
     )
-    from tests.plugins.packages import GREETER, NPM_SOURCE, greeter_bundle, greeter_wheel, npm_tarball
+    from tests.plugins.packages import GREETER, greeter_bundle, greeter_wheel
 
     data = tmp_path / "data"
     remote = parse_add_source("https://mcp.example.com/mcp")
     assert isinstance(remote, RemoteSource)
     installs: dict[str, Callable[[], Path]] = {
-        "pypi": lambda: installed_once.copy_into(data),
+        "pypi": lambda: installed_once.copy_into(data, "pypi"),
         "mcpb": lambda: install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), data).folder,
         "server.json": lambda: (
             install_registry_entry(
@@ -390,7 +389,7 @@ def installed_of_each_source(tmp_path: Path, installed_once: InstalledOnce) -> d
         "remote": lambda: install_remote(remote, data).folder,
     }
     if shutil.which("npm") is not None:
-        installs["npm"] = lambda: install_npm(NPM_SOURCE, data, spec=str(npm_tarball(tmp_path))).folder
+        installs["npm"] = lambda: installed_once.copy_into(data, "npm")
     with ThreadPoolExecutor(len(installs)) as pool:
         running = {source: pool.submit(install) for source, install in installs.items()}
         return {"folder": ECHO} | {source: future.result() for source, future in running.items()}

@@ -61,7 +61,7 @@ def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsy
 def test_list_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str], installed_once: InstalledOnce) -> None:
     assert main(["plugin", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"no plugins installed in {tmp_path / 'plugins'}\n"
-    installed_once.copy_into(tmp_path)
+    installed_once.copy_into(tmp_path, "pypi")
     assert main(["plugin", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "pypi.whisper_server  1.0.0  whisper-server\n"
     assert main(["plugin", "remove", "pypi.whisper_server", "--data-dir", str(tmp_path)]) == 0
@@ -196,7 +196,7 @@ def test_a_stale_host_file_means_the_offline_path(tmp_path: Path, capsys: pytest
 def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], installed_once: InstalledOnce
 ) -> None:
-    installed_once.copy_into(tmp_path)
+    installed_once.copy_into(tmp_path, "pypi")
     assert main(["plugin", "remove", "pypi.whisper_server", "--purge", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "mcp-host: --purge needs the running host; without one: `mcp-host plugin remove pypi.whisper_server`,"
