@@ -360,20 +360,18 @@ def test_check_warns_of_egress_limits_above_this_hosts_ceilings(
 
 def installed_of_each_source(tmp_path: Path, installed_once: InstalledOnce) -> dict[str, Path]:
     """One plugin folder of each source the host takes: a folder with its own manifest, and one
-    install each from npm (the local tarball; npm needed) and PyPI (a local wheel), both the
-    run's one install copied, an MCP Bundle, a registry server.json (naming a wheel of its own)
-    and a remote server's URL, into `tmp_path`/data. The installs run at once, each in a thread:
-    each waits on its own npm or pip, at idle priority."""
+    install each from npm (the local tarball; npm needed), PyPI (a local wheel) and a registry
+    server.json (naming a wheel), each the run's one install copied (`installed_once`), an MCP
+    Bundle and a remote server's URL, into `tmp_path`/data. They run at once, each in a thread:
+    the first asker of the run makes the shared installs, and npm and pip wait for idle CPU."""
     from mcp_host.plugins import (
         BundleSource,
-        RegistryEntrySource,
         RemoteSource,
         install_bundle,
-        install_registry_entry,
         install_remote,
         parse_add_source,
     )
-    from tests.plugins.packages import GREETER, greeter_bundle, greeter_wheel
+    from tests.plugins.packages import greeter_bundle
 
     data = tmp_path / "data"
     remote = parse_add_source("https://mcp.example.com/mcp")
@@ -381,11 +379,7 @@ def installed_of_each_source(tmp_path: Path, installed_once: InstalledOnce) -> d
     installs: dict[str, Callable[[], Path]] = {
         "pypi": lambda: installed_once.copy_into(data, "pypi"),
         "mcpb": lambda: install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), data).folder,
-        "server.json": lambda: (
-            install_registry_entry(
-                RegistryEntrySource(GREETER / "server.json"), data, spec=str(greeter_wheel(tmp_path))
-            ).folder
-        ),
+        "server.json": lambda: installed_once.copy_into(data, "server.json"),
         "remote": lambda: install_remote(remote, data).folder,
     }
     if shutil.which("npm") is not None:

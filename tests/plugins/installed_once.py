@@ -16,7 +16,7 @@ under a host): a copy is what any install leaves, made by this run's code. An in
 leaves no mark: the next asker installs again (and fails the same way, in its own test).
 
 Above: the tests that list, remove, check or call an installed plugin. Below:
-`mcp_host.plugins.install_pypi`/`install_npm` and `tests.plugins.packages` (the wheel, the tarball).
+`mcp_host.plugins`' installers and `tests.plugins.packages` (the wheels, the tarball).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Literal
 
 import pytest
 
-from mcp_host.plugins import Installed, install_npm, install_pypi
-from tests.plugins.packages import NPM_SOURCE, PYPI_SOURCE, npm_tarball, wheel
+from mcp_host.plugins import Installed, RegistryEntrySource, install_npm, install_pypi, install_registry_entry
+from tests.plugins.packages import GREETER, NPM_SOURCE, PYPI_SOURCE, greeter_wheel, npm_tarball, wheel
 
 __all__ = ["InstalledOnce", "run_folder"]
 
@@ -42,7 +42,7 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) 
     return base.parent if hasattr(config, "workerinput") else base
 
 
-Package = Literal["pypi", "npm"]
+Package = Literal["pypi", "npm", "server.json"]
 
 # How each package is installed: (a folder for the package file, the data dir) -> what the
 # installer says it installed.
@@ -51,6 +51,10 @@ _INSTALLS: dict[Package, Callable[[Path, Path], Installed]] = {
     "pypi": lambda packages, data: install_pypi(PYPI_SOURCE, data, spec=str(wheel(packages))),
     # tiny-node's shout server from its npm-packed tarball (npm needed): npm.tiny_test.shout_server
     "npm": lambda packages, data: install_npm(NPM_SOURCE, data, spec=str(npm_tarball(packages))),
+    # the greeter's registry server.json, naming its wheel (installed with pip): pypi.greeter_server
+    "server.json": lambda packages, data: install_registry_entry(
+        RegistryEntrySource(GREETER / "server.json"), data, spec=str(greeter_wheel(packages))
+    ),
 }
 
 
