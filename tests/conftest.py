@@ -30,6 +30,7 @@ from mcp_host.settings import Settings
 from mcp_host.store.database import Database, PgPool, open_database
 from mcp_host.store.embedded_postgres import embedded_postgres
 from mcp_host.store.migrations import apply_migrations
+from tests.plugins.installed_once import InstalledOnce, run_folder
 
 
 @pytest.fixture(scope="session")
@@ -149,6 +150,13 @@ def pool(database: Database) -> PgPool:
     return database.pool
 
 
+@pytest.fixture(scope="session")
+def installed_once(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> InstalledOnce:
+    """The test packages installed with pip and npm once in the run, copied into the tests that
+    need one installed but do not test its install (`tests/plugins/installed_once.py`)."""
+    return InstalledOnce(run_folder(tmp_path_factory, request.config))
+
+
 def _dsn_with_database(dsn: str, database: str) -> str:
     """`dsn` pointing at another database on the same server."""
     parts = urlsplit(dsn)
@@ -167,9 +175,11 @@ def _dsn_with_database(dsn: str, database: str) -> str:
 # (tests/test_conformance.py, a node process against a live server). A real host, uvicorn or
 # `mcp-host serve` run always has a database, so it falls under the first. A test none of these
 # catch may carry `@pytest.mark.e2e` itself, as every test that installs with npm or pip does (an
-# install is seconds of subprocess work, most of the logic tier's time when it ran there). Read
-# from fixtures, parameters and marks, not file names: a test moved keeps its tier.
-_END_TO_END_FIXTURES = frozenset({"postgres_server", "postgres_dir", "suite"})
+# install is seconds of subprocess work, most of the logic tier's time when it ran there); one
+# that takes `installed_once` (a copy of the run's one install, which it may be the one to make)
+# is end to end by that fixture. Read from fixtures, parameters and marks, not file names: a test
+# moved keeps its tier.
+_END_TO_END_FIXTURES = frozenset({"postgres_server", "postgres_dir", "suite", "installed_once"})
 
 
 def _end_to_end(item: pytest.Item) -> bool:

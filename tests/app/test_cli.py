@@ -7,6 +7,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -24,6 +26,7 @@ from mcp_host.store.config import ConfigStore
 from mcp_host.store.database import open_database
 from mcp_host.store.plugin_store import PluginStores, store_schema
 from tests.hosting import PLUGINS, free_port, host_settings, running_host
+from tests.plugins.installed_once import InstalledOnce
 
 ECHO = PLUGINS / "echo"
 MCP_HOST = Path(sys.executable).parent / "mcp-host"
@@ -355,54 +358,43 @@ def test_check_warns_of_egress_limits_above_this_hosts_ceilings(
 # -- check over what `plugin add` installs ------------------------------------------------------
 
 
-def installed_of_each_source(tmp_path: Path) -> dict[str, Path]:
+def installed_of_each_source(tmp_path: Path, installed_once: InstalledOnce) -> dict[str, Path]:
     """One plugin folder of each source the host takes: a folder with its own manifest, and one
-    install each from npm (the local tarball; npm needed), PyPI (a local wheel), an MCP Bundle, a
-    registry server.json (naming that wheel) and a remote server's URL, into `tmp_path`/data."""
+    install each from npm (the local tarball; npm needed), PyPI (a local wheel) and a registry
+    server.json (naming a wheel), each the run's one install copied (`installed_once`), an MCP
+    Bundle and a remote server's URL, into `tmp_path`/data. They run at once, each in a thread:
+    the first asker of the run makes the shared installs, and npm and pip wait for idle CPU."""
     from mcp_host.plugins import (
         BundleSource,
-        RegistryEntrySource,
         RemoteSource,
         install_bundle,
-        install_npm,
-        install_pypi,
-        install_registry_entry,
         install_remote,
         parse_add_source,
     )
-    from tests.plugins.packages import (
-        GREETER,
-        NPM_SOURCE,
-        PYPI_SOURCE,
-        greeter_bundle,
-        greeter_wheel,
-        npm_tarball,
-        wheel,
-    )
+    from tests.plugins.packages import greeter_bundle
 
     data = tmp_path / "data"
     remote = parse_add_source("https://mcp.example.com/mcp")
     assert isinstance(remote, RemoteSource)
-    made = {
-        "folder": ECHO,
-        "pypi": install_pypi(PYPI_SOURCE, data, spec=str(wheel(tmp_path))).folder,
-        "mcpb": install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), data).folder,
-        "server.json": install_registry_entry(
-            RegistryEntrySource(GREETER / "server.json"), data, spec=str(greeter_wheel(tmp_path))
-        ).folder,
-        "remote": install_remote(remote, data).folder,
+    installs: dict[str, Callable[[], Path]] = {
+        "pypi": lambda: installed_once.copy_into(data, "pypi"),
+        "mcpb": lambda: install_bundle(BundleSource(greeter_bundle(tmp_path / "greeter.mcpb")), data).folder,
+        "server.json": lambda: installed_once.copy_into(data, "server.json"),
+        "remote": lambda: install_remote(remote, data).folder,
     }
     if shutil.which("npm") is not None:
-        made["npm"] = install_npm(NPM_SOURCE, data, spec=str(npm_tarball(tmp_path))).folder
-    return made
+        installs["npm"] = lambda: installed_once.copy_into(data, "npm")
+    with ThreadPoolExecutor(len(installs)) as pool:
+        running = {source: pool.submit(install) for source, install in installs.items()}
+        return {"folder": ECHO} | {source: future.result() for source, future in running.items()}
 
 
 @pytest.mark.e2e  # installs with npm or pip
 @pytest.mark.timeout(300)
 def test_check_passes_every_plugin_the_host_installs_and_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], installed_once: InstalledOnce
 ) -> None:
-    folders = installed_of_each_source(tmp_path)
+    folders = installed_of_each_source(tmp_path, installed_once)
     verdicts = {}
     for source, folder in folders.items():
         code = main(["check", str(folder), "--data-dir", str(tmp_path / "data")])

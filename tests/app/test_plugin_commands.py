@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from mcp_host.access import OwnerStore, write_owner_token_file
 from mcp_host.app.cli import main
 from mcp_host.app.host_file import write_host_file
-from mcp_host.plugins import BundleSource, install_bundle, install_pypi
+from mcp_host.plugins import BundleSource, install_bundle
 from mcp_host.plugins.manifest import load_manifest
 from mcp_host.settings import Settings
 from mcp_host.store import ConfigStore, SecretBox, load_host_key, open_database
@@ -34,8 +34,9 @@ from tests.owner_facade.test_plugin_tools import (
     tarball,
 )
 from tests.owner_facade.test_plugin_upgrade import versions
+from tests.plugins.installed_once import InstalledOnce
 from tests.plugins.installers import LocalPackages
-from tests.plugins.packages import PACKAGES, PYPI_SOURCE, wheel
+from tests.plugins.packages import PACKAGES
 from tests.plugins.test_install import NPM_ID, leftovers, owner_call
 from tests.plugins.test_install_bundle import BUNDLE_ID, bundle_manifest, make_bundle
 from tests.processes import needs_bwrap
@@ -57,10 +58,10 @@ def test_add_refuses_a_hostile_source_and_a_missing_bundle(tmp_path: Path, capsy
 
 
 @pytest.mark.e2e  # installs with npm or pip
-def test_list_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_and_remove(tmp_path: Path, capsys: pytest.CaptureFixture[str], installed_once: InstalledOnce) -> None:
     assert main(["plugin", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"no plugins installed in {tmp_path / 'plugins'}\n"
-    install_pypi(PYPI_SOURCE, tmp_path, spec=str(wheel(tmp_path)))
+    installed_once.copy_into(tmp_path, "pypi")
     assert main(["plugin", "list", "--data-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == "pypi.whisper_server  1.0.0  whisper-server\n"
     assert main(["plugin", "remove", "pypi.whisper_server", "--data-dir", str(tmp_path)]) == 0
@@ -193,9 +194,9 @@ def test_a_stale_host_file_means_the_offline_path(tmp_path: Path, capsys: pytest
 
 @pytest.mark.e2e  # installs with npm or pip
 def test_remove_purge_without_a_host_is_refused_and_removes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], installed_once: InstalledOnce
 ) -> None:
-    install_pypi(PYPI_SOURCE, tmp_path, spec=str(wheel(tmp_path)))
+    installed_once.copy_into(tmp_path, "pypi")
     assert main(["plugin", "remove", "pypi.whisper_server", "--purge", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "mcp-host: --purge needs the running host; without one: `mcp-host plugin remove pypi.whisper_server`,"

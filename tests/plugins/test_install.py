@@ -37,6 +37,7 @@ from mcp_host.plugins.manifest import load_manifest
 from mcp_host_kit.contract import refusal_of
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host
+from tests.plugins.installed_once import InstalledOnce
 from tests.plugins.packages import NPM_SOURCE, PYPI_SOURCE, npm_tarball, wheel
 from tests.processes import needs_bwrap
 
@@ -270,11 +271,11 @@ async def review_and_grant(running: RunningHost) -> dict[str, Any]:
 @needs_bwrap
 @pytest.mark.anyio
 async def test_installed_plugins_are_pending_at_start_then_a_visitor_calls_them(
-    tmp_path: Path, database_url: str, packages: dict[str, Path]
+    tmp_path: Path, database_url: str, installed_once: InstalledOnce
 ) -> None:
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
-    install_npm(NPM_SOURCE, settings.data_dir, spec=str(packages["tgz"]))
-    install_pypi(PYPI_SOURCE, settings.data_dir, spec=str(packages["wheel"]))
+    installed_once.copy_into(settings.data_dir, "npm")  # installed as the tests above install
+    installed_once.copy_into(settings.data_dir, "pypi")
     async with running_host(settings) as running:
         session = await review_and_grant(running)
         async with running.client(session) as visitor:

@@ -23,7 +23,8 @@ from mcp_host.plugins import BundleSource, RegistryEntrySource, install_bundle, 
 from mcp_host.plugins.manifest import load_manifest
 from owner_facade import OWNER_PATH
 from tests.hosting import RunningHost, host_settings, running_host
-from tests.plugins.packages import GREETER, PACKAGES, greeter_bundle, greeter_wheel, npm_tarball, wheel
+from tests.plugins.installed_once import InstalledOnce
+from tests.plugins.packages import PACKAGES, greeter_bundle, npm_tarball, wheel
 from tests.plugins.test_install import leftovers, owner_call, registry_reachable
 from tests.processes import needs_bwrap
 
@@ -530,10 +531,11 @@ async def test_the_owners_bundle_setting_reaches_the_running_child(tmp_path: Pat
 
 @needs_bwrap
 @pytest.mark.anyio
-async def test_the_owners_server_json_settings_reach_the_running_child(tmp_path: Path, database_url: str) -> None:
+async def test_the_owners_server_json_settings_reach_the_running_child(
+    tmp_path: Path, database_url: str, installed_once: InstalledOnce
+) -> None:
     settings = host_settings(tmp_path, database_url, [], pin_tools=True)
-    entry = RegistryEntrySource(GREETER / "server.json")
-    install_registry_entry(entry, settings.data_dir, spec=str(greeter_wheel(tmp_path)))
+    installed_once.copy_into(settings.data_dir, "server.json")  # GREETER's, as the tests above install it
     async with running_host(settings) as running:
         values = {"greeting": "Howdy", "mark": "?"}
         before, after, stored = await greetings_before_and_after(running, GREETER_ENTRY_ID, values)

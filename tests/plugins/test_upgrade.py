@@ -17,13 +17,13 @@ from mcp_host.errors import InvalidArguments
 from mcp_host.plugins import (
     BundleSource,
     install_bundle,
-    install_npm,
     install_registry_entry,
     stage_upgrade,
     switch_upgrade,
     upgrade_argument,
 )
 from mcp_host.plugins.manifest import load_manifest
+from tests.plugins.installed_once import InstalledOnce
 from tests.plugins.installers import LocalPackages
 from tests.plugins.packages import NPM_SOURCE, PACKAGES, npm_pack, npm_tarball
 from tests.plugins.test_install import NPM_ID, leftovers, offline
@@ -63,8 +63,10 @@ def tarballs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.e2e  # installs with npm or pip
 @needs_npm
-def test_stage_then_switch_puts_the_new_version_in_place(tmp_path: Path, tarballs: dict[str, Path]) -> None:
-    install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
+def test_stage_then_switch_puts_the_new_version_in_place(
+    tmp_path: Path, tarballs: dict[str, Path], installed_once: InstalledOnce
+) -> None:
+    installed_once.copy_into(tmp_path, "npm")  # 1.0.0, installed as test_install installs it
     staged = stage_upgrade(tmp_path, NPM_ID, "2.0.0", spec=str(tarballs["2.0.0"]))
     folder = tmp_path / "plugins" / NPM_ID
     assert staged.folder.parent == folder.parent and staged.folder.name.startswith(".")
@@ -80,10 +82,10 @@ def test_stage_then_switch_puts_the_new_version_in_place(tmp_path: Path, tarball
 @pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_a_failed_install_leaves_the_old_version_and_no_staging(
-    tmp_path: Path, tarballs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tarballs: dict[str, Path], installed_once: InstalledOnce, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     offline(monkeypatch)
-    install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
+    installed_once.copy_into(tmp_path, "npm")  # 1.0.0, installed as test_install installs it
     with pytest.raises(InvalidArguments, match="npm could not install"):
         stage_upgrade(tmp_path, NPM_ID, "9.9.9")  # the registry refuses every connection
     assert leftovers(tmp_path) == [NPM_ID]
@@ -95,9 +97,9 @@ def test_a_failed_install_leaves_the_old_version_and_no_staging(
 @needs_npm
 @needs_bwrap
 def test_cli_upgrade_switches_only_when_the_new_version_lists_its_tools(
-    tmp_path: Path, tarballs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tarballs: dict[str, Path], installed_once: InstalledOnce, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
+    installed_once.copy_into(tmp_path, "npm")  # 1.0.0, installed as test_install installs it
     local = LocalPackages(tarballs)
     folder = tmp_path / "plugins" / NPM_ID
 
@@ -211,9 +213,9 @@ def test_a_server_json_upgrades_from_its_file_read_again_or_a_new_one(
 @pytest.mark.e2e  # installs with npm or pip
 @needs_npm
 def test_an_npm_plugin_is_not_upgraded_from_a_bundle_or_another_package(
-    tmp_path: Path, tarballs: dict[str, Path]
+    tmp_path: Path, tarballs: dict[str, Path], installed_once: InstalledOnce
 ) -> None:
-    install_npm(NPM_SOURCE, tmp_path, spec=str(tarballs["1.0.0"]))
+    installed_once.copy_into(tmp_path, "npm")  # 1.0.0, installed as test_install installs it
     bundle = shout_bundle(tmp_path / "v.mcpb", "2.0.0")
     with pytest.raises(InvalidArguments) as caught:
         stage_upgrade(tmp_path, NPM_ID, source=str(bundle))
