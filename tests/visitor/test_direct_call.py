@@ -87,6 +87,7 @@ async def test_a_direct_call_answers_what_serve_one_answers(host: RunningHost, c
     session = await host.new_session()
     direct, sdk = await _both_ways(host, session, _CASES[case])
     assert direct == sdk
+    assert "secret internals" not in json.dumps(direct)  # a child's protocol error stays in the log
 
 
 async def test_a_quota_refusal_is_the_same_both_ways(host: RunningHost) -> None:
@@ -145,3 +146,43 @@ async def test_a_plain_call_reaches_the_child_as_raw_json(host: RunningHost) -> 
     direct, sdk = await _both_ways(host, session, {"name": "keys", "arguments": {}})
     assert json.loads(direct[1]["result"]["content"][0]["text"]) == ["name", "_meta", "arguments"]
     assert json.loads(sdk[1]["result"]["content"][0]["text"]) == ["_meta", "name", "arguments"]
+
+
+_HANDSHAKE_CASES = [
+    "plain",
+    "failing",
+    "structured",
+    "schema",
+    "own_meta",
+    "forged_meta",
+    "null_meta",
+    "image",
+    "coerced",
+    "malformed_content",
+    "malformed_structured",
+    "destroy",
+    "nope",
+    "rpc_error",
+]
+
+
+async def test_a_2025_call_without_progress_takes_the_raw_hop_and_answers_the_same(host: RunningHost) -> None:
+    """At 2025-11-25 a call with no progress asked for reaches the child as raw JSON; one with a
+    progress token goes through the SDK's client, as before: the visitor's client reads the same."""
+
+    async def ignored(progress: float, total: float | None, message: str | None) -> None:
+        return None
+
+    async with host.client(await host.new_session(), "legacy") as client:
+        raw_keys = await client.call_tool("keys", {})
+        sdk_keys = await client.call_tool("keys", {}, progress_callback=ignored)
+        for name in _HANDSHAKE_CASES:
+            raw = await client.call_tool(name, {})
+            sdk = await client.call_tool(name, {}, progress_callback=ignored)
+            assert raw.model_dump() == sdk.model_dump(), name
+    assert [json.loads(block.text) for block in raw_keys.content if block.type == "text"] == [
+        ["name", "_meta", "arguments"]
+    ]
+    assert [json.loads(block.text) for block in sdk_keys.content if block.type == "text"] == [
+        ["_meta", "name", "arguments"]
+    ]
