@@ -15,20 +15,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, TypeVar, cast, get_args
+from typing import Any, ClassVar, TypeVar, cast
 
 import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.client import NotificationBinding
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, _later_revision_fields  # the client's own rule; the SDK is pinned
 from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp_types.methods import SERVER_RESULTS, validate_server_result
+from mcp_types.methods import validate_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from mcp_host.errors import AnswerTooLarge, CallTimeout, TransportFailure, Unavailable
 from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER, answer_error_text, plain_tool_result
@@ -472,29 +472,10 @@ def _error_text(result: types.CallToolResult) -> str:
     return repr(result.structured_content) if result.structured_content is not None else "(no text)"
 
 
-def _wire_keys(shape: object) -> frozenset[str]:
-    members = get_args(shape) or (shape,)  # a union of models, or one
-    return frozenset(
-        field.alias or name
-        for model in members
-        if isinstance(model, type) and issubclass(model, BaseModel)
-        for name, field in model.model_fields.items()
-    )
-
-
-# The result keys of the newest revision that a handshake-era result does not have (`resultType`,
-# the input rounds'): the SDK's client drops them before it reads the model.
-_LATER_KEYS = {
-    version: _wire_keys(SERVER_RESULTS[("tools/call", "2026-07-28")])
-    - _wire_keys(SERVER_RESULTS[("tools/call", version)])
-    for version in HANDSHAKE_PROTOCOL_VERSIONS
-}
-
-
 def _tool_result(raw: dict[str, Any], version: str) -> types.CallToolResult:
     """A `tools/call` result that is not plain, read exactly as the SDK's client reads it (its
     surface check at the session's revision, then the model). Raises ValidationError."""
     validate_server_result("tools/call", version, raw)
-    later = _LATER_KEYS.get(version, frozenset())
-    kept = {key: value for key, value in raw.items() if key not in later} if later & raw.keys() else raw
+    later = _later_revision_fields("tools/call", version)  # `resultType` and the input rounds' keys
+    kept = {key: value for key, value in raw.items() if key not in later} if not later.isdisjoint(raw) else raw
     return types.CallToolResult.model_validate(kept, by_name=False)
