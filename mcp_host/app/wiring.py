@@ -222,7 +222,7 @@ def _visitor_side(
         door, shared.bindings.input_schema, rounds=rounds, feed=feed, meta_caps=caps, tasks=tasks
     )
     manager = session_manager(server, settings, rules)
-    return _VisitorSide(door, fleet, feed, rounds, server, manager, direct_answers(door))
+    return _VisitorSide(door, fleet, feed, rounds, server, manager, direct_answers(door, rounds=rounds, server=server))
 
 
 def _all_protocol_sessions(

@@ -11,7 +11,7 @@ from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged
 from .factory import ChildFactory, ChildSource, OnCall, SocketPaths
 from .instances import InstanceShares
 from .lifecycle import ChildLimits, ChildState
-from .mcp_session import Child
+from .mcp_session import Answer, Child
 from .once_open import OnceOpen
 from .parent import PARENT_KIND, ParentLink, granted_by_parent, parent_plugins
 from .pool import ChildPool
@@ -20,6 +20,7 @@ from .remote_sign_in import CALLBACK_PATH, CLIENT_DOCUMENT_PATH, VISITOR_PATH, R
 from .stderr import LogKind
 
 __all__ = [
+    "Answer",
     "CALLBACK_PATH",
     "CLIENT_DOCUMENT_PATH",
     "VISITOR_PATH",

@@ -15,33 +15,35 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import anyio
 import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.client import NotificationBinding
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, _later_revision_fields  # the client's own rule; the SDK is pinned
 from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.methods import validate_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from mcp_host.errors import AnswerTooLarge, CallTimeout, TransportFailure, Unavailable
-from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER
+from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER, answer_error_text, plain_tool_result
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
 from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
 from .lifecycle import ChildLife, ChildLimits, ChildState, Start
 from .tool_pages import ToolPages, next_cursor
 
-__all__ = ["Child"]
+__all__ = ["Answer", "Child"]
 
 logger = logging.getLogger(__name__)
 
 _R = TypeVar("_R", bound=types.Result)
+_T = TypeVar("_T")
 _CLIENT_INFO = types.Implementation(name="mcp-host", version="0.1.0")
 _MAX_LIST_PAGES = 20
 # How long a call's answer waits for the log messages the child sent before it to be passed on.
@@ -50,6 +52,11 @@ _LOGS_PASSED_S = 1.0
 # forgets a task after its ttl, capped at a day.
 _TASK_KEPT_S = 86_400.0
 _TASK_ENDED = ("completed", "failed", "cancelled")
+_HANDSHAKE = LATEST_HANDSHAKE_VERSION  # what the SDK's client reads a result at before a handshake
+
+Answer = types.CallToolResult | dict[str, Any]
+"""A child's `tools/call` result on the direct path (`Child.call_tool_raw`): its plain raw JSON
+(`wire.plain_tool_result`), or the SDK's model of what is not plain."""
 
 
 class Child(ChildLife):
@@ -85,6 +92,10 @@ class Child(ChildLife):
         self._tools: tuple[types.Tool, ...] | None = None
         self._tools_from = 0  # the start (`_starts`) whose run gave `_tools`
         self._pages = ToolPages()  # the raw pages `_tools` was checked from
+
+    _raw_calls: ClassVar[bool] = True
+    """`call_tool_raw` writes to the run's dispatcher itself (a process's stdio carries no
+    headers, and a handshake-era session stamps nothing on a request)."""
 
     @property
     def tools(self) -> tuple[types.Tool, ...] | None:
@@ -223,14 +234,38 @@ class Child(ChildLife):
                 _meta=cast(types.RequestParamsMeta, {**meta, CALL_KEY: call.id}),
             )
         )
+        return await self._timed(
+            call, timeout_s, lambda session: self._send(session, request, types.CallToolResult, None, progress)
+        )
+
+    async def call_tool_raw(
+        self, call: InFlight, name: str, arguments: dict[str, Any] | None, meta: dict[str, Any], *, timeout_s: float
+    ) -> Answer:
+        """`call_tool` without the SDK's models on the way (the 2026-07-28 direct `tools/call`):
+        the request is written as raw JSON-RPC, and the child's answer is returned as
+        `wire.plain_tool_result` makes it when it has the plain shape, else as the SDK's client
+        would read it (the same model, the same refusals). Routing, timeout and errors as
+        `call_tool`. A child whose requests carry the SDK's headers and envelope (a remote
+        server's, `_raw_calls`) is called through `call_tool`.
+        """
+        if not self._raw_calls:
+            return await self.call_tool(name, arguments, meta, timeout_s=timeout_s, call=call)
+        params: dict[str, Any] = {"name": name, "_meta": {**meta, CALL_KEY: call.id}}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return await self._timed(call, timeout_s, lambda session: self._send_call(session, params))
+
+    async def _timed(self, call: InFlight, timeout_s: float, ask: Callable[[ClientSession], Awaitable[_T]]) -> _T:
+        """`ask` the running child within `timeout_s` (`call.deadline`: the router pauses it while
+        the visitor is asked something), then let the call's log messages pass."""
         async with self._use() as session:
             with anyio.CancelScope(deadline=anyio.current_time() + timeout_s) as deadline:
                 call.deadline = deadline
-                result = await self._send(session, request, types.CallToolResult, None, progress)
+                result = await ask(session)
             if not deadline.cancelled_caught:
                 await call.logs_passed(within_s=_LOGS_PASSED_S)
                 return result
-            raise self._timed_out(request.method, timeout_s)
+            raise self._timed_out("tools/call", timeout_s)
 
     async def capabilities(self) -> types.ServerCapabilities:
         """What the child declared at its start (it is started if it is not running)."""
@@ -271,25 +306,59 @@ class Child(ChildLife):
                 request, result_type, request_read_timeout_seconds=timeout_s, progress_callback=progress
             )
         except MCPError as exc:
-            if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
-                # The pipe is gone: the next call must start a new process, not reach this one
-                # before its task has noticed the exit. Whichever its task notices first, the
-                # exit or this stop, the child failed.
-                self._session = None
-                self._pipe_closed = True
-                self._stop.set()
-            raise self._map_error(exc, request.method, timeout_s) from exc
+            raise self._failed(session, exc, request.method, timeout_s) from exc
         except ValidationError as exc:
-            logger.warning("%s: malformed %s result: %s", self.plugin_id, request.method, exc)
-            raise TransportFailure(f"the capability returned a malformed {request.method} result") from exc
+            raise self._malformed(request.method, exc) from exc
         if isinstance(request, types.CallToolRequest):
-            # Only an answered call (its result, an isError one too) proves the child works: a
-            # crash-looping child answers initialize and tools/list after every restart.
-            self._timeouts = 0
-            self._run_of.answered()
-            if isinstance(result, types.CallToolResult) and result.is_error:
-                self.log.tool_error(request.params.name, _error_text(result))
+            self._answered(request.params.name, result if isinstance(result, types.CallToolResult) else None)
         return result
+
+    async def _send_call(self, session: ClientSession, params: dict[str, Any]) -> Answer:
+        """`_send` of a `tools/call` over the run's dispatcher, its answer checked as raw JSON
+        (`call_tool_raw`)."""
+        raw = self._raw
+        if raw is None:
+            raise Unavailable("the capability stopped while answering; try again")
+        try:
+            answer = await raw.send_raw_request("tools/call", params, None)
+        except MCPError as exc:
+            raise self._failed(session, exc, "tools/call", None) from exc
+        plain = plain_tool_result(answer)
+        if plain is not None:
+            self._answered(params["name"], plain)
+            return plain
+        try:
+            result = _tool_result(answer, session.protocol_version or _HANDSHAKE)
+        except ValidationError as exc:
+            raise self._malformed("tools/call", exc) from exc
+        self._answered(params["name"], result)
+        return result
+
+    def _failed(self, session: ClientSession, exc: MCPError, method: str, timeout_s: float | None) -> Exception:
+        """What a request that got `exc` from the child raises (the host's error for it)."""
+        if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
+            # The pipe is gone: the next call must start a new process, not reach this one
+            # before its task has noticed the exit. Whichever its task notices first, the
+            # exit or this stop, the child failed.
+            self._session = None
+            self._pipe_closed = True
+            self._stop.set()
+        return self._map_error(exc, method, timeout_s)
+
+    def _malformed(self, method: str, exc: ValidationError) -> TransportFailure:
+        logger.warning("%s: malformed %s result: %s", self.plugin_id, method, exc)
+        return TransportFailure(f"the capability returned a malformed {method} result")
+
+    def _answered(self, tool: str, result: Answer | None) -> None:
+        """A `tools/call` was answered: only an answered call (its result, an isError one too)
+        proves the child works — a crash-looping child answers initialize and tools/list after
+        every restart. An error result is logged with the child's words."""
+        self._timeouts = 0
+        self._run_of.answered()
+        if isinstance(result, dict) and result["isError"]:
+            self.log.tool_error(tool, answer_error_text(result))
+        elif isinstance(result, types.CallToolResult) and result.is_error:
+            self.log.tool_error(tool, _error_text(result))
 
     def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
         self._timeouts += 1
@@ -401,3 +470,12 @@ def _error_text(result: types.CallToolResult) -> str:
     if texts:
         return " ".join(texts)
     return repr(result.structured_content) if result.structured_content is not None else "(no text)"
+
+
+def _tool_result(raw: dict[str, Any], version: str) -> types.CallToolResult:
+    """A `tools/call` result that is not plain, read exactly as the SDK's client reads it (its
+    surface check at the session's revision, then the model). Raises ValidationError."""
+    validate_server_result("tools/call", version, raw)
+    later = _later_revision_fields("tools/call", version)  # `resultType` and the input rounds' keys
+    kept = {key: value for key, value in raw.items() if key not in later} if not later.isdisjoint(raw) else raw
+    return types.CallToolResult.model_validate(kept, by_name=False)

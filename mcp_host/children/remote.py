@@ -100,6 +100,8 @@ class RemoteLink:
 class RemoteChild(Child):
     """A remote MCP server as a child: one MCP client session over streamable HTTP per start."""
 
+    _raw_calls = False  # its requests carry the SDK's headers (and, at 2026-07-28, its envelope)
+
     def __init__(
         self,
         plugin_id: str,

@@ -8,7 +8,17 @@ from .node_grants import NodeGrant, NodeGrants, node_call
 from .pins import DefinitionChanged, PendingTool, PinBook, Pins, collision_key, definition_hash
 from .quota import QuotaGate, QuotaState, exhausted
 from .rules import CallFacts, Rule, RuleGate, owner_call, visitor_call
-from .turns import PostgresTurns, TurnCaps, TurnStore, TurnsUsedUp, TurnTooLarge, UnknownTurn, judge, receipt_ok
+from .turns import (
+    PostgresTurns,
+    TurnCaps,
+    TurnStore,
+    TurnsUsedUp,
+    TurnTooLarge,
+    UnknownTurn,
+    answer_ok,
+    judge,
+    receipt_ok,
+)
 
 __all__ = [
     "REDACTED",
@@ -41,6 +51,7 @@ __all__ = [
     "node_call",
     "owner_call",
     "receipt_ok",
+    "answer_ok",
     "summarize",
     "visitor_call",
 ]

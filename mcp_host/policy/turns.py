@@ -63,6 +63,7 @@ __all__ = [
     "TurnsUsedUp",
     "UnknownTurn",
     "Violation",
+    "answer_ok",
     "judge",
     "normalise",
     "receipt_ok",
@@ -213,10 +214,12 @@ class Violation:
 
 def receipt_ok(result: types.CallToolResult) -> bool:
     """Whether a completed call succeeded: not `isError`, and no structured `"ok": false`."""
-    if result.is_error:
-        return False
-    structured = result.structured_content
-    return not (isinstance(structured, dict) and structured.get("ok") is False)
+    return answer_ok(result.is_error, result.structured_content)
+
+
+def answer_ok(is_error: bool, structured: object) -> bool:
+    """`receipt_ok` of a result read as raw JSON: its `isError` and `structuredContent`."""
+    return not is_error and not (isinstance(structured, dict) and structured.get("ok") is False)
 
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\uff07": "'"})

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import anyio
 import mcp.types as types
@@ -42,7 +42,7 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_host.access import Session
 from mcp_host.backchannel import CallScope, GrantBook, named_ops
-from mcp_host.children import Child, ChildSource
+from mcp_host.children import Answer, Child, ChildSource, InFlight
 from mcp_host.connectors import RequirementGate
 from mcp_host.errors import (
     Held,
@@ -61,6 +61,7 @@ from mcp_host.policy import (
     QuotaState,
     RuleGate,
     TurnStore,
+    answer_ok,
     exhausted,
     needs_hold,
     receipt_ok,
@@ -88,6 +89,15 @@ __all__ = ["Called", "VisitorDoor", "VisitorList", "sees", "visible"]
 _UNREADABLE = QuotaState(limit=0, used=0)
 
 logger = logging.getLogger(__name__)
+
+_A = TypeVar("_A", bound=Answer)
+_Hop = Callable[[Child, str, dict[str, Any] | None, dict[str, Any], InFlight], Awaitable[_A]]
+"""How a call that passed the gates asks its child (the tool, arguments, forwarded `_meta`, the
+call as registered with the child's router): `Child.call_tool` or `Child.call_tool_raw`."""
+
+
+def _is_error(result: Answer) -> bool:
+    return bool(result["isError"]) if isinstance(result, dict) else result.is_error
 
 
 @dataclass
@@ -318,12 +328,53 @@ class VisitorDoor:
 
         A refusal carries `{code, message}` as structured content only where every client accepts
         it (`Called.accepts`; `errors.error_result` says why)."""
+
+        async def hop(
+            child: Child, tool: str, args: dict[str, Any] | None, out: dict[str, Any], call: InFlight
+        ) -> types.CallToolResult:
+            return await child.call_tool(tool, args, out, timeout_s=self._call_timeout_s, progress=progress, call=call)
+
+        return await self._bounded(hop, session, name, arguments, meta, client, offered)
+
+    async def call_tool_raw(
+        self,
+        client: VisitorClient | None,
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        *,
+        offered: Callable[[types.Tool], bool] | None = None,
+    ) -> Answer:
+        """`call_tool` (no progress) with the child's answer as raw JSON (`Child.call_tool_raw`):
+        the same gates, receipt, metrics and refusals; a plain answer of the child comes back as
+        its checked dict, anything else as the SDK's model (the host's refusals, the results of
+        tool search, a child's answer that is not plain)."""
+
+        async def hop(
+            child: Child, tool: str, args: dict[str, Any] | None, out: dict[str, Any], call: InFlight
+        ) -> Answer:
+            return await child.call_tool_raw(call, tool, args, out, timeout_s=self._call_timeout_s)
+
+        return await self._bounded(hop, session, name, arguments, meta, client, offered)
+
+    async def _bounded(
+        self,
+        hop: _Hop[_A],
+        session: Session,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        client: VisitorClient | None,
+        offered: Callable[[types.Tool], bool] | None,
+    ) -> _A | types.CallToolResult:
+        """The boundary of both ways of a call (`call_tool`, `call_tool_raw`): `hop` asks the child."""
         called = Called()
         started = time.perf_counter()
         outcome = "cancelled"  # what a call that ends by cancellation (no answer) counts as
         try:
-            result = await self._call(session, name, arguments, meta, progress, client, called, offered)
-            outcome = "tool_error" if result.is_error else "ok"
+            result = await self._call(session, name, arguments, meta, client, called, offered, hop)
+            outcome = "tool_error" if _is_error(result) else "ok"
             return result
         except Exception as exc:
             known = at_boundary(exc, logger, "session %s: %s", session.id, name[:80], refusals=self._refusals)
@@ -390,11 +441,11 @@ class VisitorDoor:
         name: str,
         arguments: dict[str, Any] | None,
         meta: Mapping[str, Any] | None,
-        progress: ProgressFnT | None,
         client: VisitorClient | None,
         called: Called,
         offered: Callable[[types.Tool], bool] | None,
-    ) -> types.CallToolResult:
+        hop: _Hop[_A],
+    ) -> _A | types.CallToolResult:
         if self._search is not None and name in HOST_TOOLS:  # tool search's find_tools and call_tool
             tools = (await self.visible_tools(session, fresh=False)).tools
             searched = await self._search.answer(session, tools, name, arguments, offered)
@@ -408,30 +459,29 @@ class VisitorDoor:
         scope = CallScope(session.owner_id, session)
         with child.router.serving(client) as call:
             if not named_ops(plugin):
-                meta_out = forwarded_meta(kept, scope.wire())
-                result = await child.call_tool(
-                    name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
-                )
+                result = await hop(child, name, arguments, forwarded_meta(kept, scope.wire()), call)
             else:
                 with self._grants.issue(plugin.manifest.id, scope, name, call) as (token, grant):
-                    meta_out = forwarded_meta(kept, scope.wire(), token)
-                    result = await child.call_tool(
-                        name, arguments, meta_out, timeout_s=self._call_timeout_s, progress=progress, call=call
-                    )
+                    result = await hop(child, name, arguments, forwarded_meta(kept, scope.wire(), token), call)
                 if QuotaExhausted.code in grant.refusals:
                     raise exhausted(plugin.manifest.id, session.subject)
         await self.receipt(session, plugin.manifest.id, tool.name, result)
         # The child does not speak for the host (its serverInfo stamp; an `mcp-host/error` of its
-        # own, a forged refusal): dropped here, where the child's result is told from the host's.
-        return without_host_keys(result)
+        # own, a forged refusal): dropped here, where the child's result is told from the host's
+        # (a plain answer has none: `wire.plain_tool_result`).
+        return result if isinstance(result, dict) else without_host_keys(result)
 
-    async def receipt(self, session: Session, capability: str, tool: str, result: types.CallToolResult) -> None:
+    async def receipt(self, session: Session, capability: str, tool: str, result: Answer) -> None:
         """Record that the call (or task, `visitor.tasks`) completed; a failure to record changes
         nothing for the visitor."""
         if self._turns is None:
             return
+        if isinstance(result, dict):
+            ok = answer_ok(result["isError"], result.get("structuredContent"))
+        else:
+            ok = receipt_ok(result)
         try:
-            await self._turns.record(session.id, capability, tool, receipt_ok(result))
+            await self._turns.record(session.id, capability, tool, ok)
         except Exception as exc:
             log_unless_outage(
                 exc, logger, "session %s: the receipt of %s/%s was not recorded", session.id, capability, tool[:80]

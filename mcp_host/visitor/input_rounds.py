@@ -33,7 +33,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp.types as types
@@ -41,6 +41,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import MCPError
 
+from mcp_host.children import Answer
 from mcp_host.errors import INVALID_REQUEST, InvalidArguments, Unavailable
 from mcp_host.wire import ClientLacks, InputRequest, InputResponse, LogSink, lacking
 
@@ -63,7 +64,7 @@ class _Pending:
 
 @dataclass
 class _Done:
-    result: types.CallToolResult | None = None
+    result: Answer | None = None
     error: BaseException | None = None
 
 
@@ -155,7 +156,10 @@ def _digest(tool: str, arguments: Mapping[str, Any] | None) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-Forward = Callable[["RoundsClient | _Unasked"], Awaitable[types.CallToolResult]]
+_T = TypeVar("_T", bound=Answer)
+Forward = Callable[["RoundsClient | _Unasked"], Awaitable[_T]]
+"""The forwarded call of a first round (the visitor door's), given the client its child's
+requests reach: its answer, the SDK's model (`serve_one`'s way) or raw (`visitor.direct_call`)."""
 
 
 class InputRounds:
@@ -186,21 +190,39 @@ class InputRounds:
         session_key: str,
         capabilities: types.ClientCapabilities | None,
         params: types.CallToolRequestParams,
-        forward: Forward,
+        forward: Forward[types.CallToolResult],
         log: LogSink | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """The first round of a call (`forward` starts it), or the next one of a parked call.
         `log`: where the child's log messages go during this round."""
-        if params.request_state is None and not _can_answer(capabilities):
+        if params.request_state is None:
+            return await self.start(session_key, capabilities, params.name, params.arguments, forward, log)
+        self._expire()
+        digest = _digest(params.name, params.arguments)
+        parked = self._resume(session_key, params, digest)
+        parked.client.log_sink = log
+        result = await self._next(parked.events, parked.cancel, parked.client, params.name, digest)
+        if isinstance(result, dict):  # a call whose first round was direct (`visitor.direct_call`)
+            return types.CallToolResult.model_validate(result, by_name=False)
+        return result
+
+    async def start(
+        self,
+        session_key: str,
+        capabilities: types.ClientCapabilities | None,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        forward: Forward[_T],
+        log: LogSink | None = None,
+    ) -> _T | types.InputRequiredResult:
+        """The first round of a call of `tool` with `arguments`: `forward` starts it, and its
+        answer is returned, or the call is parked at the child's first request (`call` goes on)."""
+        if not _can_answer(capabilities):
             # Nothing could be asked of this client: no task, no parking (a task hop costs
             # ~0.6 ms per call on the bench's HTTP path).
             return await forward(_Unasked(session_key, capabilities, log))
         self._expire()
-        digest = _digest(params.name, params.arguments)
-        if params.request_state is not None:
-            parked = self._resume(session_key, params, digest)
-            parked.client.log_sink = log
-            return await self._next(parked.events, parked.cancel, parked.client, params.name, digest)
+        digest = _digest(tool, arguments)
         send, receive = anyio.create_memory_object_stream[_Event](16)
         client = RoundsClient(session_key, capabilities, send)
         client.log_sink = log
@@ -218,7 +240,7 @@ class InputRounds:
                         await send.send(done)
 
         self._tg.start_soon(run)
-        return await self._next(receive, cancel, client, params.name, digest)
+        return cast("_T | types.InputRequiredResult", await self._next(receive, cancel, client, tool, digest))
 
     def _resume(self, session_key: str, params: types.CallToolRequestParams, digest: str) -> _Parked:
         state = params.request_state or ""
@@ -240,7 +262,7 @@ class InputRounds:
         client: RoundsClient,
         tool: str,
         digest: str,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> Answer | types.InputRequiredResult:
         parked = False
         try:
             try:

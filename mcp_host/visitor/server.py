@@ -47,6 +47,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import ListenHandler
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -204,7 +205,6 @@ class VisitorServer:
                 SERVER_NAME,
                 version=SERVER_VERSION,
                 on_list_tools=self.list_tools,
-                on_call_tool=self.call_tool,
                 on_list_prompts=self.list_prompts,
                 on_get_prompt=self.get_prompt,
                 on_list_resources=self.list_resources,
@@ -224,6 +224,9 @@ class VisitorServer:
                     "resources/read": PRIVATE_HINT,
                 },
             )
+        # Registered as a plain handler: a 2025-11-25 call may answer the child's plain result as a
+        # dict (`_handshake_call`), which `on_call_tool`'s type does not name.
+        server.add_request_handler("tools/call", types.CallToolRequestParams, self.call_tool)
         server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.get_task)
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self.task_result)
         server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.cancel_task)
@@ -244,7 +247,7 @@ class VisitorServer:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         session = self._session(ctx)
         meta = dict(ctx.meta or {})
 
@@ -274,11 +277,11 @@ class VisitorServer:
         client = PushClient(ctx, session.id, self._log_levels.get(session.id))
         connection = _connection_of(ctx)
         if params.name != FIND_TOOLS or connection is None:
-            return await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+            return await self._handshake_call(session, params, meta, relay_progress, client)
         # find_tools grows the session's working set: the list change rides this call's stream,
         # before its result, rather than the standalone stream after it (`ChangeFeed.answering`).
         with self._feed.answering(session.id, connection) as answering:
-            result = await self._door.call_tool(session, params.name, params.arguments, meta, relay_progress, client)
+            result = await self._handshake_call(session, params, meta, relay_progress, client)
         if answering.tools_changed:
             try:
                 changed = types.ToolListChangedNotification()
@@ -286,6 +289,21 @@ class VisitorServer:
             except Exception:  # the visitor's stream ended; the result cannot reach it either
                 logger.debug("session %s: a change notice could not be sent", session.id, exc_info=True)
         return result
+
+    async def _handshake_call(
+        self,
+        session: Session,
+        params: types.CallToolRequestParams,
+        meta: dict[str, Any],
+        progress: ProgressFnT | None,
+        client: PushClient,
+    ) -> types.CallToolResult | dict[str, Any]:
+        """A 2025-11-25 call: with no progress asked for, the child is asked with a raw request
+        and its plain answer passed on as a dict (`VisitorDoor.call_tool_raw`), which the SDK
+        checks and dumps as it does the model; with progress, through the SDK's client."""
+        if progress is None:
+            return await self._door.call_tool_raw(client, session, params.name, params.arguments, meta)
+        return await self._door.call_tool(session, params.name, params.arguments, meta, progress, client)
 
     # -- tasks (2025-11-25; see visitor.tasks) ---------------------------------------------------
 

@@ -17,8 +17,16 @@ from .apps import (
 from .framing import UNREADABLE_ANSWER, Intercept, LineWriter, framed_transport
 from .json_guard import check_json_object, json_contains
 from .log_limit import LimitedLog, TokenBucket
-from .meta import GRANT_KEY, MetaCaps, forwarded_meta, visitor_meta, without_host_keys
-from .tool_results import ERROR_KEY, Refusal, error_result, refusal_of, structured_result
+from .meta import GRANT_KEY, MetaCaps, forwarded_meta, speaks_for_host, visitor_meta, without_host_keys
+from .tool_results import (
+    ERROR_KEY,
+    Refusal,
+    answer_error_text,
+    error_result,
+    plain_tool_result,
+    refusal_of,
+    structured_result,
+)
 from .visitor_client import (
     ClientLacks,
     InputRequest,
@@ -52,6 +60,7 @@ __all__ = [
     "AppVersion",
     "Apps",
     "app_only",
+    "answer_error_text",
     "app_uri",
     "tool_ui",
     "check_json_object",
@@ -61,7 +70,9 @@ __all__ = [
     "json_contains",
     "lacking",
     "log_sink",
+    "plain_tool_result",
     "refusal_of",
+    "speaks_for_host",
     "structured_result",
     "visitor_meta",
     "without_host_keys",
