@@ -135,8 +135,15 @@ async def _memory(host: RunningHost, tool: str, marker: str, sessions: int) -> d
 
 async def bench(args: argparse.Namespace, procs: Processes, workdir: Path) -> dict[str, Any]:
     plugins = _plugins(workdir)
-    # The per-session cap is raised above the sessions the memory legs open at once.
-    settings = {"MCP_HOST_MAX_SESSION_INSTANCES": str(max(64, args.sessions + 8))}
+    # The per-session caps are raised above the sessions the memory legs open at once: host-wide
+    # and, since every session here is the bench's one address (one principal), that principal's
+    # share and its starts a minute (issue 26: 4 and 4 by default, which refuse the fifth cold start).
+    cap = str(max(64, args.sessions + 8))
+    settings = {
+        "MCP_HOST_MAX_SESSION_INSTANCES": cap,
+        "MCP_HOST_PRINCIPAL_SESSION_INSTANCES": cap,
+        "MCP_HOST_PRINCIPAL_INSTANCE_STARTS_PER_MINUTE": "1000000",
+    }
     host = await start_host(procs, "host-instances", plugins=plugins, data_dir=workdir / "d", settings=settings)
     result: dict[str, Any] = {}
     async with AsyncExitStack() as stack:
