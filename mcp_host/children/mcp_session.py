@@ -22,21 +22,20 @@ import mcp.types as types
 from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.client import NotificationBinding
-from mcp.client.session import ClientSession, _later_revision_fields  # the client's own rule; the SDK is pinned
+from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
-from mcp_types.methods import validate_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from mcp_host.errors import AnswerTooLarge, CallTimeout, TransportFailure, Unavailable
-from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER, answer_error_text, plain_tool_result
+from mcp_host.wire import APPS_SETTINGS, UNREADABLE_ANSWER, error_text, is_error, plain_tool_result
 
 from .call_routing import CALL_KEY, CallRouter, InFlight
 from .changes import Changed, ListChange, PromptsChanged, ResourceContentChanged, ResourcesChanged, ToolsChanged
 from .lifecycle import ChildLife, ChildLimits, ChildState, Start
-from .tool_pages import ToolPages, next_cursor
+from .tool_pages import ToolPages, next_cursor, read_as_client
 
 __all__ = ["Answer", "Child"]
 
@@ -182,8 +181,7 @@ class Child(ChildLife):
             try:
                 page = await raw.send_raw_request("tools/list", {"cursor": cursor} if cursor else None, opts)
             except MCPError as exc:
-                self._pipe_gone(exc, session)
-                raise self._map_error(exc, "tools/list", timeout_s) from exc
+                raise self._failed(session, exc, "tools/list", timeout_s) from exc
             pages.append(page)
             cursor = next_cursor(page)
             if cursor is None:
@@ -191,16 +189,7 @@ class Child(ChildLife):
         try:
             return self._pages.tools(version, pages)
         except (ValidationError, ValueError) as exc:
-            logger.warning("%s: malformed tools/list result: %s", self.plugin_id, exc)
-            raise TransportFailure("the capability returned a malformed tools/list result") from exc
-
-    def _pipe_gone(self, exc: MCPError, session: ClientSession) -> None:
-        """On a closed pipe, the next request starts a new process rather than reach this one
-        before its task has noticed the exit (whichever comes first, the child failed)."""
-        if exc.error.code == types.CONNECTION_CLOSED and self._session is session:
-            self._session = None
-            self._pipe_closed = True
-            self._stop.set()
+            raise self._malformed("tools/list", exc) from exc
 
     async def call_tool(
         self,
@@ -345,7 +334,7 @@ class Child(ChildLife):
             self._stop.set()
         return self._map_error(exc, method, timeout_s)
 
-    def _malformed(self, method: str, exc: ValidationError) -> TransportFailure:
+    def _malformed(self, method: str, exc: ValueError) -> TransportFailure:
         logger.warning("%s: malformed %s result: %s", self.plugin_id, method, exc)
         return TransportFailure(f"the capability returned a malformed {method} result")
 
@@ -355,10 +344,8 @@ class Child(ChildLife):
         every restart. An error result is logged with the child's words."""
         self._timeouts = 0
         self._run_of.answered()
-        if isinstance(result, dict) and result["isError"]:
-            self.log.tool_error(tool, answer_error_text(result))
-        elif isinstance(result, types.CallToolResult) and result.is_error:
-            self.log.tool_error(tool, _error_text(result))
+        if result is not None and is_error(result):
+            self.log.tool_error(tool, error_text(result))
 
     def _timed_out(self, method: str, timeout_s: float | None) -> CallTimeout:
         self._timeouts += 1
@@ -464,18 +451,6 @@ class Child(ChildLife):
         self._on_list_changed(ListChange(self.plugin_id, what, self.session_id, self.owner_context))
 
 
-def _error_text(result: types.CallToolResult) -> str:
-    """The text of an error result (its text blocks, else its structured content), for the log."""
-    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-    if texts:
-        return " ".join(texts)
-    return repr(result.structured_content) if result.structured_content is not None else "(no text)"
-
-
 def _tool_result(raw: dict[str, Any], version: str) -> types.CallToolResult:
-    """A `tools/call` result that is not plain, read exactly as the SDK's client reads it (its
-    surface check at the session's revision, then the model). Raises ValidationError."""
-    validate_server_result("tools/call", version, raw)
-    later = _later_revision_fields("tools/call", version)  # `resultType` and the input rounds' keys
-    kept = {key: value for key, value in raw.items() if key not in later} if not later.isdisjoint(raw) else raw
-    return types.CallToolResult.model_validate(kept, by_name=False)
+    """A `tools/call` result that is not plain, read exactly as the SDK's client reads it."""
+    return read_as_client("tools/call", version, raw, types.CallToolResult)

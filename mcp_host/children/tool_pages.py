@@ -10,15 +10,17 @@ makes: a page either of them refuses fails the whole list, as it did through the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp.types as types
 from mcp.client.session import _later_revision_fields  # the client's own rule; the SDK is pinned
 from mcp_types import methods as _methods
+from pydantic import BaseModel
 
-__all__ = ["ToolPages", "next_cursor"]
+__all__ = ["ToolPages", "next_cursor", "read_as_client"]
 
 _METHOD = "tools/list"
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def next_cursor(page: dict[str, Any]) -> str | None:
@@ -45,7 +47,7 @@ class ToolPages:
             return last[2]
         tools: list[types.Tool] = []
         for page in pages:
-            tools.extend(_checked(version, page).tools)
+            tools.extend(read_as_client(_METHOD, version, page, types.ListToolsResult).tools)
         self._last = (version, pages, tuple(tools))
         return self._last[2]
 
@@ -53,18 +55,20 @@ class ToolPages:
         self._last = None
 
 
-def _checked(version: str, raw: dict[str, Any]) -> types.ListToolsResult:
-    """`raw` as `ClientSession.send_request` checks a result: a negative `ttlMs` floored to 0,
-    the version's surface, a later revision's fields dropped, then the version-free model."""
-    page = dict(raw)  # the pages are kept and compared: never changed here
-    ttl = page.get("ttlMs")
+def read_as_client(method: str, version: str, raw: dict[str, Any], model: type[_M]) -> _M:
+    """`raw`, a child's result of `method`, read as `ClientSession.send_request` reads a result:
+    a negative `ttlMs` floored to 0, the version's surface, a later revision's fields dropped,
+    then the version-free `model`. `raw` itself is never changed (pages are kept and compared).
+    Raises pydantic.ValidationError (or ValueError: an unknown version) where the client would."""
+    result = dict(raw)
+    ttl = result.get("ttlMs")
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-        page["ttlMs"] = 0
+        result["ttlMs"] = 0
     try:
-        _methods.validate_server_result(_METHOD, version, page)
+        _methods.validate_server_result(method, version, result)
     except KeyError:
         pass  # no surface row for this version: the client checks the model alone
-    foreign = _later_revision_fields(_METHOD, version)
-    if not foreign.isdisjoint(page):
-        page = {key: value for key, value in page.items() if key not in foreign}
-    return types.ListToolsResult.model_validate(page, by_name=False)
+    foreign = _later_revision_fields(method, version)
+    if not foreign.isdisjoint(result):
+        result = {key: value for key, value in result.items() if key not in foreign}
+    return model.model_validate(result, by_name=False)

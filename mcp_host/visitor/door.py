@@ -74,6 +74,7 @@ from mcp_host.wire import (
     VisitorClient,
     app_uri,
     forwarded_meta,
+    is_error,
     refusal_of,
     visitor_meta,
     without_host_keys,
@@ -94,10 +95,6 @@ _A = TypeVar("_A", bound=Answer)
 _Hop = Callable[[Child, str, dict[str, Any] | None, dict[str, Any], InFlight], Awaitable[_A]]
 """How a call that passed the gates asks its child (the tool, arguments, forwarded `_meta`, the
 call as registered with the child's router): `Child.call_tool` or `Child.call_tool_raw`."""
-
-
-def _is_error(result: Answer) -> bool:
-    return bool(result["isError"]) if isinstance(result, dict) else result.is_error
 
 
 @dataclass
@@ -374,7 +371,7 @@ class VisitorDoor:
         outcome = "cancelled"  # what a call that ends by cancellation (no answer) counts as
         try:
             result = await self._call(session, name, arguments, meta, client, called, offered, hop)
-            outcome = "tool_error" if _is_error(result) else "ok"
+            outcome = "tool_error" if is_error(result) else "ok"
             return result
         except Exception as exc:
             known = at_boundary(exc, logger, "session %s: %s", session.id, name[:80], refusals=self._refusals)

@@ -29,8 +29,9 @@ from .meta import speaks_for_host
 __all__ = [
     "ERROR_KEY",
     "Refusal",
-    "answer_error_text",
     "error_result",
+    "error_text",
+    "is_error",
     "plain_tool_result",
     "refusal_of",
     "structured_result",
@@ -122,10 +123,20 @@ def _finite(value: dict[str, Any]) -> bool:
     return True
 
 
-def answer_error_text(answer: Mapping[str, Any]) -> str:
-    """The text of a plain error result (its text blocks, else its structured content), for the log."""
-    texts = [block["text"] for block in answer["content"]]
+def is_error(result: types.CallToolResult | Mapping[str, Any]) -> bool:
+    """Whether a result, the SDK's model or a plain answer (`plain_tool_result`), is an error."""
+    return result.is_error if isinstance(result, types.CallToolResult) else bool(result["isError"])
+
+
+def error_text(result: types.CallToolResult | Mapping[str, Any]) -> str:
+    """The text of an error result, the SDK's model or a plain answer (`plain_tool_result`): its
+    text blocks, else its structured content, for the log."""
+    if isinstance(result, types.CallToolResult):
+        texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+        structured = result.structured_content
+    else:
+        texts = [block["text"] for block in result["content"]]
+        structured = result.get("structuredContent")
     if texts:
         return " ".join(texts)
-    structured = answer.get("structuredContent")
     return repr(structured) if structured is not None else "(no text)"
