@@ -457,6 +457,7 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
     # flood through (the control, without cgroups), the sandbox's memory cgroup does not. The
     # child is then killed by the OOM killer, or its write fails; host Shmem stays below the cap.
     limit_mib, flood_mib = 128, 320
+    held_bound_mib = limit_mib + 32  # the held case's Shmem growth stays below this
     settings = Settings(child_memory_cgroup_bytes=limit_mib << 20)
     if not cgroup:
         settings = Settings(child_memory_cgroup_bytes=limit_mib << 20, cgroup_root=tmp_path)
@@ -492,7 +493,10 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
         if not cgroup:
             assert group is None
             assert result == {"written_mib": flood_mib, "error": None}
-            assert peak - before >= flood_mib - 16
+            # Shmem is the whole machine's: another test's PostgreSQL or child giving back its
+            # shared memory mid-flood lowers the figure (CI saw 302 of 320 MiB). The control
+            # has to show the measure sees a flood well past the held case's bound below.
+            assert peak - before >= held_bound_mib + 64, (before, peak)
             return
         assert group is not None and group.memory is not None
         if result is None:
@@ -501,7 +505,7 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
         else:
             assert result["error"] in (errno.errorcode[errno.ENOMEM], errno.errorcode[errno.ENOSPC])
             assert result["written_mib"] < limit_mib
-    assert peak - before < limit_mib + 32, (before, peak)
+    assert peak - before < held_bound_mib, (before, peak)
     assert not any(path.exists() for path in group.paths)
 
 
