@@ -456,8 +456,10 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
     # Pages written (not mapped) to a memfd are not in the address space: RLIMIT_AS lets the
     # flood through (the control, without cgroups), the sandbox's memory cgroup does not. The
     # child is then killed by the OOM killer, or its write fails; host Shmem stays below the cap.
-    limit_mib, flood_mib = 128, 320
-    held_bound_mib = limit_mib + 32  # the held case's Shmem growth stays below this
+    # Shmem is the whole machine's: another worker's Chromium or PostgreSQL moves it too, so each
+    # case has 96 MiB of room for that, and the flood is far past what the held case allows.
+    limit_mib, flood_mib = 128, 448
+    held_bound_mib = limit_mib + 96  # the held case's Shmem growth stays below this
     settings = Settings(child_memory_cgroup_bytes=limit_mib << 20)
     if not cgroup:
         settings = Settings(child_memory_cgroup_bytes=limit_mib << 20, cgroup_root=tmp_path)
@@ -493,10 +495,10 @@ async def test_a_memfd_flood_is_held_at_the_sandboxs_memory_cgroup(
         if not cgroup:
             assert group is None
             assert result == {"written_mib": flood_mib, "error": None}
-            # Shmem is the whole machine's: another test's PostgreSQL or child giving back its
-            # shared memory mid-flood lowers the figure (CI saw 302 of 320 MiB). The control
-            # has to show the measure sees a flood well past the held case's bound below.
-            assert peak - before >= held_bound_mib + 64, (before, peak)
+            # Another process giving back shared memory mid-flood lowers the figure (CI saw 302
+            # of a 320 MiB flood): the control shows the measure sees a flood well past the held
+            # case's bound, not all of it.
+            assert peak - before >= held_bound_mib + 96, (before, peak)
             return
         assert group is not None and group.memory is not None
         if result is None:
