@@ -1,0 +1,130 @@
+"""Where the test suite's CPU goes: run pytest as `scripts/test` does, sample `/proc` every 0.1 s,
+and print the CPU seconds and the process count of each kind of process the run started.
+
+    .venv/bin/python scripts/suite_cpu.py [pytest arguments, e.g. tests/capabilities]
+
+The suite is CPU-bound on two cores (mcp_host/README.md, "Where the suite's time goes"), so
+what shortens it is less CPU, and this says whose. Only the run's processes count (its
+descendants, detached daemons included); one that lives under 0.1 s may be missed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+_PR_SET_CHILD_SUBREAPER = 36
+
+# (a test of the command line, the kind): the first that matches names a process.
+_KINDS: tuple[tuple[str, str], ...] = (
+    ("bwrap ", "bwrap"),
+    ("egress-bridge", "egress bridge"),
+    ("/opt/mcp-host/", "sandboxed child"),
+    ("server.py", "child outside a sandbox"),
+    ("exec(eval(sys.stdin.readline()))", "xdist worker"),
+    ("pytest", "pytest controller"),
+    ("mcp-host", "mcp-host command"),
+    ("postgres", "postgresql"),
+    ("initdb", "postgresql"),
+    ("chrom", "chromium"),
+    ("node", "node"),
+    ("npm", "node"),
+    ("pip", "pip"),
+    ("haproxy", "haproxy"),
+    ("python", "other python"),
+)
+
+
+def _kind(pid: int) -> str | None:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return next((kind for needle, kind in _KINDS if needle in command), "other")
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """`pid`'s parent and its user and system CPU ticks so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), int(fields[11]) + int(fields[12])
+
+
+class Sampler:
+    """CPU ticks by kind of process, for this process's descendants. It is their subreaper, so
+    a daemon that detaches (PostgreSQL under `pg_ctl`) stays one of them."""
+
+    def __init__(self) -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self._ours: dict[int, tuple[int, str]] = {}  # pid -> (ticks counted, kind)
+        self.ticks: Counter[str] = Counter()
+        self.processes: Counter[str] = Counter()
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(0.1):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._sample()
+
+    def _sample(self) -> None:
+        stats = {pid: stat for pid in _pids() if (stat := _stat(pid)) is not None}
+        mine = {os.getpid()}
+        for pid in sorted(stats):  # parents mostly have lower pids; a second pass catches the rest
+            if stats[pid][0] in mine:
+                mine.add(pid)
+        mine |= {pid for pid, (parent, _) in stats.items() if parent in mine}
+        for pid in mine & stats.keys():
+            if pid == os.getpid():
+                continue
+            if pid not in self._ours:
+                kind = _kind(pid)
+                if kind is None:
+                    continue
+                self._ours[pid] = (0, kind)
+                self.processes[kind] += 1
+            counted, kind = self._ours[pid]
+            ticks = stats[pid][1]
+            if ticks > counted:
+                self.ticks[kind] += ticks - counted
+                self._ours[pid] = (ticks, kind)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def main(args: list[str]) -> int:
+    workers = os.environ.get("MCP_HOST_TEST_WORKERS", "4")
+    command = [str(ROOT / ".venv/bin/pytest"), "-n", workers, "--dist", "loadgroup", "-q", *args]
+    sampler = Sampler()
+    watching = threading.Thread(target=sampler.run, daemon=True)
+    watching.start()
+    started = time.monotonic()
+    code = subprocess.run(command, cwd=ROOT, check=False).returncode
+    wall = time.monotonic() - started
+    sampler.stop()
+    watching.join()
+    total = sum(sampler.ticks.values()) / _TICKS_PER_S
+    print(f"\npytest exited {code} after {wall:.0f} s; {total:.0f} CPU s in the processes it started")
+    print(f"{'CPU s':>8} {'share':>6} {'processes':>9}  kind")
+    for kind, ticks in sampler.ticks.most_common():
+        seconds = ticks / _TICKS_PER_S
+        print(f"{seconds:8.1f} {seconds / total:6.1%} {sampler.processes[kind]:9d}  {kind}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
