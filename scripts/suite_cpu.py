@@ -30,8 +30,8 @@ _KINDS: tuple[tuple[str, str], ...] = (
     ("/opt/mcp-host/", "sandboxed child"),
     ("server.py", "child outside a sandbox"),
     ("exec(eval(sys.stdin.readline()))", "xdist worker"),
-    ("pytest", "pytest controller"),
-    ("mcp-host", "mcp-host command"),
+    ("bin/pytest ", "pytest controller"),
+    ("bin/mcp-host ", "mcp-host command"),
     ("postgres", "postgresql"),
     ("initdb", "postgresql"),
     ("chrom", "chromium"),
@@ -81,14 +81,15 @@ class Sampler:
 
     def _sample(self) -> None:
         stats = {pid: stat for pid in _pids() if (stat := _stat(pid)) is not None}
-        mine = {os.getpid()}
-        for pid in sorted(stats):  # parents mostly have lower pids; a second pass catches the rest
-            if stats[pid][0] in mine:
-                mine.add(pid)
-        mine |= {pid for pid, (parent, _) in stats.items() if parent in mine}
-        for pid in mine & stats.keys():
-            if pid == os.getpid():
-                continue
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _) in stats.items():
+            children.setdefault(parent, []).append(pid)
+        mine, waiting = set(), [os.getpid()]
+        while waiting:  # pids wrap around: walk the tree, not the numbers
+            for child in children.get(waiting.pop(), ()):
+                mine.add(child)
+                waiting.append(child)
+        for pid in mine:
             if pid not in self._ours:
                 kind = _kind(pid)
                 if kind is None:
