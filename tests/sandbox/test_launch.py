@@ -446,7 +446,7 @@ async def test_sandbox_memory_defaults_are_pinned_and_the_tmpfs_come_out_of_the_
 
 @needs_bwrap
 @pytest.mark.anyio
-# One worker runs both: the host's Shmem is the whole machine's, and the control's 320 MiB flood
+# One worker runs both: the host's Shmem is the whole machine's, and the control's 448 MiB flood
 # on another worker at the same moment would count in the held case's peak.
 @pytest.mark.xdist_group("memfd")
 @pytest.mark.parametrize("cgroup", [True, False], ids=["memory-cgroup", "control-without"])
