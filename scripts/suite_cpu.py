@@ -71,13 +71,13 @@ class Sampler:
         self.processes: Counter[str] = Counter()
         self._stop = threading.Event()
 
-    def run(self) -> None:
+    def run(self, pytest: int) -> None:
         while not self._stop.wait(0.1):
             self._sample()
+            _reap_orphans(pytest)
 
     def stop(self) -> None:
         self._stop.set()
-        self._sample()
 
     def _sample(self) -> None:
         stats = {pid: stat for pid in _pids() if (stat := _stat(pid)) is not None}
@@ -103,6 +103,19 @@ class Sampler:
                 self._ours[pid] = (ticks, kind)
 
 
+def _reap_orphans(pytest: int) -> None:
+    """Reap the orphans that ended (sampled once more as zombies first), not pytest: its
+    `Popen` waits for it."""
+    while True:
+        try:
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if ended is None or ended.si_pid == pytest:
+            return
+        os.waitpid(ended.si_pid, 0)
+
+
 def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
@@ -111,10 +124,11 @@ def main(args: list[str]) -> int:
     workers = os.environ.get("MCP_HOST_TEST_WORKERS", "4")
     command = [str(ROOT / ".venv/bin/pytest"), "-n", workers, "--dist", "loadgroup", "-q", *args]
     sampler = Sampler()
-    watching = threading.Thread(target=sampler.run, daemon=True)
-    watching.start()
     started = time.monotonic()
-    code = subprocess.run(command, cwd=ROOT, check=False).returncode
+    with subprocess.Popen(command, cwd=ROOT) as pytest:
+        watching = threading.Thread(target=sampler.run, args=(pytest.pid,), daemon=True)
+        watching.start()
+        code = pytest.wait()
     wall = time.monotonic() - started
     sampler.stop()
     watching.join()
