@@ -19,8 +19,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _PR_SET_CHILD_SUBREAPER = 36
 
 # (a test of the command line, the kind): the first that matches names a process.
@@ -43,31 +44,19 @@ _KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _kind(pid: int) -> str | None:
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return None
+def _kind(process: psutil.Process) -> str:
+    command = " ".join(process.cmdline())
     return next((kind for needle, kind in _KINDS if needle in command), "other")
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """`pid`'s parent and its user and system CPU ticks so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), int(fields[11]) + int(fields[12])
-
-
 class Sampler:
-    """CPU ticks by kind of process, for this process's descendants. It is their subreaper, so
+    """CPU seconds by kind of process, for this process's descendants. It is their subreaper, so
     a daemon that detaches (PostgreSQL under `pg_ctl`) stays one of them."""
 
     def __init__(self) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        self._ours: dict[int, tuple[int, str]] = {}  # pid -> (ticks counted, kind)
-        self.ticks: Counter[str] = Counter()
+        self._ours: dict[int, tuple[float, str]] = {}  # pid -> (seconds counted, kind)
+        self.seconds: Counter[str] = Counter()
         self.processes: Counter[str] = Counter()
         self._stop = threading.Event()
 
@@ -80,32 +69,22 @@ class Sampler:
         self._stop.set()
 
     def _sample(self) -> None:
-        stats = {pid: stat for pid in _pids() if (stat := _stat(pid)) is not None}
-        children: dict[int, list[int]] = {}
-        for pid, (parent, _) in stats.items():
-            children.setdefault(parent, []).append(pid)
-        mine, waiting = set(), [os.getpid()]
-        while waiting:  # pids wrap around: walk the tree, not the numbers
-            for child in children.get(waiting.pop(), ()):
-                mine.add(child)
-                waiting.append(child)
-        for pid in mine:
-            if pid not in self._ours:
-                kind = _kind(pid)
-                if kind is None:
-                    continue
-                self._ours[pid] = (0, kind)
+        for process in psutil.Process().children(recursive=True):
+            try:
+                with process.oneshot():
+                    counted, kind = self._ours.get(process.pid) or (0.0, _kind(process))
+                    times = process.cpu_times()
+            except psutil.Error:  # ended (or a zombie) since the listing
+                continue
+            if process.pid not in self._ours:
                 self.processes[kind] += 1
-            counted, kind = self._ours[pid]
-            ticks = stats[pid][1]
-            if ticks > counted:
-                self.ticks[kind] += ticks - counted
-                self._ours[pid] = (ticks, kind)
+            spent = times.user + times.system
+            self.seconds[kind] += max(spent - counted, 0.0)
+            self._ours[process.pid] = (max(spent, counted), kind)
 
 
 def _reap_orphans(pytest: int) -> None:
-    """Reap the orphans that ended (sampled once more as zombies first), not pytest: its
-    `Popen` waits for it."""
+    """Reap the orphans that ended, not pytest: its `Popen` waits for it."""
     while True:
         try:
             ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -114,10 +93,6 @@ def _reap_orphans(pytest: int) -> None:
         if ended is None or ended.si_pid == pytest:
             return
         os.waitpid(ended.si_pid, 0)
-
-
-def _pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
 def main(args: list[str]) -> int:
@@ -132,11 +107,10 @@ def main(args: list[str]) -> int:
     wall = time.monotonic() - started
     sampler.stop()
     watching.join()
-    total = sum(sampler.ticks.values()) / _TICKS_PER_S
+    total = sum(sampler.seconds.values())
     print(f"\npytest exited {code} after {wall:.0f} s; {total:.0f} CPU s in the processes it started")
     print(f"{'CPU s':>8} {'share':>6} {'processes':>9}  kind")
-    for kind, ticks in sampler.ticks.most_common():
-        seconds = ticks / _TICKS_PER_S
+    for kind, seconds in sampler.seconds.most_common():
         print(f"{seconds:8.1f} {seconds / total:6.1%} {sampler.processes[kind]:9d}  {kind}")
     return code
 

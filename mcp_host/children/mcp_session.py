@@ -188,7 +188,7 @@ class Child(ChildLife):
                 break
         try:
             return self._pages.tools(version, pages)
-        except (ValidationError, ValueError) as exc:
+        except ValueError as exc:  # pydantic's ValidationError among them
             raise self._malformed("tools/list", exc) from exc
 
     async def call_tool(
@@ -316,9 +316,9 @@ class Child(ChildLife):
         if plain is not None:
             self._answered(params["name"], plain)
             return plain
-        try:
-            result = _tool_result(answer, session.protocol_version or _HANDSHAKE)
-        except ValidationError as exc:
+        try:  # not plain: read exactly as the SDK's client reads it
+            result = read_as_client("tools/call", session.protocol_version or _HANDSHAKE, answer, types.CallToolResult)
+        except ValueError as exc:  # pydantic's ValidationError among them
             raise self._malformed("tools/call", exc) from exc
         self._answered(params["name"], result)
         return result
@@ -449,8 +449,3 @@ class Child(ChildLife):
 
     def _changed(self, what: Changed) -> None:
         self._on_list_changed(ListChange(self.plugin_id, what, self.session_id, self.owner_context))
-
-
-def _tool_result(raw: dict[str, Any], version: str) -> types.CallToolResult:
-    """A `tools/call` result that is not plain, read exactly as the SDK's client reads it."""
-    return read_as_client("tools/call", version, raw, types.CallToolResult)
